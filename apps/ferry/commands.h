@@ -1,0 +1,23 @@
+#pragma once
+// Each subcommand registers its flags and, once parsed, the function that runs it.
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "general_flags.h"
+
+namespace ferry::app {
+
+struct Command {
+  std::string role;           // log tag: "server", "orchestrator", ...
+  std::function<int()> run;   // set by the chosen subcommand's callback
+};
+
+void register_server(CLI::App& app, GeneralFlags& general, Command& command);
+void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& command);
+void register_client(CLI::App& app, GeneralFlags& general, Command& command);
+void register_demo(CLI::App& app, GeneralFlags& general, Command& command);
+
+}  // namespace ferry::app

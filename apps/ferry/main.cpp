@@ -1,0 +1,51 @@
+// ferry: one binary, one subcommand per role (ARCHITECTURE.md, "Roles and processes").
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "core/log.h"
+#include "ferry/core/status.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Ferry: GPU/DPU offload systems on ordinary machines.\n"
+               "Remote request offload: start 'ferry server', then 'ferry orchestrator', then clients;\n"
+               "or run 'ferry demo' to see all three at work."};
+  app.require_subcommand(1);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.set_help_all_flag("--help-all", "Show the help of every subcommand");
+
+  ferry::app::GeneralFlags general;
+  ferry::app::Command command;
+  ferry::app::register_server(app, general, command);
+  ferry::app::register_orchestrator(app, general, command);
+  ferry::app::register_client(app, general, command);
+  ferry::app::register_demo(app, general, command);
+
+  try {
+    std::vector<std::string> args(argv, argv + argc);
+    args = ferry::app::apply_json_flags(app, args);
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    app.parse(static_cast<int>(cargs.size()), cargs.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const ferry::Error& e) {
+    std::fprintf(stderr, "ferry: %s\n", e.what());
+    return 2;
+  }
+
+  try {
+    ferry::log::init(command.role.c_str(), general.log_level, general.sdk_log_level);
+    return command.run();
+  } catch (const ferry::Error& e) {
+    ferry::log::app().error("{}", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    ferry::log::app().critical("unexpected error: {}", e.what());
+    return 1;
+  }
+}

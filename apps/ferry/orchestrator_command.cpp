@@ -1,0 +1,66 @@
+#include "commands.h"
+#include "ferry/offload/orchestrator.h"
+
+namespace ferry::app {
+
+void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& command) {
+  static offload::OrchestratorOptions o;
+  static std::string backend = "auto";
+  static std::string launch = "persistent";
+  static std::string handler = "reverse";
+  CLI::App* sub = app.add_subcommand(
+      "orchestrator",
+      "Host role: create the channels, hand them to the server, run the workers (CPU threads or GPU kernels) "
+      "and watch them. Start it after the server.");
+  add_general_flags(*sub, general);
+  sub->add_option("-d,--device-id", o.device_id, "DOCA comch device PCI address; accepted for compatibility, unused");
+  sub->add_option("-g,--gpu-pci-addr", o.gpu_pci_addr,
+                  "GPU for the cuda backend: PCI address (e.g. 0000:17:00.0) or device index; ignored by cpu");
+  sub->add_option("-c,--comch-channel-name", o.channel_name, "Control channel name; must match the server's")
+      ->capture_default_str();
+  sub->add_option("-t,--num-gpu-threads", o.num_gpu_threads,
+                  "Workers, one per channel; must equal the server's number of --cpu cores")
+      ->required();
+  sub->add_option("--max-concurrent-messages", o.max_concurrent_messages, "Must match the server's")
+      ->capture_default_str();
+  sub->add_option("--max-message-length", o.max_message_length, "Must match the server's")->capture_default_str();
+  sub->add_option("--backend", backend, "Worker backend: cpu, cuda, or auto (cuda where a GPU is present)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  sub->add_option("--launch", launch, "cuda launch method: persistent, burst, graph or memops")
+      ->check(CLI::IsMember({"cpu", "persistent", "burst", "graph", "memops"}))
+      ->capture_default_str();
+  sub->add_option("--handler", handler, "Work per message: reverse (the reference) or echo")
+      ->check(CLI::IsMember({"reverse", "echo"}))
+      ->capture_default_str();
+  sub->add_option("--ring-slots", o.ring_slots,
+                  "Slots per channel ring (power of two); default 8 x --max-concurrent-messages, so several "
+                  "clients can share a server thread");
+  sub->add_option("--burst", o.worker.burst, "burst/graph/memops: most requests per launch")->capture_default_str();
+  sub->add_option("--burst-timeout-us", o.worker.burst_timeout_us,
+                  "burst/graph/memops: longest wait to fill a burst")
+      ->capture_default_str();
+  sub->add_option("--worker-cpu", o.worker.cpus, "cpu backend: cores to pin worker threads to (comma-separated)")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--connect-timeout", o.connect_timeout_s,
+                  "Seconds to wait for the server to appear; 0 waits forever")
+      ->capture_default_str();
+  sub->add_option("--hang-timeout", o.hang_timeout_s,
+                  "Seconds without progress while requests wait before the workers count as hung")
+      ->capture_default_str();
+  sub->callback([&command] {
+    command.role = "orchestrator";
+    command.run = [] {
+      const std::string chosen = backend == "auto" ? (worker::cuda_available() ? "cuda" : "cpu") : backend;
+      o.worker.backend = worker::parse_backend(chosen);
+      o.worker.launch = o.worker.backend == worker::BackendKind::Cpu ? worker::LaunchMethod::Cpu
+                                                                      : worker::parse_launch(launch);
+      o.worker.handler = worker::parse_handler(handler);
+      o.worker.gpu = o.gpu_pci_addr;
+      return offload::run_orchestrator(o);
+    };
+  });
+}
+
+}  // namespace ferry::app

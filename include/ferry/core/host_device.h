@@ -1,0 +1,10 @@
+#pragma once
+// Qualifiers that let one source serve the CPU and the CUDA backends.
+
+#if defined(__CUDACC__)
+#define FERRY_HOST_DEVICE __host__ __device__
+#define FERRY_DEVICE __device__
+#else
+#define FERRY_HOST_DEVICE
+#define FERRY_DEVICE
+#endif

@@ -1,0 +1,59 @@
+#include "core/log.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <memory>
+#include <string>
+
+#include "ferry/core/status.h"
+
+namespace ferry::log {
+namespace {
+
+std::shared_ptr<spdlog::logger> make(const std::string& name) {
+  auto existing = spdlog::get(name);
+  if (existing) return existing;
+  return spdlog::stderr_color_mt(name);
+}
+
+}  // namespace
+
+spdlog::level::level_enum from_doca_level(int level) {
+  switch (level) {
+    case 10: return spdlog::level::off;
+    case 20: return spdlog::level::critical;
+    case 30: return spdlog::level::err;
+    case 40: return spdlog::level::warn;
+    case 50: return spdlog::level::info;
+    case 60: return spdlog::level::debug;
+    case 70: return spdlog::level::trace;
+    default:
+      throw Error("log level " + std::to_string(level) +
+                  " is not one of 10 DISABLE, 20 CRITICAL, 30 ERROR, 40 WARNING, 50 INFO, "
+                  "60 DEBUG, 70 TRACE");
+  }
+}
+
+void init(const char* role, int log_level, int sdk_log_level) {
+  const std::string pattern = std::string("[%H:%M:%S.%e] [") + role + "] [%n] [%^%l%$] %v";
+  auto a = make("ferry");
+  auto s = make("sdk");
+  a->set_pattern(pattern);
+  s->set_pattern(pattern);
+  a->set_level(from_doca_level(log_level));
+  s->set_level(from_doca_level(sdk_log_level));
+  a->flush_on(spdlog::level::warn);
+  s->flush_on(spdlog::level::warn);
+}
+
+spdlog::logger& app() {
+  static auto logger = make("ferry");
+  return *logger;
+}
+
+spdlog::logger& sdk() {
+  static auto logger = make("sdk");
+  return *logger;
+}
+
+}  // namespace ferry::log

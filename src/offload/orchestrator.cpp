@@ -1,0 +1,166 @@
+#include "ferry/offload/orchestrator.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "core/log.h"
+#include "ferry/core/arena.h"
+#include "ferry/core/control_link.h"
+#include "ferry/core/signal_fd.h"
+#include "ferry/core/status.h"
+
+namespace ferry::offload {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Requests published into the channels but not yet answered: the request
+// ring's consumer tail tells how far the workers have read, the response seq
+// words how far they have answered. The orchestrator only reads here.
+bool requests_waiting(const Arena& arena) {
+  for (std::uint32_t i = 0; i < arena.num_channels(); ++i) {
+    const Channel ch = arena.channel(i);
+    const std::uint32_t tail = std::atomic_ref<std::uint32_t>(ch.requests.layout()->consumer.tail)
+                                   .load(std::memory_order_acquire);
+    // A request is waiting when the slot at the consumer's tail has been published.
+    if (std::atomic_ref<std::uint32_t>(ch.requests.desc(tail)->seq).load(std::memory_order_acquire) == tail + 1)
+      return true;
+  }
+  return false;
+}
+
+std::optional<ControlLink> connect_to_server(const OrchestratorOptions& opts, SignalFd& signals) {
+  const auto start = Clock::now();
+  bool announced = false;
+  for (;;) {
+    if (auto link = ControlLink::try_connect(opts.channel_name)) return link;
+    if (!announced) {
+      log::app().info("waiting for the server on {} ...", ControlLink::address_of(opts.channel_name));
+      announced = true;
+    }
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (opts.connect_timeout_s > 0 && waited > opts.connect_timeout_s)
+      throw Error("no ferry server listens on " + ControlLink::address_of(opts.channel_name) + " after " +
+                  std::to_string(static_cast<int>(waited)) + " s (start the server first, with the same "
+                  "--comch-channel-name)");
+    pollfd p{signals.fd(), POLLIN, 0};
+    if (poll(&p, 1, 500) > 0) {
+      log::app().info("{} received while waiting for the server", signals.read_name());
+      return std::nullopt;
+    }
+  }
+}
+
+}  // namespace
+
+int run_orchestrator(const OrchestratorOptions& opts) {
+  if (opts.num_gpu_threads == 0) throw Error("--num-gpu-threads must be at least 1");
+  SignalFd signals;
+
+  ArenaParams params;
+  params.num_channels = opts.num_gpu_threads;
+  params.max_concurrent_messages =
+      opts.ring_slots != 0 ? opts.ring_slots : 8 * opts.max_concurrent_messages;
+  if (params.max_concurrent_messages < opts.max_concurrent_messages)
+    throw Error("--ring-slots " + std::to_string(opts.ring_slots) + " is smaller than --max-concurrent-messages " +
+                std::to_string(opts.max_concurrent_messages));
+  params.max_message_length = opts.max_message_length;
+  params.backend = opts.worker.backend == worker::BackendKind::Cuda ? ArenaBackend::Cuda : ArenaBackend::Cpu;
+  Arena arena = Arena::create(params, "ferry-arena-" + opts.channel_name);
+  log::app().info("arena: {} channel(s) of {} slots x {} bytes, {} KiB in all", arena.num_channels(),
+                  arena.header()->ring_capacity, arena.header()->slot_size, arena.size() / 1024);
+
+  auto backend = worker::make_backend(opts.worker);
+  backend->prepare(arena);
+
+  auto link_opt = connect_to_server(opts, signals);
+  if (!link_opt) return 0;
+  ControlLink link = std::move(*link_opt);
+  link.send(wire::MsgId::ExchangeConsumerIdRequest, static_cast<std::uint32_t>(getpid()), arena.fd());
+  auto reply = link.recv(10'000);
+  if (!reply) throw Error("the server did not answer exchange_consumer_id_request within 10 s");
+  if (reply->id == wire::MsgId::FerryError)
+    throw Error("the server refused this orchestrator: " + reply->text);
+  if (reply->id != wire::MsgId::ExchangeConsumerIdResponse)
+    throw Error(std::string("the server answered ") + wire::to_string(reply->id) +
+                " instead of exchange_consumer_id_response");
+  log::app().info("attached to server (pid {}); starting {}", reply->value, backend->describe());
+  backend->start();
+
+  int exit_code = 0;
+  std::uint64_t last_handled = backend->handled();
+  auto last_progress = Clock::now();
+  for (;;) {
+    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {link.fd(), POLLIN, 0}};
+    // The reference host polls its stop flag every 100 ms; so does this loop.
+    if (poll(fds, 2, 100) < 0 && errno != EINTR) throw_errno("poll");
+
+    if (fds[0].revents & POLLIN) {
+      log::app().info("{} received: asking the server to shut down", signals.read_name());
+      try {
+        link.send(wire::MsgId::StartShutdown);
+        const auto deadline = Clock::now() + std::chrono::duration<double>(opts.shutdown_timeout_s);
+        for (;;) {
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+          if (left <= 0) {
+            log::app().warn("the server did not answer start_shutdown within {} s", opts.shutdown_timeout_s);
+            exit_code = 1;
+            break;
+          }
+          auto m = link.recv(static_cast<int>(left));
+          if (m && m->id == wire::MsgId::ShutdownComplete) break;
+        }
+      } catch (const Error& e) {
+        log::app().warn("server went away during shutdown: {}", e.what());
+      }
+      break;
+    }
+    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+      try {
+        auto m = link.recv(0);
+        if (m && m->id == wire::MsgId::StartShutdown) {
+          log::app().info("server asked to shut down");
+          backend->stop();
+          link.send(wire::MsgId::ShutdownComplete);
+          break;
+        }
+        if (m && m->id == wire::MsgId::FerryError) {
+          log::app().error("server reported: {}", m->text);
+        } else if (m) {
+          log::app().warn("unexpected control message {} from the server", wire::to_string(m->id));
+        }
+      } catch (const Error& e) {
+        log::app().error("server went away ({}); stopping the workers", e.what());
+        exit_code = 1;
+        break;
+      }
+    }
+
+    const std::string failure = backend->failure();
+    if (!failure.empty()) {
+      log::app().error("worker failed: {}; shutting down so the server fails its clients' requests", failure);
+      exit_code = 1;
+      break;
+    }
+    const std::uint64_t handled = backend->handled();
+    if (handled != last_handled || !requests_waiting(arena)) {
+      last_handled = handled;
+      last_progress = Clock::now();
+    } else if (Clock::now() - last_progress > std::chrono::duration<double>(opts.hang_timeout_s)) {
+      log::app().error("workers made no progress for {} s while requests wait: treating them as hung",
+                       opts.hang_timeout_s);
+      exit_code = 1;
+      break;
+    }
+  }
+  backend->stop();
+  // Closing the link (by returning) tells a live server that its workers are gone.
+  log::app().info("orchestrator stopped after {} message(s)", backend->handled());
+  return exit_code;
+}
+
+}  // namespace ferry::offload

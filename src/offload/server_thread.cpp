@@ -1,0 +1,544 @@
+#include "offload/server_thread.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "core/log.h"
+#include "ferry/core/backoff.h"
+#include "ferry/core/net.h"
+#include "ferry/core/status.h"
+
+namespace ferry::offload {
+namespace {
+
+constexpr std::uint32_t kWakeMarker = 0xffffffffu;
+constexpr std::size_t kErrorSlack = 1024;  // room for one ferry_error beyond the responses
+constexpr auto kLingerTime = std::chrono::seconds(2);
+
+std::uint64_t make_cookie(std::uint32_t slot, std::uint32_t generation) {
+  return (std::uint64_t(slot) << 32) | generation;
+}
+
+std::string describe_frame_error(wire::FrameCheck check, const std::uint8_t* p,
+                                 std::uint32_t max_message_length) {
+  const wire::Header h = wire::decode_header(p);
+  switch (check) {
+    case wire::FrameCheck::WireSizeTooSmall:
+      return "wire_size " + std::to_string(h.wire_size) + " is below the 12-byte minimum";
+    case wire::FrameCheck::MessageTooLarge:
+      return "wire_size " + std::to_string(h.wire_size) + " exceeds 8 + --max-message-length " +
+             std::to_string(max_message_length);
+    case wire::FrameCheck::UnexpectedMsgId:
+      return "msg_id " + std::to_string(h.msg_id) + " is not client_request (4)";
+    case wire::FrameCheck::LengthMismatch:
+      return "length prefix " + std::to_string(wire::load_be32(p + wire::kHeaderSize)) +
+             " disagrees with wire_size " + std::to_string(h.wire_size) + " (which implies " +
+             std::to_string(h.wire_size - wire::kRequestOverhead) + ")";
+    default: return "malformed request";
+  }
+}
+
+}  // namespace
+
+struct ServerThread::Connection {
+  int fd = -1;
+  std::uint32_t slot = 0;
+  std::uint32_t generation = 0;
+  std::uint32_t registered = 0;  // epoll events currently registered
+  std::uint32_t in_flight = 0;
+  bool open = false;
+  bool paused = false;     // no credit: reading stopped until a response frees one
+  bool dirty = false;      // has unsent output queued this round
+  bool closing = false;    // an error is queued: flush, then close
+  bool lingering = false;  // write side shut: discard input until EOF or the deadline
+  std::chrono::steady_clock::time_point linger_deadline{};
+  std::string pending_error;  // sent once every in-flight response is out
+  std::string peer;
+  std::unique_ptr<std::uint8_t[]> in;
+  std::size_t in_len = 0;
+  std::unique_ptr<std::uint8_t[]> out;
+  std::size_t out_head = 0;
+  std::size_t out_tail = 0;
+
+  std::size_t out_used() const { return out_tail - out_head; }
+};
+
+struct ServerThread::Command {
+  enum class Kind { Adopt, Bind, Drain } kind;
+  int fd = -1;
+  bool has_channel = false;
+  Channel channel{};
+  std::uint64_t generation = 0;
+};
+
+ServerThread::ServerThread(const ServerThreadConfig& config) : config_(config) {
+  max_wire_ = static_cast<std::uint32_t>(wire::kHeaderSize) + config.max_message_length;
+  // Keep a connection's output buffer near 1 MiB even for large messages; the
+  // window shrinks instead (documented in README "Limits").
+  const std::uint32_t by_memory = std::max<std::uint32_t>(1, (1u << 20) / max_wire_);
+  conn_window_ = std::min(config.max_concurrent_messages, by_memory);
+  out_capacity_ = std::size_t(conn_window_) * max_wire_ + kErrorSlack;
+  in_capacity_ = std::max<std::size_t>(16 * 1024, 2 * std::size_t(max_wire_));
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) throw_errno("epoll_create1");
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw_errno("eventfd");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u32 = kWakeMarker;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) throw_errno("epoll_ctl wake fd");
+}
+
+ServerThread::~ServerThread() {
+  stop();
+  for (auto& c : connections_)
+    if (c && c->open) ::close(c->fd);
+  {
+    std::lock_guard lock(commands_mutex_);
+    for (auto& cmd : commands_)
+      if (cmd.kind == Command::Kind::Adopt) ::close(cmd.fd);
+  }
+  ::close(wake_fd_);
+  ::close(epoll_fd_);
+}
+
+void ServerThread::start() {
+  running_.store(true);
+  thread_ = std::thread([this] { run(); });
+}
+
+void ServerThread::stop() {
+  if (!thread_.joinable()) return;
+  running_.store(false);
+  const std::uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+  thread_.join();
+  for (auto& c : connections_)
+    if (c && c->open) close_connection(*c, nullptr);
+}
+
+void ServerThread::adopt(int fd) {
+  {
+    std::lock_guard lock(commands_mutex_);
+    commands_.push_back({Command::Kind::Adopt, fd});
+  }
+  stats_.clients.fetch_add(1, std::memory_order_relaxed);  // counted now so the acceptor balances
+  has_commands_.store(true, std::memory_order_release);
+  const std::uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+void ServerThread::bind(const Channel* channel, std::uint64_t generation) {
+  Command cmd{Command::Kind::Bind};
+  cmd.has_channel = channel != nullptr;
+  if (channel != nullptr) cmd.channel = *channel;
+  cmd.generation = generation;
+  {
+    std::lock_guard lock(commands_mutex_);
+    commands_.push_back(cmd);
+  }
+  has_commands_.store(true, std::memory_order_release);
+  const std::uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+  // Wait for the thread to switch: the caller may unmap the old arena after this.
+  while (running_.load() && bound_generation_.load(std::memory_order_acquire) != generation)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
+void ServerThread::begin_drain() {
+  {
+    std::lock_guard lock(commands_mutex_);
+    commands_.push_back({Command::Kind::Drain});
+  }
+  has_commands_.store(true, std::memory_order_release);
+  const std::uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+void ServerThread::process_commands() {
+  std::vector<Command> cmds;
+  {
+    std::lock_guard lock(commands_mutex_);
+    cmds.swap(commands_);
+    has_commands_.store(false, std::memory_order_relaxed);
+  }
+  for (auto& cmd : cmds) {
+    switch (cmd.kind) {
+      case Command::Kind::Adopt:
+        open_connection(cmd.fd);
+        break;
+      case Command::Kind::Bind:
+        if (bound_) fail_in_flight("the orchestrator went away with requests in flight");
+        bound_ = cmd.has_channel;
+        if (bound_) {
+          requests_ = RingProducer(cmd.channel.requests);
+          responses_ = RingConsumer(cmd.channel.responses);
+        } else {
+          requests_ = RingProducer();
+          responses_ = RingConsumer();
+        }
+        channel_in_flight_ = 0;
+        stats_.in_flight.store(0, std::memory_order_relaxed);
+        // Pairs with bind()'s acquire: the old channel is no longer touched.
+        bound_generation_.store(cmd.generation, std::memory_order_release);
+        break;
+      case Command::Kind::Drain:
+        draining_ = true;
+        for (auto& c : connections_)
+          if (c && c->open) update_interest(*c);
+        break;
+    }
+  }
+}
+
+std::uint32_t ServerThread::open_connection(int fd) {
+  std::uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = static_cast<std::uint32_t>(connections_.size());
+    connections_.push_back(std::make_unique<Connection>());
+  }
+  Connection& c = *connections_[slot];
+  const std::uint32_t generation = c.generation + 1;
+  c = Connection{};
+  c.fd = fd;
+  c.slot = slot;
+  c.generation = generation;
+  c.open = true;
+  c.peer = net::peer_name(fd);
+  // Default-initialised (not zeroed): the kernel commits pages only as they are used.
+  c.in.reset(new std::uint8_t[in_capacity_]);
+  c.out.reset(new std::uint8_t[out_capacity_]);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u32 = slot;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    log::app().error("thread {}: cannot watch client {}: {}", config_.index, c.peer, std::strerror(errno));
+    close_connection(c, nullptr);
+    return slot;
+  }
+  c.registered = EPOLLIN;
+  log::app().debug("thread {}: client {} connected", config_.index, c.peer);
+  if (draining_) update_interest(c);
+  return slot;
+}
+
+void ServerThread::run() {
+  if (config_.cpu >= 0) {
+    try {
+      net::pin_current_thread(config_.cpu);
+    } catch (const Error& e) {
+      log::sdk().warn("data-path thread {}: {}; running unpinned", config_.index, e.what());
+    }
+  }
+  epoll_event events[256];
+  // While requests are in flight the thread polls the response ring; the backoff
+  // gives the core away when the workers are slow rather than spin against them.
+  Backoff backoff(1000, 100, 20'000);
+  auto last_linger_check = std::chrono::steady_clock::now();
+  while (running_.load(std::memory_order_relaxed)) {
+    if (has_commands_.load(std::memory_order_acquire)) process_commands();
+    const bool polling = bound_ && channel_in_flight_ > 0;
+    const int n = epoll_wait(epoll_fd_, events, 256, polling ? 0 : 50);
+    bool progress = n > 0;
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u32 == kWakeMarker) {
+        std::uint64_t v;
+        (void)!read(wake_fd_, &v, sizeof(v));
+        continue;
+      }
+      handle_event(events[i].data.u32, events[i].events);
+    }
+    if (bound_ && channel_in_flight_ > 0) {
+      const std::uint32_t before = channel_in_flight_;
+      drain_responses();
+      progress |= channel_in_flight_ != before;
+    }
+    for (std::uint32_t slot : dirty_) {
+      Connection& c = *connections_[slot];
+      c.dirty = false;
+      if (c.open) flush(c);
+    }
+    dirty_.clear();
+    if (!paused_.empty()) resume_paused();
+
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_linger_check > std::chrono::milliseconds(100)) {
+      last_linger_check = now;
+      for (auto& c : connections_)
+        if (c && c->open && c->lingering && now > c->linger_deadline) close_connection(*c, nullptr);
+    }
+    if (progress) {
+      backoff.reset();
+    } else if (polling) {
+      backoff.idle();
+    }
+  }
+}
+
+void ServerThread::handle_event(std::uint32_t slot, std::uint32_t events) {
+  if (slot >= connections_.size()) return;
+  Connection& c = *connections_[slot];
+  if (!c.open) return;
+  if (events & EPOLLERR) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    log::app().info("thread {}: client {} socket error: {}", config_.index, c.peer, std::strerror(err));
+    close_connection(c, nullptr);
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLHUP)) read_from(c);
+  if (c.open && (events & EPOLLOUT)) flush(c);
+}
+
+void ServerThread::read_from(Connection& c) {
+  while (c.open) {
+    if (c.lingering) {
+      // Discard what the client still sends after an error, so that closing does
+      // not reset the connection before it has read the error response.
+      std::uint8_t sink[4096];
+      const ssize_t r = recv(c.fd, sink, sizeof(sink), 0);
+      if (r > 0) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      close_connection(c, nullptr);
+      return;
+    }
+    if (c.closing || c.paused || draining_ || c.in_len == in_capacity_) return;
+    const ssize_t r = recv(c.fd, c.in.get() + c.in_len, in_capacity_ - c.in_len, 0);
+    if (r > 0) {
+      c.in_len += static_cast<std::size_t>(r);
+      parse_requests(c);
+      continue;
+    }
+    if (r == 0) {
+      if (c.in_len > 0)
+        log::app().warn("thread {}: client {} disconnected mid-message ({} bytes of an incomplete request)",
+                        config_.index, c.peer, c.in_len);
+      if (c.in_flight > 0)
+        log::app().info("thread {}: client {} disconnected with {} request(s) in flight; their responses are dropped",
+                        config_.index, c.peer, c.in_flight);
+      close_connection(c, nullptr);
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    log::app().info("thread {}: client {} read error: {}", config_.index, c.peer, std::strerror(errno));
+    close_connection(c, nullptr);
+    return;
+  }
+}
+
+bool ServerThread::can_post(const Connection& c) const {
+  // Room for every in-flight response plus this one is reserved up front, so a
+  // client that stops reading stalls only itself (its output buffer is bounded).
+  return c.in_flight < conn_window_ && channel_in_flight_ < requests_.ring().capacity() &&
+         c.out_used() + std::size_t(c.in_flight + 1) * max_wire_ + kErrorSlack <= out_capacity_;
+}
+
+void ServerThread::parse_requests(Connection& c) {
+  std::size_t pos = 0;
+  while (!c.closing) {
+    std::uint32_t len = 0;
+    std::uint32_t frame = 0;
+    const std::uint8_t* p = c.in.get() + pos;
+    const wire::FrameCheck check =
+        wire::check_request(p, c.in_len - pos, config_.max_message_length, &len, &frame);
+    if (check == wire::FrameCheck::NeedMore) break;
+    if (check != wire::FrameCheck::Ok) {
+      protocol_error(c, wire::to_error_code(check),
+                     describe_frame_error(check, p, config_.max_message_length));
+      pos = c.in_len;
+      break;
+    }
+    if (!bound_) {
+      protocol_error(c, wire::ErrorCode::NoWorkers, "no orchestrator is attached to the server");
+      pos = c.in_len;
+      break;
+    }
+    if (!can_post(c)) {
+      if (!c.paused) {
+        c.paused = true;
+        paused_.push_back(c.slot);
+        update_interest(c);
+      }
+      break;
+    }
+    const Status s = requests_.try_push({p + wire::kRequestOverhead, len}, make_cookie(c.slot, c.generation));
+    if (s != Status::Ok) {  // can_post() checked the ring: only a slot smaller than the message remains
+      protocol_error(c, wire::ErrorCode::MessageTooLarge, "request does not fit the arena's slot size");
+      pos = c.in_len;
+      break;
+    }
+    ++c.in_flight;
+    ++channel_in_flight_;
+    stats_.requests.fetch_add(1, std::memory_order_relaxed);
+    pos += frame;
+  }
+  if (pos > 0) {
+    std::memmove(c.in.get(), c.in.get() + pos, c.in_len - pos);
+    c.in_len -= pos;
+    stats_.in_flight.store(channel_in_flight_, std::memory_order_relaxed);
+  }
+}
+
+void ServerThread::drain_responses() {
+  SlotMessage msg;
+  std::uint32_t drained = 0;
+  while (responses_.try_peek(&msg)) {
+    const auto slot = static_cast<std::uint32_t>(msg.cookie >> 32);
+    const auto generation = static_cast<std::uint32_t>(msg.cookie);
+    Connection* c = slot < connections_.size() ? connections_[slot].get() : nullptr;
+    if (c != nullptr && c->open && c->generation == generation && c->in_flight > 0) {
+      const std::size_t need = wire::kRequestOverhead + msg.payload.size;
+      if (c->out_tail + need > out_capacity_) {
+        std::memmove(c->out.get(), c->out.get() + c->out_head, c->out_used());
+        c->out_tail -= c->out_head;
+        c->out_head = 0;
+      }
+      std::uint8_t* dst = c->out.get() + c->out_tail;
+      // The reference server answers with msg_id 4 (client_request); clients must accept 4 or 5.
+      wire::encode_data_prefix(dst, static_cast<std::uint32_t>(msg.payload.size), wire::MsgId::ClientRequest);
+      std::memcpy(dst + wire::kRequestOverhead, msg.payload.data, msg.payload.size);
+      c->out_tail += need;
+      --c->in_flight;
+      if (c->in_flight == 0 && !c->pending_error.empty()) {
+        std::memcpy(c->out.get() + c->out_tail, c->pending_error.data(), c->pending_error.size());
+        c->out_tail += c->pending_error.size();
+        c->pending_error.clear();
+      }
+      if (!c->dirty) {
+        c->dirty = true;
+        dirty_.push_back(slot);
+      }
+    } else {
+      stats_.dropped_responses.fetch_add(1, std::memory_order_relaxed);
+    }
+    responses_.advance();
+    --channel_in_flight_;
+    ++drained;
+  }
+  if (drained > 0) {
+    responses_.release();
+    stats_.responses.fetch_add(drained, std::memory_order_relaxed);
+    stats_.in_flight.store(channel_in_flight_, std::memory_order_relaxed);
+  }
+}
+
+void ServerThread::resume_paused() {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < paused_.size(); ++i) {
+    Connection& c = *connections_[paused_[i]];
+    if (!c.open || !c.paused) continue;
+    if (!bound_ || can_post(c)) {
+      c.paused = false;
+      parse_requests(c);  // requests already buffered go first
+      if (c.paused) continue;  // parse_requests re-queued it
+      update_interest(c);
+    } else {
+      paused_[kept++] = paused_[i];
+    }
+  }
+  paused_.resize(kept);
+}
+
+void ServerThread::flush(Connection& c) {
+  while (c.out_used() > 0) {
+    const ssize_t r = send(c.fd, c.out.get() + c.out_head, c.out_used(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r > 0) {
+      c.out_head += static_cast<std::size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    log::app().info("thread {}: client {} went away before reading its responses: {}", config_.index,
+                    c.peer, r < 0 ? std::strerror(errno) : "closed");
+    close_connection(c, nullptr);
+    return;
+  }
+  if (c.out_used() == 0) {
+    c.out_head = c.out_tail = 0;
+    if (c.closing && c.in_flight == 0 && c.pending_error.empty() && !c.lingering) {
+      shutdown(c.fd, SHUT_WR);
+      c.lingering = true;
+      c.linger_deadline = std::chrono::steady_clock::now() + kLingerTime;
+    }
+  }
+  update_interest(c);
+}
+
+void ServerThread::update_interest(Connection& c) {
+  if (!c.open) return;
+  std::uint32_t want = 0;
+  if (c.lingering || (!c.closing && !c.paused && !draining_)) want |= EPOLLIN;
+  if (c.out_used() > 0) want |= EPOLLOUT;
+  if (want == c.registered) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.u32 = c.slot;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev) == 0) c.registered = want;
+}
+
+void ServerThread::protocol_error(Connection& c, wire::ErrorCode code, const std::string& why) {
+  stats_.protocol_errors.fetch_add(1, std::memory_order_relaxed);
+  log::app().warn("thread {}: client {}: {}; answering ferry_error {} and closing", config_.index, c.peer,
+                  why, wire::to_string(code));
+  c.closing = true;
+  c.in_len = 0;
+  c.pending_error = wire::encode_error(code, why);
+  if (c.in_flight == 0) {
+    if (c.out_tail + c.pending_error.size() > out_capacity_) {
+      std::memmove(c.out.get(), c.out.get() + c.out_head, c.out_used());
+      c.out_tail -= c.out_head;
+      c.out_head = 0;
+    }
+    const std::size_t n = std::min(c.pending_error.size(), out_capacity_ - c.out_tail);
+    std::memcpy(c.out.get() + c.out_tail, c.pending_error.data(), n);
+    c.out_tail += n;
+    c.pending_error.clear();
+  }
+  if (!c.dirty) {
+    c.dirty = true;
+    dirty_.push_back(c.slot);
+  }
+  update_interest(c);
+}
+
+void ServerThread::fail_in_flight(const char* why) {
+  for (auto& cp : connections_) {
+    if (!cp || !cp->open || cp->in_flight == 0) continue;
+    Connection& c = *cp;
+    const std::uint32_t lost = c.in_flight;
+    c.in_flight = 0;  // their responses will never come
+    protocol_error(c, wire::ErrorCode::NoWorkers,
+                   std::string(why) + " (" + std::to_string(lost) + " of this client's requests)");
+  }
+  channel_in_flight_ = 0;
+}
+
+void ServerThread::close_connection(Connection& c, const char* why) {
+  if (!c.open) return;
+  if (why != nullptr) log::app().info("thread {}: closing client {}: {}", config_.index, c.peer, why);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+  ::close(c.fd);
+  c.open = false;
+  c.fd = -1;
+  c.in.reset();
+  c.out.reset();
+  c.in_len = c.out_head = c.out_tail = 0;
+  // Responses still in the channel for this connection carry the old generation
+  // and are dropped when they arrive; the slot may be reused at once.
+  free_slots_.push_back(c.slot);
+  stats_.clients.fetch_sub(1, std::memory_order_relaxed);
+}
+
+}  // namespace ferry::offload

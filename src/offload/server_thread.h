@@ -1,0 +1,110 @@
+#pragma once
+// One data-path thread of the server: an epoll loop over its clients' sockets
+// and one channel of the arena. Internal to the server.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ferry/core/arena.h"
+#include "ferry/core/slot_ring.h"
+#include "ferry/core/wire.h"
+
+namespace ferry::offload {
+
+struct ServerThreadConfig {
+  std::uint32_t index = 0;
+  int cpu = -1;  // -1: unpinned
+  std::uint32_t max_concurrent_messages = 128;
+  std::uint32_t max_message_length = 256;
+  std::uint32_t max_clients = 1024;
+};
+
+struct ServerThreadStats {
+  std::atomic<std::uint64_t> requests{0};
+  std::atomic<std::uint64_t> responses{0};
+  std::atomic<std::uint64_t> dropped_responses{0};  // their client had gone
+  std::atomic<std::uint64_t> protocol_errors{0};
+  std::atomic<std::uint32_t> clients{0};
+  std::atomic<std::uint32_t> in_flight{0};
+};
+
+class ServerThread {
+ public:
+  explicit ServerThread(const ServerThreadConfig& config);
+  ~ServerThread();
+  ServerThread(const ServerThread&) = delete;
+  ServerThread& operator=(const ServerThread&) = delete;
+
+  void start();
+  // Stops the loop and closes every client; idempotent.
+  void stop();
+
+  // Hands an accepted socket to this thread (any thread may call).
+  void adopt(int fd);
+  // Binds the thread to a channel of a freshly attached arena (generation > 0),
+  // or unbinds it (channel == nullptr): in-flight requests then fail with
+  // no_workers errors. Returns once the thread has switched.
+  void bind(const Channel* channel, std::uint64_t generation);
+  // Stops reading new requests; in-flight ones still complete.
+  void begin_drain();
+
+  std::uint32_t clients() const { return stats_.clients.load(std::memory_order_relaxed); }
+  std::uint32_t in_flight() const { return stats_.in_flight.load(std::memory_order_relaxed); }
+  const ServerThreadStats& stats() const { return stats_; }
+  std::uint32_t index() const { return config_.index; }
+
+ private:
+  struct Connection;
+  struct Command;
+
+  void run();
+  void process_commands();
+  void handle_event(std::uint32_t slot, std::uint32_t events);
+  void read_from(Connection& c);
+  void parse_requests(Connection& c);
+  bool can_post(const Connection& c) const;
+  void drain_responses();
+  void resume_paused();
+  void flush(Connection& c);
+  void update_interest(Connection& c);
+  void protocol_error(Connection& c, wire::ErrorCode code, const std::string& why);
+  void close_connection(Connection& c, const char* why);
+  void fail_in_flight(const char* why);
+  std::uint32_t open_connection(int fd);
+
+  ServerThreadConfig config_;
+  std::uint32_t max_wire_;       // 8 + max_message_length
+  std::uint32_t conn_window_;    // requests one connection may have in flight
+  std::size_t out_capacity_;     // bytes: conn_window_ responses of the largest size
+  std::size_t in_capacity_;
+
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+
+  std::mutex commands_mutex_;
+  std::vector<Command> commands_;
+  std::atomic<bool> has_commands_{false};
+  std::atomic<std::uint64_t> bound_generation_{0};  // acknowledges bind()
+
+  // Data-path state, touched by the thread only.
+  std::vector<std::unique_ptr<Connection>> connections_;
+  std::vector<std::uint32_t> free_slots_;
+  std::vector<std::uint32_t> paused_;
+  std::vector<std::uint32_t> dirty_;
+  bool bound_ = false;
+  bool draining_ = false;
+  RingProducer requests_;
+  RingConsumer responses_;
+  std::uint32_t channel_in_flight_ = 0;
+
+  ServerThreadStats stats_;
+};
+
+}  // namespace ferry::offload
