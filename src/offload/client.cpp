@@ -301,8 +301,10 @@ class Connection {
         return false;
       }
       if (h.wire_size != expected_size) {
-        fail("response " + std::to_string(res_.responses + *k) + ": expected wire_size " +
-             std::to_string(expected_size) + ", received " + std::to_string(h.wire_size));
+        fail("response " + std::to_string(res_.responses + *k) + ": expected " +
+             std::to_string(expected_size - wire::kRequestOverhead) + " payload bytes (wire_size " +
+             std::to_string(expected_size) + "), received wire_size " +
+             std::to_string(h.wire_size));
         return false;
       }
       if (avail < expected_size) break;

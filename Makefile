@@ -1,0 +1,50 @@
+# Ferry's entry points. `make demo` and `make test` work on a fresh Debian
+# machine: both install what is missing first.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CUDA_PATH ?= /usr/local/cuda
+export PATH := $(PATH):$(CUDA_PATH)/bin
+
+.PHONY: deps build demo test test-gpu sanitize asan tsan bench-tcp format clean
+
+deps:
+	bash scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j$(JOBS)
+
+demo: build
+	$(BUILD)/apps/ferry/ferry demo
+
+# The whole suite; GPU tests exit 77 (reported as skipped) where there is no GPU.
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j1
+
+test-gpu: build
+	cd $(BUILD) && ctest --output-on-failure -L gpu
+
+# ASan+UBSan over the whole suite, TSan over the lock-free code (the rings).
+sanitize: asan tsan
+
+asan: deps
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DFERRY_ENABLE_CUDA=OFF -DFERRY_BUILD_BENCH=OFF \
+	  -DFERRY_SANITIZE=address,undefined
+	cmake --build $(BUILD)-asan -j$(JOBS)
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  FERRY_FUZZ_MESSAGES=500000 ctest --output-on-failure -j1 -LE gpu
+
+tsan: deps
+	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_ENABLE_CUDA=OFF -DFERRY_BUILD_BENCH=OFF \
+	  -DFERRY_SANITIZE=thread
+	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test
+	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 FERRY_FUZZ_MESSAGES=1000000 ctest --output-on-failure -L lockfree
+
+bench-tcp: build
+	python3 bench/tcp_bench.py --build-dir $(BUILD)
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs Ferry's build and test dependencies from Debian, idempotently: only
+# packages that are missing are installed, and apt-get update runs only then.
+# Why each one is here: docs/dependencies.md.
+set -euo pipefail
+
+packages=(
+  cmake make g++ pkg-config python3
+  libcli11-dev          # command-line flags (header-only)
+  libspdlog-dev libfmt-dev  # logging
+  nlohmann-json3-dev    # -j/--json flag files, benchmark and client JSON output (header-only)
+  libgtest-dev libgmock-dev  # the test suite
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "install-deps: nvcc not found: building without the CUDA backend (CPU workers only)"
+fi

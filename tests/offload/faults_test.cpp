@@ -1,0 +1,131 @@
+// Dead peers and mismatched peers: clients get errors, nothing hangs, and the
+// server accepts a restarted orchestrator.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "support/ferry_processes.h"
+#include "support/raw_client.h"
+
+namespace ferry::test {
+namespace {
+
+bool wait_for_log(const std::function<std::string()>& log, const std::string& text, double timeout_s = 10) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (log().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+TEST(Faults, OrchestratorDiesThenARestartedOneIsAccepted) {
+  FerryServer server;
+  auto orch = std::make_unique<FerryOrchestrator>(server.channel());
+  RawClient before(server.port());
+  before.send_bytes(RawClient::request("before"));
+  ASSERT_TRUE(before.read_frame());
+
+  // Keep a stream of requests going while the orchestrator is killed.
+  std::string batch;
+  for (int i = 0; i < 100; ++i) batch += RawClient::request(std::string(100, 'k'));
+  before.send_bytes(batch);
+  orch->process().signal(SIGKILL);
+  ASSERT_TRUE(orch->process().wait(10));
+  ASSERT_TRUE(wait_for_log([&] { return server.log(); }, "orchestrator link lost")) << server.log();
+
+  // The client with requests in flight gets responses and/or a no_workers error,
+  // never silence.
+  for (;;) {
+    auto f = before.read_frame(10);
+    if (!f) break;  // closed after the error
+    if (f->msg_id == 64) {
+      EXPECT_EQ(f->code_or_len, 5u) << f->payload;
+      break;
+    }
+  }
+  // A request while no orchestrator is attached: no_workers.
+  RawClient during(server.port());
+  during.send_bytes(RawClient::request("during"));
+  auto e = during.read_frame();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->msg_id, 64u);
+  EXPECT_EQ(e->code_or_len, 5u);
+
+  orch = std::make_unique<FerryOrchestrator>(server.channel());
+  ASSERT_TRUE(wait_for_log([&] { return orch->log(); }, "attached to server")) << orch->log();
+  RawClient after(server.port());
+  after.send_bytes(RawClient::request("after"));
+  auto f = after.read_frame();
+  ASSERT_TRUE(f) << server.log();
+  EXPECT_EQ(f->payload, "retfa") << "the restarted orchestrator serves";
+}
+
+TEST(Faults, ServerDiesUnderTheOrchestrator) {
+  auto server = std::make_unique<FerryServer>();
+  FerryOrchestrator orch(server->channel());
+  RawClient c(server->port());
+  c.send_bytes(RawClient::request("x"));
+  ASSERT_TRUE(c.read_frame());
+  server->process().signal(SIGKILL);
+  const auto status = orch.process().wait(15);
+  ASSERT_TRUE(status) << "the orchestrator must notice and exit";
+  EXPECT_EQ(*status, 1);
+  EXPECT_NE(orch.log().find("server went away"), std::string::npos) << orch.log();
+  EXPECT_TRUE(c.closed_by_peer()) << "the dead server's clients see the connection end";
+}
+
+TEST(Faults, MismatchedFlagsAreRefusedWithAReason) {
+  FerryServer server;
+  {
+    FerryOrchestrator wrong(server.channel(), {}, 2);  // two workers for one server thread
+    const auto status = wrong.process().wait(15);
+    ASSERT_TRUE(status);
+    EXPECT_NE(*status, 0);
+    EXPECT_NE(wrong.log().find("must be equal"), std::string::npos) << wrong.log();
+  }
+  {
+    FerryOrchestrator wrong(server.channel(), {"--max-message-length", "512"});
+    const auto status = wrong.process().wait(15);
+    ASSERT_TRUE(status);
+    EXPECT_NE(*status, 0);
+    EXPECT_NE(wrong.log().find("--max-message-length differs"), std::string::npos) << wrong.log();
+  }
+  FerryOrchestrator right(server.channel());
+  RawClient c(server.port());
+  c.send_bytes(RawClient::request("ok"));
+  auto f = c.read_frame();
+  ASSERT_TRUE(f) << server.log();
+  EXPECT_EQ(f->payload, "ko");
+}
+
+TEST(Faults, SecondOrchestratorIsRefused) {
+  FerryServer server;
+  FerryOrchestrator first(server.channel());
+  RawClient c(server.port());
+  c.send_bytes(RawClient::request("1"));
+  ASSERT_TRUE(c.read_frame());
+  FerryOrchestrator second(server.channel());
+  const auto status = second.process().wait(15);
+  ASSERT_TRUE(status);
+  EXPECT_NE(*status, 0);
+  EXPECT_NE(second.log().find("already attached"), std::string::npos) << second.log();
+  c.send_bytes(RawClient::request("2"));
+  ASSERT_TRUE(c.read_frame()) << "the first keeps serving";
+}
+
+TEST(Faults, OrchestratorWithoutServerTimesOutClearly) {
+  FerryOrchestrator lonely("no-such-server-" + std::to_string(getpid()), {"--connect-timeout", "1"});
+  const auto status = lonely.process().wait(15);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(*status, 1);
+  EXPECT_NE(lonely.log().find("start the server first"), std::string::npos) << lonely.log();
+}
+
+}  // namespace
+}  // namespace ferry::test

@@ -1,0 +1,109 @@
+#include "support/ferry_processes.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace ferry::test {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string unique_suffix() {
+  static std::atomic<int> counter{0};
+  return std::to_string(getpid()) + "-" + std::to_string(counter++);
+}
+
+// Children inherit the test's stderr; redirect it through a shell-free trick:
+// spawn `sh -c 'exec "$@" 2>LOG' -- argv...` so each log is readable by tests.
+Subprocess spawn_logged(std::vector<std::string> argv, const std::string& log_path) {
+  std::vector<std::string> wrapped = {"/bin/sh", "-c", "exec \"$@\" 2>\"$0\"", log_path};
+  wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+  return Subprocess::spawn(wrapped);
+}
+
+}  // namespace
+
+BackendUnderTest& backend_under_test() {
+  static BackendUnderTest b;
+  return b;
+}
+
+std::string ferry_bin() { return FERRY_BIN; }
+
+FerryServer::FerryServer(std::vector<std::string> extra, int threads) {
+  channel_ = "e2e-" + unique_suffix();
+  dir_ = (std::filesystem::temp_directory_path() / ("ferry-test-" + channel_)).string();
+  std::filesystem::create_directories(dir_);
+  const std::string port_file = dir_ + "/port";
+  std::vector<std::string> argv = {ferry_bin(), "server", "-p", "0", "--listen-address", "127.0.0.1",
+                                   "--port-file", port_file, "-c", channel_, "--no-pin"};
+  for (int i = 0; i < threads; ++i) {
+    argv.push_back("--cpu");
+    argv.push_back(std::to_string(i % std::max(1u, std::thread::hardware_concurrency())));
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  proc_ = spawn_logged(argv, dir_ + "/server.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(port_file);
+    unsigned p = 0;
+    if (in >> p && p != 0) {
+      port_ = static_cast<std::uint16_t>(p);
+      return;
+    }
+    if (proc_.wait(0.0)) throw std::runtime_error("ferry server exited at start-up:\n" + log());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw std::runtime_error("ferry server did not start:\n" + log());
+}
+
+FerryServer::~FerryServer() {
+  proc_.kill();
+  std::filesystem::remove_all(dir_);
+}
+
+std::string FerryServer::log() const { return read_file(dir_ + "/server.log"); }
+
+FerryOrchestrator::FerryOrchestrator(const std::string& channel, std::vector<std::string> extra, int threads) {
+  log_path_ = (std::filesystem::temp_directory_path() / ("ferry-test-" + channel + "-orch-" + unique_suffix() + ".log"))
+                  .string();
+  const auto& b = backend_under_test();
+  std::vector<std::string> argv = {ferry_bin(), "orchestrator", "-c", channel, "-t", std::to_string(threads),
+                                   "--backend", b.backend, "--launch", b.launch, "--connect-timeout", "20"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  proc_ = spawn_logged(argv, log_path_);
+}
+
+FerryOrchestrator::~FerryOrchestrator() {
+  proc_.kill();
+  std::filesystem::remove(log_path_);
+}
+
+std::string FerryOrchestrator::log() const { return read_file(log_path_); }
+
+int run_ferry(const std::vector<std::string>& args, std::string* output, double timeout_s) {
+  const std::string out_path =
+      (std::filesystem::temp_directory_path() / ("ferry-run-" + unique_suffix() + ".out")).string();
+  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$@\" >\"$0\" 2>&1", out_path, ferry_bin()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Subprocess p = Subprocess::spawn(argv);
+  auto st = p.wait(timeout_s);
+  if (!st) p.kill();
+  if (output != nullptr) *output = read_file(out_path);
+  std::filesystem::remove(out_path);
+  return st ? *st : -1;
+}
+
+}  // namespace ferry::test

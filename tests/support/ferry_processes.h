@@ -1,0 +1,55 @@
+#pragma once
+// Starts `ferry server` and `ferry orchestrator` as real processes for the
+// end-to-end tests, on loopback with a free port and a unique control channel.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ferry/core/subprocess.h"
+
+namespace ferry::test {
+
+// The backend and launch method the e2e binary was asked to test
+// (--backend=cpu|cuda --launch=...), set by the test's main().
+struct BackendUnderTest {
+  std::string backend = "cpu";
+  std::string launch = "cpu";
+};
+BackendUnderTest& backend_under_test();
+
+std::string ferry_bin();
+
+class FerryServer {
+ public:
+  // Extra flags go after the defaults (-p 0 --cpu 0 ...), so they win.
+  explicit FerryServer(std::vector<std::string> extra = {}, int threads = 1);
+  ~FerryServer();
+  std::uint16_t port() const { return port_; }
+  const std::string& channel() const { return channel_; }
+  Subprocess& process() { return proc_; }
+  std::string log() const;  // what it wrote to stderr so far
+
+ private:
+  std::string channel_;
+  std::string dir_;
+  std::uint16_t port_ = 0;
+  Subprocess proc_;
+};
+
+class FerryOrchestrator {
+ public:
+  FerryOrchestrator(const std::string& channel, std::vector<std::string> extra = {}, int threads = 1);
+  ~FerryOrchestrator();
+  Subprocess& process() { return proc_; }
+  std::string log() const;
+
+ private:
+  std::string log_path_;
+  Subprocess proc_;
+};
+
+// Runs `ferry ARGS...` to completion; returns its exit status and combined output.
+int run_ferry(const std::vector<std::string>& args, std::string* output, double timeout_s = 120);
+
+}  // namespace ferry::test
