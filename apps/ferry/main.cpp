@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   ferry::app::register_orchestrator(app, general, command);
   ferry::app::register_client(app, general, command);
   ferry::app::register_demo(app, general, command);
+  ferry::app::register_bench(app, general, command);
 
   try {
     std::vector<std::string> args(argv, argv + argc);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -40,7 +41,11 @@ BackendUnderTest& backend_under_test() {
   return b;
 }
 
-std::string ferry_bin() { return FERRY_BIN; }
+// FERRY_BIN in the environment overrides the build path (binaries carried to another machine).
+std::string ferry_bin() {
+  const char* env = std::getenv("FERRY_BIN");
+  return env != nullptr ? env : FERRY_BIN;
+}
 
 FerryServer::FerryServer(std::vector<std::string> extra, int threads) {
   channel_ = "e2e-" + unique_suffix();

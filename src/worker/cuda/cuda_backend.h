@@ -13,4 +13,8 @@ int device_count() noexcept;
 
 std::unique_ptr<Backend> make_cuda_backend(const WorkerOptions& options);
 
+// The launch methods (persistent.cu, batched.cu).
+std::unique_ptr<Backend> make_persistent_backend(const WorkerOptions& options);
+std::unique_ptr<Backend> make_batched_backend(const WorkerOptions& options);
+
 }  // namespace ferry::worker::cuda

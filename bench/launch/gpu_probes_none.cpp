@@ -1,0 +1,10 @@
+// The launch benchmark's GPU probes in a build without CUDA: nothing to measure.
+#include "bench/launch/gpu_probes.h"
+
+namespace ferry::bench {
+
+std::optional<FloorResult> measure_floor(const std::string&, std::uint64_t) { return std::nullopt; }
+std::optional<HandlerThroughput> measure_handler_throughput(const std::string&) { return std::nullopt; }
+std::string gpu_name(const std::string&) { return ""; }
+
+}  // namespace ferry::bench

@@ -1,0 +1,240 @@
+#include "bench/launch/launch_bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "bench/launch/gpu_probes.h"
+#include "ferry/core/arena.h"
+#include "ferry/core/latency_histogram.h"
+#include "ferry/core/status.h"
+#include "ferry/worker/backend.h"
+
+namespace ferry::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One running method: an arena and its workers.
+struct Setup {
+  std::unique_ptr<Arena> arena;  // the backend keeps its address: never moved
+  std::unique_ptr<worker::Backend> backend;
+  // The producer side of every channel; kept across measurements, since a ring
+  // continues from where the last one left it.
+  std::vector<RingProducer> requests;
+  std::vector<RingConsumer> responses;
+};
+
+Setup start_method(const std::string& method, const LaunchBenchOptions& opts, std::uint32_t burst) {
+  ArenaParams p;
+  p.num_channels = opts.channels;
+  p.max_concurrent_messages = 2 * *std::max_element(opts.bursts.begin(), opts.bursts.end());
+  p.max_message_length = *std::max_element(opts.sizes.begin(), opts.sizes.end()) + 4;
+  worker::WorkerOptions w;
+  w.backend = method == "cpu" ? worker::BackendKind::Cpu : worker::BackendKind::Cuda;
+  w.launch = worker::parse_launch(method);
+  w.gpu = opts.gpu;
+  w.burst = burst;
+  w.burst_timeout_us = 20;
+  p.backend = method == "cpu" ? ArenaBackend::Cpu : ArenaBackend::Cuda;
+  Setup s{std::make_unique<Arena>(Arena::create(p, "ferry-bench-launch")), nullptr, {}, {}};
+  for (std::uint32_t c = 0; c < p.num_channels; ++c) {
+    s.requests.emplace_back(s.arena->channel(c).requests);
+    s.responses.emplace_back(s.arena->channel(c).responses);
+  }
+  s.backend = worker::make_backend(w);
+  s.backend->prepare(*s.arena);
+  s.backend->start();
+  return s;
+}
+
+void check_health(const Setup& s) {
+  const std::string f = s.backend->failure();
+  if (!f.empty()) throw Error("worker failed: " + f);
+}
+
+// A request's bytes are a function of (channel, sequence), so a response can be checked.
+void fill(std::uint8_t* p, std::uint32_t n, std::uint64_t seq) {
+  for (std::uint32_t j = 0; j < n; ++j) p[j] = static_cast<std::uint8_t>(seq * 31 + j * 7);
+}
+bool reversed_ok(ByteView r, std::uint32_t n, std::uint64_t seq) {
+  if (r.size != n) return false;
+  for (std::uint32_t j = 0; j < n; ++j)
+    if (r[n - 1 - j] != static_cast<std::uint8_t>(seq * 31 + j * 7)) return false;
+  return true;
+}
+
+struct LatencyResult {
+  double p50_us, p99_us;
+};
+
+LatencyResult measure_latency(Setup& s, std::uint64_t round_trips) {
+  RingProducer& req = s.requests[0];
+  RingConsumer& resp = s.responses[0];
+  LatencyHistogram hist;
+  const std::uint64_t warm = 1000;
+  for (std::uint64_t i = 0; i < warm + round_trips; ++i) {
+    const auto t0 = Clock::now();
+    MutableByteView slot;
+    while ((slot = req.try_claim()).data == nullptr) {
+    }
+    fill(slot.data, 64, i);
+    req.publish(64, i);
+    SlotMessage m;
+    const auto deadline = t0 + std::chrono::seconds(5);
+    while (!resp.try_peek(&m)) {
+      if (Clock::now() > deadline) {
+        check_health(s);
+        throw Error("no response within 5 s (round trip " + std::to_string(i) + ")");
+      }
+    }
+    const auto t1 = Clock::now();
+    if (!reversed_ok(m.payload, 64, i) || m.cookie != i) throw Error("wrong response in the latency test");
+    resp.advance();
+    resp.release();
+    if (i >= warm) hist.record(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+  }
+  return {hist.percentile_ns(50) / 1e3, hist.percentile_ns(99) / 1e3};
+}
+
+// Every producer posts `burst` requests, then collects their responses, in a
+// loop for `seconds`. Returns messages per second over all channels.
+double measure_throughput(Setup& s, std::uint32_t size, std::uint32_t burst, double seconds) {
+  const std::uint32_t n = s.arena->num_channels();
+  std::atomic<bool> go{false};
+  std::atomic<std::uint64_t> total{0};
+  std::atomic<bool> bad{false};
+  std::vector<std::thread> producers;
+  Clock::time_point t_start, t_end;
+  for (std::uint32_t c = 0; c < n; ++c) {
+    producers.emplace_back([&, c] {
+      RingProducer& req = s.requests[c];
+      RingConsumer& resp = s.responses[c];
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+      std::uint64_t done = 0;
+      std::uint64_t seq = std::uint64_t(c) << 40;  // cookies differ across channels
+      while (Clock::now() < end && !bad.load(std::memory_order_relaxed)) {
+        const std::uint64_t first = seq;
+        for (std::uint32_t b = 0; b < burst; ++b) {
+          MutableByteView slot;
+          while ((slot = req.try_claim()).data == nullptr) {
+          }
+          fill(slot.data, size, seq);
+          req.publish(size, seq++);
+        }
+        const auto deadline = Clock::now() + std::chrono::seconds(5);
+        for (std::uint32_t b = 0; b < burst; ++b) {
+          SlotMessage m;
+          while (!resp.try_peek(&m)) {
+            if (Clock::now() > deadline) {
+              bad.store(true);
+              return;
+            }
+          }
+          // Check the first and last response of every burst, byte for byte.
+          if ((b == 0 || b == burst - 1) && (m.cookie != first + b || !reversed_ok(m.payload, size, first + b)))
+            bad.store(true);
+          resp.advance();
+        }
+        resp.release();
+        done += burst;
+      }
+      total.fetch_add(done);
+    });
+  }
+  t_start = Clock::now();
+  go.store(true, std::memory_order_release);
+  for (auto& t : producers) t.join();
+  t_end = Clock::now();
+  check_health(s);
+  if (bad.load()) throw Error("a response was wrong or missing (size " + std::to_string(size) + ", burst " +
+                              std::to_string(burst) + ")");
+  return double(total.load()) / std::chrono::duration<double>(t_end - t_start).count();
+}
+
+}  // namespace
+
+int run_launch_bench(const LaunchBenchOptions& opts) {
+  nlohmann::json out;
+  char host[256] = "";
+  gethostname(host, sizeof(host));
+  const std::string gpu = gpu_name(opts.gpu);
+  out["host"] = host;
+  out["cpus"] = std::thread::hardware_concurrency();
+  out["gpu"] = gpu.empty() ? "none" : gpu;
+  out["channels"] = opts.channels;
+  out["seconds_per_point"] = opts.seconds_per_point;
+  std::printf("ferry bench launch: %s, %u CPU threads, %u channels (one producer thread each)\n",
+              gpu.empty() ? "no GPU" : gpu.c_str(), std::thread::hardware_concurrency(), opts.channels);
+
+  std::optional<FloorResult> floor;
+  if (!gpu.empty()) {
+    floor = measure_floor(opts.gpu, opts.latency_round_trips);
+    out["floor"] = {{"p50_us", floor->p50_us}, {"p99_us", floor->p99_us}, {"min_us", floor->min_us}};
+    std::printf("\nhardware floor (persistent-kernel ping-pong via mapped host memory): p50 %.2f us, p99 %.2f us, min %.2f us\n",
+                floor->p50_us, floor->p99_us, floor->min_us);
+    const auto h = measure_handler_throughput(opts.gpu);
+    out["handler_1k"] = {{"messages", h->messages},       {"device_copy_gbs", h->device_copy_gbs},
+                         {"naive_gbs", h->naive_gbs},     {"warp_gbs", h->warp_gbs},
+                         {"warp_fraction_of_copy", h->warp_gbs / h->device_copy_gbs},
+                         {"naive_fraction_of_copy", h->naive_gbs / h->device_copy_gbs},
+                         {"verified", h->verified}};
+    std::printf("handler on %u x 1 KiB in device memory: device copy %.0f GB/s; naive thread-per-message %.0f GB/s (%.1f%%); "
+                "warp-per-message %.0f GB/s (%.1f%%)%s\n",
+                h->messages, h->device_copy_gbs, h->naive_gbs, 100 * h->naive_gbs / h->device_copy_gbs, h->warp_gbs,
+                100 * h->warp_gbs / h->device_copy_gbs, h->verified ? "" : "  OUTPUT WRONG");
+    if (!h->verified) return 1;
+  }
+
+  std::printf("\n%-11s %9s %9s %9s", "method", "rtt p50", "rtt p99", "x floor");
+  for (auto b : opts.bursts) std::printf(" %8s", ("b" + std::to_string(b)).c_str());
+  std::printf("   (Mmsg/s at each burst; size in bytes)\n");
+  for (const auto& method : opts.methods) {
+    if (method != "cpu" && gpu.empty()) {
+      std::printf("%-11s skipped: no GPU\n", method.c_str());
+      continue;
+    }
+    nlohmann::json m;
+    const bool batched = method == "burst" || method == "graph" || method == "memops";
+    Setup latency_setup = start_method(method, opts, batched ? 1 : 32);
+    const LatencyResult lat = measure_latency(latency_setup, opts.latency_round_trips);
+    latency_setup.backend->stop();
+    m["rtt_p50_us"] = lat.p50_us;
+    m["rtt_p99_us"] = lat.p99_us;
+    if (floor) m["rtt_p50_over_floor"] = lat.p50_us / floor->p50_us;
+    for (auto size : opts.sizes) {
+      std::printf("%-11s %7.2fus %7.2fus %9s", (method + "/" + std::to_string(size)).c_str(), lat.p50_us, lat.p99_us,
+                  floor ? std::to_string(lat.p50_us / floor->p50_us).substr(0, 4).c_str() : "-");
+      std::optional<Setup> shared;
+      if (!batched) shared.emplace(start_method(method, opts, 32));
+      for (auto burst : opts.bursts) {
+        std::optional<Setup> own;
+        // The batched methods launch one kernel per burst: their --burst follows the point.
+        if (batched) own.emplace(start_method(method, opts, burst));
+        Setup& s = batched ? *own : *shared;
+        const double rate = measure_throughput(s, size, burst, opts.seconds_per_point);
+        if (batched) own->backend->stop();
+        m["throughput"][std::to_string(size)][std::to_string(burst)] = {{"msgs_per_s", rate},
+                                                                         {"gb_per_s", rate * size / 1e9}};
+        std::printf(" %8.2f", rate / 1e6);
+        std::fflush(stdout);
+      }
+      if (shared) shared->backend->stop();
+      std::printf("\n");
+    }
+    out["methods"][method] = m;
+  }
+  std::ofstream(opts.json_out) << out.dump(2) << "\n";
+  std::printf("\nwrote %s\n", opts.json_out.c_str());
+  return 0;
+}
+
+}  // namespace ferry::bench

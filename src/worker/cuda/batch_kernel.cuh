@@ -1,0 +1,63 @@
+#pragma once
+// The kernel of the batched launch methods (burst, graph, memops): handles
+// `count` requests of one channel from index `first`, one warp per message, and
+// writes the responses' bytes, len and cookie. It publishes nothing: the host's
+// completion thread does, once the batch is known complete.
+
+#include "worker/cuda/device_ring.cuh"
+
+namespace ferry::worker::cuda {
+
+struct BatchDesc {
+  std::uint32_t channel;
+  std::uint32_t first;
+  std::uint32_t count;
+  std::uint32_t reserved;
+};
+
+constexpr int kBatchThreads = 128;  // 4 warps: 4 messages per block
+constexpr int kMessagesPerBlock = kBatchThreads / 32;
+
+template <typename Handler>
+__device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, std::uint32_t* error,
+                             const Handler& handler) {
+  const unsigned lane = threadIdx.x % 32;
+  const std::uint32_t i = blockIdx.x * kMessagesPerBlock + threadIdx.x / 32;
+  if (i >= d.count) return;
+  const DeviceChannel& ch = channels[d.channel];
+  const std::uint32_t k = d.first + i;
+  const SlotDesc& req = ch.requests.desc(k);
+  const std::uint32_t len = req.len;
+  if (len > ch.requests.slot_size) {
+    if (lane == 0) store_relaxed_sys(error, kRequestLongerThanSlot);
+    return;
+  }
+  const std::uint32_t n = apply_warp(handler, ByteView{ch.requests.slot(k), len},
+                                     MutableByteView{ch.responses.slot(k), ch.responses.slot_size}, lane);
+  if (lane == 0) {
+    if (n > ch.responses.slot_size) store_relaxed_sys(error, kResponseLongerThanSlot);
+    SlotDesc& resp = ch.responses.desc(k);
+    resp.len = n;
+    resp.cookie = req.cookie;
+  }
+}
+
+// burst: the descriptor travels as a kernel parameter.
+template <typename Handler>
+__global__ void batch_kernel_by_value(const DeviceChannel* channels, BatchDesc d, std::uint32_t* error,
+                                      Handler handler) {
+  handle_batch(channels, d, error, handler);
+}
+
+// graph and memops: captured or pre-posted once, so the descriptor is read from
+// mapped host memory that the dispatcher fills before releasing the launch.
+template <typename Handler>
+__global__ void batch_kernel_by_ref(const DeviceChannel* channels, const BatchDesc* d, std::uint32_t* error,
+                                    Handler handler) {
+  __shared__ BatchDesc desc;
+  if (threadIdx.x == 0) desc = *d;
+  __syncthreads();
+  handle_batch(channels, desc, error, handler);
+}
+
+}  // namespace ferry::worker::cuda

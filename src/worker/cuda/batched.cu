@@ -1,0 +1,365 @@
+// The batched launch methods of the DPDK gpudev article, on Ferry's channels:
+//
+//   burst   a dispatcher thread gathers requests and launches one kernel per batch;
+//   graph   as burst, but each launch replays a CUDA graph captured at start-up;
+//   memops  each batch slot is pre-posted as cuStreamWaitValue32 + kernel +
+//           cuStreamWriteValue32: the dispatcher only fills a descriptor and flips a flag.
+//
+// In every method a second thread, the completer, waits for each batch in order
+// and publishes its responses (and the request tail) to the server.
+
+#include <cuda.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "ferry/core/backoff.h"
+#include "ferry/worker/handlers.h"
+#include "worker/cuda/batch_kernel.cuh"
+#include "worker/cuda/cuda_backend.h"
+#include "worker/cuda/cuda_check.h"
+#include "worker/cuda/gpu_context.h"
+
+namespace ferry::worker::cuda {
+namespace {
+
+constexpr std::uint32_t kSlots = 64;  // batches in flight at most
+
+using StreamWaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using StreamWriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+template <typename Fn>
+Fn driver_entry_point(const char* symbol) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  FERRY_CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &status));
+  if (status != cudaDriverEntryPointSuccess || fn == nullptr)
+    throw Error(std::string("the CUDA driver has no ") + symbol + ", which --launch memops needs");
+  return reinterpret_cast<Fn>(fn);
+}
+
+void check_driver(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) throw Error(std::string(what) + " failed with CUresult " + std::to_string(r));
+}
+
+class BatchedBackend final : public Backend {
+ public:
+  explicit BatchedBackend(const WorkerOptions& options) : options_(options), gpu_(options.gpu) {
+    if (options_.burst == 0 || options_.burst > 4096) throw Error("--burst must be in 1..4096");
+  }
+
+  ~BatchedBackend() override {
+    try {
+      stop();
+    } catch (...) {
+    }
+    for (auto& e : events_)
+      if (e != nullptr) cudaEventDestroy(e);
+    for (auto& g : graphs_)
+      if (g != nullptr) cudaGraphExecDestroy(g);
+    if (descs_h_ != nullptr) cudaFreeHost(descs_h_);
+    if (flags_h_ != nullptr) cudaFreeHost(flags_h_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  void prepare(Arena& arena) override {
+    gpu_.register_arena(arena);
+    FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&descs_h_), sizeof(BatchDesc) * kSlots, cudaHostAllocMapped));
+    FERRY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&descs_d_), descs_h_, 0));
+    events_.assign(kSlots, nullptr);
+    for (auto& e : events_) FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    blocks_ = (options_.burst + kMessagesPerBlock - 1) / kMessagesPerBlock;
+    next_.assign(arena.num_channels(), 0);
+    first_seen_.assign(arena.num_channels(), {});
+    for (std::uint32_t c = 0; c < arena.num_channels(); ++c) next_[c] = arena.channel(c).requests.start_index();
+
+    if (options_.launch == LaunchMethod::Graph) capture_graphs();
+    if (options_.launch == LaunchMethod::Memops) prepare_memops();
+    // Warm-up: an empty batch, so the first request does not pay module loading.
+    launch_kernel_by_value({0, 0, 0, 0}, 1);
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void start() override {
+    if (options_.launch == LaunchMethod::Memops)
+      for (std::uint32_t s = 0; s < kSlots; ++s) post_memops_slot(s);
+    running_.store(true);
+    dispatcher_ = std::thread([this] { dispatch_loop(); });
+    completer_ = std::thread([this] { complete_loop(); });
+  }
+
+  void stop() override {
+    if (!running_.exchange(false)) return;
+    dispatcher_.join();
+    completer_.join();
+    if (options_.launch == LaunchMethod::Memops) release_posted_memops();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (cudaStreamQuery(stream_) == cudaErrorNotReady) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        set_failure("the GPU stream did not drain within 5 s of stopping");
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  std::string failure() const override {
+    if (failed_.load(std::memory_order_acquire)) return failure_;
+    const std::uint32_t code =
+        std::atomic_ref<std::uint32_t>(gpu_.arena()->header()->worker_error).load(std::memory_order_acquire);
+    if (code == kRequestLongerThanSlot) return "the GPU found a request longer than its slot (corrupt channel)";
+    if (code == kResponseLongerThanSlot) return "the handler returned a response longer than the slot";
+    if (code != kNoError) return "GPU worker error " + std::to_string(code);
+    return {};
+  }
+
+  std::uint64_t handled() const override { return handled_.load(std::memory_order_relaxed); }
+
+  std::string describe() const override {
+    return std::string("cuda ") + to_string(options_.launch) + " on " + gpu_.describe() + ", bursts of up to " +
+           std::to_string(options_.burst) + " (or " + std::to_string(options_.burst_timeout_us) +
+           " us), handler " + to_string(options_.handler);
+  }
+
+ private:
+  template <typename Fn>
+  void with_handler(Fn&& fn) {
+    switch (options_.handler) {
+      case HandlerKind::Reverse: fn(Reverse{}); break;
+      case HandlerKind::Echo: fn(Echo{}); break;
+    }
+  }
+
+  void launch_kernel_by_value(const BatchDesc& d, unsigned blocks) {
+    with_handler([&](auto h) {
+      batch_kernel_by_value<<<blocks, kBatchThreads, 0, stream_>>>(gpu_.channels_d(), d, gpu_.error_d(), h);
+    });
+    FERRY_CUDA_CHECK(cudaGetLastError());
+  }
+
+  void capture_graphs() {
+    cudaStream_t capture = nullptr;
+    FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
+    graphs_.assign(kSlots, nullptr);
+    for (std::uint32_t s = 0; s < kSlots; ++s) {
+      cudaGraph_t graph = nullptr;
+      FERRY_CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
+      with_handler([&](auto h) {
+        batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, capture>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(), h);
+      });
+      FERRY_CUDA_CHECK(cudaStreamEndCapture(capture, &graph));
+      FERRY_CUDA_CHECK(cudaGraphInstantiate(&graphs_[s], graph, 0));
+      cudaGraphDestroy(graph);
+    }
+    cudaStreamDestroy(capture);
+  }
+
+  void prepare_memops() {
+    wait_value_ = driver_entry_point<StreamWaitValue32>("cuStreamWaitValue32");
+    write_value_ = driver_entry_point<StreamWriteValue32>("cuStreamWriteValue32");
+    // Per slot: go (set by the dispatcher, waited on by the stream) and done
+    // (written by the stream after the kernel, polled by the completer).
+    FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flags_h_), sizeof(std::uint32_t) * 2 * kSlots,
+                                   cudaHostAllocMapped));
+    std::memset(flags_h_, 0, sizeof(std::uint32_t) * 2 * kSlots);
+    FERRY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flags_d_), flags_h_, 0));
+  }
+
+  std::uint32_t* go_h(std::uint32_t s) const { return flags_h_ + s; }
+  std::uint32_t* done_h(std::uint32_t s) const { return flags_h_ + kSlots + s; }
+  CUdeviceptr go_d(std::uint32_t s) const { return reinterpret_cast<CUdeviceptr>(flags_d_ + s); }
+  CUdeviceptr done_d(std::uint32_t s) const { return reinterpret_cast<CUdeviceptr>(flags_d_ + kSlots + s); }
+
+  // Pre-posts slot s: wait for go == 1, reset go, run the kernel, set done = 1
+  // (the write's default memory barrier makes the kernel's writes visible first).
+  void post_memops_slot(std::uint32_t s) {
+    auto stream = reinterpret_cast<CUstream>(stream_);
+    check_driver(wait_value_(stream, go_d(s), 1, CU_STREAM_WAIT_VALUE_EQ), "cuStreamWaitValue32");
+    check_driver(write_value_(stream, go_d(s), 0, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+    with_handler([&](auto h) {
+      batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, stream_>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(), h);
+    });
+    FERRY_CUDA_CHECK(cudaGetLastError());
+    check_driver(write_value_(stream, done_d(s), 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+  }
+
+  // At stop, every pre-posted slot still waits for its flag: release each with
+  // an empty batch so the stream drains.
+  void release_posted_memops() {
+    for (std::uint32_t s = 0; s < kSlots; ++s) {
+      descs_h_[s] = {0, 0, 0, 0};
+      std::atomic_ref<std::uint32_t>(*go_h(s)).store(1, std::memory_order_release);
+    }
+  }
+
+  void launch(std::uint32_t s, const BatchDesc& d) {
+    switch (options_.launch) {
+      case LaunchMethod::Burst:
+        launch_kernel_by_value(d, (d.count + kMessagesPerBlock - 1) / kMessagesPerBlock);
+        FERRY_CUDA_CHECK(cudaEventRecord(events_[s], stream_));
+        break;
+      case LaunchMethod::Graph:
+        descs_h_[s] = d;
+        FERRY_CUDA_CHECK(cudaGraphLaunch(graphs_[s], stream_));
+        FERRY_CUDA_CHECK(cudaEventRecord(events_[s], stream_));
+        break;
+      case LaunchMethod::Memops:
+        descs_h_[s] = d;
+        // Release orders the descriptor before the flag the stream waits on.
+        std::atomic_ref<std::uint32_t>(*go_h(s)).store(1, std::memory_order_release);
+        break;
+      default: break;
+    }
+  }
+
+  // Published requests waiting in channel c beyond what was dispatched, up to max.
+  std::uint32_t available(std::uint32_t c, std::uint32_t max) const {
+    const Channel ch = gpu_.arena()->channel(c);
+    std::uint32_t m = 0;
+    // A1: acquire pairs with the server's release of seq (R1).
+    while (m < max && std::atomic_ref<std::uint32_t>(ch.requests.desc(next_[c] + m)->seq)
+                              .load(std::memory_order_acquire) == next_[c] + m + 1)
+      ++m;
+    return m;
+  }
+
+  void dispatch_loop() {
+    Backoff backoff(2000, 100, 20'000);
+    const auto timeout = std::chrono::microseconds(options_.burst_timeout_us);
+    const std::uint32_t channels = gpu_.arena()->num_channels();
+    const std::uint32_t max_batch = std::min<std::uint32_t>(options_.burst, gpu_.arena()->header()->ring_capacity);
+    try {
+      while (running_.load(std::memory_order_relaxed)) {
+        bool progress = false;
+        for (std::uint32_t c = 0; c < channels; ++c) {
+          const std::uint32_t m = available(c, max_batch);
+          if (m == 0) continue;
+          const std::uint64_t in_flight = dispatched_.load(std::memory_order_relaxed) -
+                                          completed_.load(std::memory_order_acquire);
+          if (in_flight >= kSlots) break;
+          const auto now = std::chrono::steady_clock::now();
+          if (first_seen_[c] == std::chrono::steady_clock::time_point{}) first_seen_[c] = now;
+          // An idle GPU gets the batch at once (lowest latency); a busy one gets
+          // fuller batches (fewer launches).
+          if (m < max_batch && in_flight != 0 && now - first_seen_[c] < timeout) continue;
+          const std::uint64_t n = dispatched_.load(std::memory_order_relaxed);
+          const auto s = static_cast<std::uint32_t>(n % kSlots);
+          const BatchDesc d{c, next_[c], m, 0};
+          batches_[s] = d;
+          launch(s, d);
+          // Release hands batches_[s] to the completer (its acquire of dispatched_).
+          dispatched_.store(n + 1, std::memory_order_release);
+          next_[c] += m;
+          first_seen_[c] = {};
+          progress = true;
+        }
+        if (progress) backoff.reset(); else backoff.idle();
+      }
+    } catch (const Error& e) {
+      set_failure(e.what());
+    }
+  }
+
+  bool batch_complete(std::uint32_t s) {
+    if (options_.launch == LaunchMethod::Memops) {
+      // Acquire pairs with the stream's done write, which follows the kernel.
+      if (std::atomic_ref<std::uint32_t>(*done_h(s)).load(std::memory_order_acquire) != 1) return false;
+      std::atomic_ref<std::uint32_t>(*done_h(s)).store(0, std::memory_order_relaxed);
+      post_memops_slot(s);  // re-arm the slot, off the dispatcher's path
+      return true;
+    }
+    const cudaError_t st = cudaEventQuery(events_[s]);
+    if (st == cudaErrorNotReady) return false;
+    FERRY_CUDA_CHECK(st);
+    return true;
+  }
+
+  void complete_loop() {
+    Backoff backoff(2000, 100, 20'000);
+    try {
+      for (;;) {
+        const std::uint64_t done = completed_.load(std::memory_order_relaxed);
+        if (done == dispatched_.load(std::memory_order_acquire)) {
+          if (!running_.load(std::memory_order_relaxed)) break;
+          backoff.idle();
+          continue;
+        }
+        const auto s = static_cast<std::uint32_t>(done % kSlots);
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!batch_complete(s)) {
+          // A batch still on the GPU at stop gets 5 s, so a hung kernel cannot hang stop().
+          if (!running_.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() > give_up) {
+            set_failure("a GPU batch did not complete within 5 s of stopping");
+            return;
+          }
+          backoff.idle();
+        }
+        backoff.reset();
+        publish(batches_[s]);
+        completed_.store(done + 1, std::memory_order_release);
+      }
+    } catch (const Error& e) {
+      set_failure(e.what());
+    }
+  }
+
+  void publish(const BatchDesc& d) {
+    const Channel ch = gpu_.arena()->channel(d.channel);
+    for (std::uint32_t i = 0; i < d.count; ++i) {
+      // R1: the kernel's response bytes are complete (its completion was observed
+      // above); release publishes them to the server's acquire of seq (A1).
+      std::atomic_ref<std::uint32_t>(ch.responses.desc(d.first + i)->seq)
+          .store(d.first + i + 1, std::memory_order_release);
+    }
+    // R2: these requests have been read; pairs with the server's acquire of tail.
+    std::atomic_ref<std::uint32_t>(ch.requests.layout()->consumer.tail)
+        .store(d.first + d.count, std::memory_order_release);
+    const std::uint64_t total = handled_.fetch_add(d.count, std::memory_order_relaxed) + d.count;
+    std::atomic_ref<std::uint64_t>(ch.header->handled).store(total, std::memory_order_relaxed);
+  }
+
+  void set_failure(const std::string& why) {
+    bool expected = false;
+    if (failing_.compare_exchange_strong(expected, true)) {
+      failure_ = why;
+      failed_.store(true, std::memory_order_release);
+    }
+  }
+
+  WorkerOptions options_;
+  GpuContext gpu_;
+  cudaStream_t stream_ = nullptr;
+  unsigned blocks_ = 1;
+  BatchDesc* descs_h_ = nullptr;
+  BatchDesc* descs_d_ = nullptr;
+  std::uint32_t* flags_h_ = nullptr;
+  std::uint32_t* flags_d_ = nullptr;
+  std::vector<cudaEvent_t> events_;
+  std::vector<cudaGraphExec_t> graphs_;
+  StreamWaitValue32 wait_value_ = nullptr;
+  StreamWriteValue32 write_value_ = nullptr;
+
+  std::vector<std::uint32_t> next_;  // dispatcher only
+  std::vector<std::chrono::steady_clock::time_point> first_seen_;
+  BatchDesc batches_[kSlots] = {};
+  std::atomic<std::uint64_t> dispatched_{0};
+  std::atomic<std::uint64_t> completed_{0};
+  std::atomic<std::uint64_t> handled_{0};
+  std::atomic<bool> running_{false};
+  std::thread dispatcher_;
+  std::thread completer_;
+  std::atomic<bool> failing_{false};
+  std::atomic<bool> failed_{false};
+  std::string failure_;  // written once, before failed_ is released
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_batched_backend(const WorkerOptions& options) {
+  return std::make_unique<BatchedBackend>(options);
+}
+
+}  // namespace ferry::worker::cuda

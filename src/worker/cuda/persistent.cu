@@ -1,0 +1,129 @@
+// The persistent launch method: one long-running kernel, one block per channel,
+// polls the request rings itself. After launch no host thread sits between the
+// server and the GPU.
+
+#include <chrono>
+#include <thread>
+
+#include "ferry/worker/handlers.h"
+#include "worker/cuda/cuda_backend.h"
+#include "worker/cuda/cuda_check.h"
+#include "worker/cuda/gpu_context.h"
+#include "worker/cuda/persistent.cuh"
+
+namespace ferry::worker::cuda {
+namespace {
+
+constexpr int kThreadsPerBlock = 128;  // 4 warps: up to 4 messages of a batch at once
+
+class PersistentBackend final : public Backend {
+ public:
+  explicit PersistentBackend(const WorkerOptions& options) : options_(options), gpu_(options.gpu) {}
+  ~PersistentBackend() override {
+    try {
+      stop();
+    } catch (...) {
+    }
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  void prepare(Arena& arena) override {
+    gpu_.register_arena(arena);
+    FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // Warm-up: one launch that finds the stop flag set and returns, so module
+    // loading and first-launch costs are paid before any request waits.
+    auto* header = arena.header();
+    std::atomic_ref<std::uint32_t>(header->stop).store(1, std::memory_order_release);
+    launch();
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::atomic_ref<std::uint32_t>(header->stop).store(0, std::memory_order_release);
+  }
+
+  void start() override {
+    launch();
+    running_ = true;
+  }
+
+  void stop() override {
+    if (!running_) return;
+    running_ = false;
+    // Pairs with the kernel's relaxed polls of stop; nothing is published through it.
+    std::atomic_ref<std::uint32_t>(gpu_.arena()->header()->stop).store(1, std::memory_order_release);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+      const cudaError_t st = cudaStreamQuery(stream_);
+      if (st == cudaSuccess) return;
+      if (st != cudaErrorNotReady) {
+        set_failure(std::string("persistent kernel failed: ") + cudaGetErrorString(st));
+        return;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        set_failure("persistent kernel did not stop within 5 s of the stop flag");
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  std::string failure() const override {
+    if (!failure_.empty()) return failure_;
+    const std::uint32_t code =
+        std::atomic_ref<std::uint32_t>(gpu_.arena()->header()->worker_error).load(std::memory_order_acquire);
+    if (code == kRequestLongerThanSlot) return "the GPU found a request longer than its slot (corrupt channel)";
+    if (code == kResponseLongerThanSlot) return "the handler returned a response longer than the slot";
+    if (code != kNoError) return "GPU worker error " + std::to_string(code);
+    if (running_) {
+      const cudaError_t st = cudaStreamQuery(stream_);
+      if (st == cudaSuccess) return "the persistent kernel exited while it should be running";
+      if (st != cudaErrorNotReady) return std::string("persistent kernel failed: ") + cudaGetErrorString(st);
+    }
+    return {};
+  }
+
+  std::uint64_t handled() const override {
+    std::uint64_t total = 0;
+    const Arena* arena = gpu_.arena();
+    for (std::uint32_t i = 0; i < arena->num_channels(); ++i)
+      total += std::atomic_ref<std::uint64_t>(arena->channel(i).header->handled).load(std::memory_order_relaxed);
+    return total;
+  }
+
+  std::string describe() const override {
+    return "cuda persistent kernel on " + gpu_.describe() + ", " + std::to_string(gpu_.arena()->num_channels()) +
+           " block(s) of " + std::to_string(kThreadsPerBlock) + " threads, handler " + to_string(options_.handler);
+  }
+
+ private:
+  void launch() {
+    const unsigned blocks = gpu_.arena()->num_channels();
+    switch (options_.handler) {
+      case HandlerKind::Reverse:
+        persistent_kernel<<<blocks, kThreadsPerBlock, 0, stream_>>>(gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(),
+                                                                    Reverse{});
+        break;
+      case HandlerKind::Echo:
+        persistent_kernel<<<blocks, kThreadsPerBlock, 0, stream_>>>(gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(),
+                                                                    Echo{});
+        break;
+    }
+    FERRY_CUDA_CHECK(cudaGetLastError());
+  }
+
+  void set_failure(const std::string& why) {
+    if (failure_.empty()) failure_ = why;
+  }
+
+  WorkerOptions options_;
+  GpuContext gpu_;
+  cudaStream_t stream_ = nullptr;
+  bool running_ = false;
+  std::string failure_;  // set by stop() on the orchestrator's thread only
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_persistent_backend(const WorkerOptions& options) {
+  return std::make_unique<PersistentBackend>(options);
+}
+
+}  // namespace ferry::worker::cuda
