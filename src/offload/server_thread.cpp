@@ -366,17 +366,17 @@ void ServerThread::parse_requests(Connection& c) {
       break;
     }
     if (!can_post(c)) {
-      if (!c.paused) {
-        c.paused = true;
-        paused_.push_back(c.slot);
-        update_interest(c);
-      }
+      pause(c);
       break;
     }
     const Status s = requests_.try_push({p + wire::kRequestOverhead, len}, make_cookie(c.slot, c.generation));
-    if (s != Status::Ok) {  // can_post() checked the ring: only a slot smaller than the message remains
+    if (s == Status::TooLarge) {  // the orchestrator's slots are smaller than the flags promised
       protocol_error(c, wire::ErrorCode::MessageTooLarge, "request does not fit the arena's slot size");
       pos = c.in_len;
+      break;
+    }
+    if (s != Status::Ok) {  // the credit rule makes this unreachable; pause rather than fail
+      pause(c);
       break;
     }
     ++c.in_flight;
@@ -389,6 +389,13 @@ void ServerThread::parse_requests(Connection& c) {
     c.in_len -= pos;
     stats_.in_flight.store(channel_in_flight_, std::memory_order_relaxed);
   }
+}
+
+void ServerThread::pause(Connection& c) {
+  if (c.paused) return;
+  c.paused = true;
+  paused_.push_back(c.slot);
+  update_interest(c);
 }
 
 void ServerThread::drain_responses() {
@@ -429,6 +436,7 @@ void ServerThread::drain_responses() {
   }
   if (drained > 0) {
     responses_.release();
+    requests_.observe_consumed(responses_.next_index());  // response k frees request slot k
     stats_.responses.fetch_add(drained, std::memory_order_relaxed);
     stats_.in_flight.store(channel_in_flight_, std::memory_order_relaxed);
   }

@@ -68,6 +68,8 @@ class ServerThread {
   void read_from(Connection& c);
   void parse_requests(Connection& c);
   bool can_post(const Connection& c) const;
+  // Stops reading c until resume_paused() finds it can post again.
+  void pause(Connection& c);
   void drain_responses();
   void resume_paused();
   void flush(Connection& c);

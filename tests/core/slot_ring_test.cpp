@@ -60,6 +60,25 @@ TEST(SlotRing, FullIsBackPressureUntilRelease) {
   EXPECT_EQ(p.try_push(view("x"), 9), Status::Ok);
 }
 
+TEST(SlotRing, ObserveConsumedFreesSlotsBeforeTheTailSaysSo) {
+  RingMemory m(4, 16, 0xfffffffeu);  // wraps while full
+  RingProducer p(m.ring);
+  RingConsumer c(m.ring);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(p.try_push(view("x"), i), Status::Ok);
+  SlotMessage msg;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(c.try_peek(&msg));
+    c.advance();  // read, but tail not yet published
+  }
+  EXPECT_EQ(p.try_push(view("y"), 9), Status::Full);
+  p.observe_consumed(0xfffffffeu + 2);
+  EXPECT_EQ(p.try_push(view("y"), 9), Status::Ok);
+  EXPECT_EQ(p.try_push(view("y"), 9), Status::Ok);
+  EXPECT_EQ(p.try_push(view("y"), 9), Status::Full);
+  p.observe_consumed(0xfffffffeu + 1);  // stale news never moves the tail back
+  EXPECT_EQ(p.try_push(view("y"), 9), Status::Full);
+}
+
 TEST(SlotRing, TooLargeIsRefusedWithoutPublishing) {
   RingMemory m(4, 16);
   RingProducer p(m.ring);

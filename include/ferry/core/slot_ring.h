@@ -158,6 +158,18 @@ class RingProducer {
     return Status::Ok;
   }
 
+  // Tells the producer that the consumer is done with every index below `index`,
+  // learnt from a protocol above the ring rather than from tail. The server uses
+  // it: a worker publishes response k only after it has read request k (the
+  // release of the response's seq orders those reads first), so consuming
+  // response k frees request slot k even before the worker's lazily published
+  // tail says so.
+  void observe_consumed(std::uint32_t index) noexcept {
+    // Only move forward (unsigned subtraction is modulo 2^32): index is ahead of
+    // the cached tail by at most the number of slots handed out.
+    if (index - cached_tail_ <= head_ - cached_tail_) cached_tail_ = index;
+  }
+
   std::uint32_t head() const noexcept { return head_; }
   const SlotRing& ring() const noexcept { return ring_; }
 

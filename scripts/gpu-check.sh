@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Everything the GPU machine must run for the GPU issues, in one call (device
+# time is scarce): tests of every backend and launch method, compute-sanitizer
+# over the persistent kernel under load, the launch benchmark, the demo and the
+# TCP benchmark with GPU and CPU workers. Results go to $OUT (or ./gpu-results).
+#
+# Binaries come prebuilt in .carry/ (scripts/carry-build.sh makes it): the GPU
+# machine has CUDA and a compiler but none of Debian's -dev packages.
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-results}
+mkdir -p "$OUT"
+C=$PWD/.carry
+export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
+export FERRY_BIN=$C/build/apps/ferry/ferry
+FERRY=$FERRY_BIN
+PY=$(command -v python3)
+[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
+log() { echo "== $(date +%T) $*"; }
+status=0
+step() {  # step NAME CMD...: runs, logs to $OUT/NAME.log, records pass/fail
+  local name=$1; shift
+  log "$name"
+  if "$@" >"$OUT/$name.log" 2>&1; then
+    echo "ok      $name" | tee -a "$OUT/summary.txt"
+  else
+    echo "FAILED  $name (rc=$?)" | tee -a "$OUT/summary.txt"; tail -25 "$OUT/$name.log"; status=1
+  fi
+}
+
+log "device"; nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total --format=csv | tee "$OUT/device.txt"
+nproc | tee -a "$OUT/device.txt"
+step unit "$C/build/tests/core/core_unit_test"
+step e2e_cpu "$C/build/tests/offload/e2e_test" --backend=cpu --launch=cpu
+for m in persistent burst graph memops; do
+  step "e2e_cuda_$m" "$C/build/tests/offload/e2e_test" --backend=cuda --launch=$m
+done
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for tool in memcheck racecheck; do
+  step "sanitizer_$tool" "$SAN" --tool $tool --error-exitcode 9 --target-processes all \
+    "$FERRY" bench launch --methods persistent --sizes 64,1024 --bursts 1,32 --channels 2 --seconds 0.3 \
+    --round-trips 300 --json-out "$OUT/sanitizer_$tool.json"
+done
+step bench_launch "$FERRY" bench launch --json-out "$OUT/launch.json"
+step demo_gpu "$FERRY" demo --backend cuda
+step demo_auto "$FERRY" demo
+for backend in cuda cpu; do
+  step "tcp_$backend" "$PY" bench/tcp_bench.py --build-dir "$C/build" --backend $backend --server-cpus 0,1 \
+    --worker-cpus 2,3 --client-cpus 4-11 --iterations 200000 --latency-iterations 20000 --out "$OUT/tcp_$backend.json"
+done
+[ -f "$OUT/launch.json" ] && step plot "$PY" bench/plot_launch.py "$OUT/launch.json" "$OUT/launch.png"
+cat "$OUT/bench_launch.log" 2>/dev/null | tail -30
+log "summary"; cat "$OUT/summary.txt"; echo "status=$status"
+exit $status
