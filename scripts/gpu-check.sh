@@ -7,8 +7,8 @@
 # Binaries come prebuilt in .carry/ (scripts/carry-build.sh makes it): the GPU
 # machine has CUDA and a compiler but none of Debian's -dev packages.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-results}
-mkdir -p "$OUT"
+FINAL=${OUT:-$PWD/gpu-results}
+OUT=$(mktemp -d)  # everything lands here, then goes back as one tarball (the tool returns 8 files at most)
 C=$PWD/.carry
 export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 export FERRY_BIN=$C/build/apps/ferry/ferry
@@ -41,6 +41,8 @@ for tool in memcheck racecheck; do
     --round-trips 300 --json-out "$OUT/sanitizer_$tool.json"
 done
 step bench_launch "$FERRY" bench launch --json-out "$OUT/launch.json"
+step bench_launch_8ch "$FERRY" bench launch --methods cpu,persistent --sizes 64,1024 --channels 8 \
+  --json-out "$OUT/launch_8ch.json"
 step demo_gpu "$FERRY" demo --backend cuda
 step demo_auto "$FERRY" demo
 for backend in cuda cpu; do
@@ -50,4 +52,7 @@ done
 [ -f "$OUT/launch.json" ] && step plot "$PY" bench/plot_launch.py "$OUT/launch.json" "$OUT/launch.png"
 cat "$OUT/bench_launch.log" 2>/dev/null | tail -30
 log "summary"; cat "$OUT/summary.txt"; echo "status=$status"
+mkdir -p "$FINAL"
+tar czf "$FINAL/gpu-results.tgz" -C "$OUT" .
+cp "$OUT"/launch.png "$OUT"/launch.json "$OUT"/summary.txt "$FINAL/" 2>/dev/null
 exit $status

@@ -39,15 +39,17 @@ TEST(Faults, OrchestratorDiesThenARestartedOneIsAccepted) {
   ASSERT_TRUE(orch->process().wait(10));
   ASSERT_TRUE(wait_for_log([&] { return server.log(); }, "orchestrator link lost")) << server.log();
 
-  // The client with requests in flight gets responses and/or a no_workers error,
-  // never silence.
-  for (;;) {
+  // The client gets each of its 100 responses or, for those still in flight
+  // when the workers died, a no_workers error: never silence.
+  for (int i = 0; i < 100; ++i) {
     auto f = before.read_frame(10);
-    if (!f) break;  // closed after the error
+    ASSERT_TRUE(f) << "closed without an error after " << i << " responses";
     if (f->msg_id == 64) {
       EXPECT_EQ(f->code_or_len, 5u) << f->payload;
+      EXPECT_TRUE(before.closed_by_peer());
       break;
     }
+    EXPECT_EQ(f->payload, std::string(100, 'k'));
   }
   // A request while no orchestrator is attached: no_workers.
   RawClient during(server.port());

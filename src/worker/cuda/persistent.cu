@@ -14,7 +14,7 @@
 namespace ferry::worker::cuda {
 namespace {
 
-constexpr int kThreadsPerBlock = 128;  // 4 warps: up to 4 messages of a batch at once
+constexpr unsigned kThreadsPerBlock = kPersistentThreads;
 
 class PersistentBackend final : public Backend {
  public:

@@ -1,30 +1,47 @@
 #pragma once
 // The persistent kernel: block b serves channel b until the stop flag is set.
 //
-// Each round, warp 0 polls the next 32 request slots in one coalesced read and
-// takes the run of published ones as a batch; the block's warps each handle a
-// message of it; then thread 0 issues one system-scope release fence and
-// publishes all the batch's responses and the request tail. One fence per
-// batch rather than per message: across PCIe a fence costs about a microsecond.
+// Each round, warp 0 polls the next 32 request slots in one coalesced read of
+// their {seq, len} words and takes the run of published ones as a batch; warp w
+// handles message w of the batch (its payload reads overlap with the other
+// warps'); then thread 0 issues one system-scope release fence and publishes the
+// batch's responses and the request tail. Every PCIe read on the path is one
+// round trip (poll, then payload): len comes with the poll, not after it.
 
 #include "worker/cuda/device_ring.cuh"
 
 namespace ferry::worker::cuda {
 
+inline constexpr unsigned kPersistentThreads = 1024;  // 32 warps: one per message of a full batch
+inline constexpr unsigned kPersistentBatch = 32;      // slots warp 0 polls at once
+
 // Idle polls between two reads of the stop flag: the flag is in host memory, so
 // each read is a PCIe round trip; requests are checked on every poll.
 constexpr unsigned kStopCheckEvery = 64;
 
+// {seq, len} of a slot in one 8-byte acquire load. seq is the low word (both
+// sides are little-endian); the producer writes len before its release of seq
+// (R1), so a load that sees the new seq sees the new len too.
+__device__ inline void load_seq_len(SlotDesc& d, std::uint32_t* seq, std::uint32_t* len) {
+  static_assert(offsetof(SlotDesc, seq) == 0 && offsetof(SlotDesc, len) == 4);
+  const std::uint64_t v = ::cuda::atomic_ref<std::uint64_t, ::cuda::thread_scope_system>(
+                              *reinterpret_cast<std::uint64_t*>(&d))
+                              .load(::cuda::memory_order_acquire);
+  *seq = static_cast<std::uint32_t>(v);
+  *len = static_cast<std::uint32_t>(v >> 32);
+}
+
 template <typename Handler>
-__global__ void persistent_kernel(const DeviceChannel* channels, std::uint32_t* stop, std::uint32_t* error,
-                                  Handler handler) {
+__global__ void __launch_bounds__(kPersistentThreads)
+    persistent_kernel(const DeviceChannel* channels, std::uint32_t* stop, std::uint32_t* error, Handler handler) {
   const DeviceChannel ch = channels[blockIdx.x];
   const unsigned lane = threadIdx.x % 32;
   const unsigned warp = threadIdx.x / 32;
   const unsigned warps = blockDim.x / 32;
   __shared__ std::uint32_t batch;
-  __shared__ std::uint32_t halt;  // 0 run, 1 stop requested, 2 error
-  __shared__ std::uint32_t fault;
+  __shared__ std::uint32_t halt;   // written by warp 0 before the first barrier of a round
+  __shared__ std::uint32_t fault;  // sticky: the round that sets it is the last
+  __shared__ std::uint32_t lens[kPersistentBatch];
   if (threadIdx.x == 0) fault = kNoError;
   std::uint32_t next = ch.requests.start_index;
   std::uint64_t handled = 0;
@@ -35,13 +52,17 @@ __global__ void persistent_kernel(const DeviceChannel* channels, std::uint32_t* 
       std::uint32_t stop_seen = 0;
       for (unsigned polls = 1;; ++polls) {
         const std::uint32_t k = next + lane;
-        // A1 (device side): acquire pairs with the server's release of seq (R1);
-        // the payload, len and cookie of slot k are visible to this lane, and to
-        // the block's other warps after the barrier below.
-        const bool ready = load_acquire_sys(&ch.requests.desc(k).seq) == k + 1;
-        const unsigned published = __ballot_sync(0xffffffffu, ready);
+        std::uint32_t seq, len;
+        // A1 (device side): acquire pairs with the server's release of seq (R1):
+        // the payload and cookie of slot k are visible to this lane, and to the
+        // block's other warps after the barrier below.
+        load_seq_len(ch.requests.desc(k), &seq, &len);
+        const unsigned published = __ballot_sync(0xffffffffu, seq == k + 1);
         m = (published == 0xffffffffu) ? 32u : static_cast<std::uint32_t>(__ffs(~published) - 1);
-        if (m > 0) break;
+        if (m > 0) {
+          lens[lane] = len;
+          break;
+        }
         if (polls % kStopCheckEvery == 0) {
           stop_seen = lane == 0 ? load_relaxed_sys(stop) : 0;
           stop_seen = __shfl_sync(0xffffffffu, stop_seen, 0);
@@ -50,7 +71,7 @@ __global__ void persistent_kernel(const DeviceChannel* channels, std::uint32_t* 
       }
       if (lane == 0) {
         batch = m;
-        halt = stop_seen != 0 ? 1u : 0u;
+        halt = stop_seen;
       }
     }
     __syncthreads();
@@ -59,26 +80,25 @@ __global__ void persistent_kernel(const DeviceChannel* channels, std::uint32_t* 
 
     for (std::uint32_t i = warp; i < m; i += warps) {
       const std::uint32_t k = next + i;
-      const SlotDesc& req = ch.requests.desc(k);
-      const std::uint32_t len = req.len;
+      const std::uint32_t len = lens[i];
       if (len > ch.requests.slot_size) {
         if (lane == 0) fault = kRequestLongerThanSlot;
         continue;
       }
+      const std::uint64_t cookie = ch.requests.desc(k).cookie;  // overlaps with the payload reads
       const std::uint32_t n = apply_warp(handler, ByteView{ch.requests.slot(k), len},
                                          MutableByteView{ch.responses.slot(k), ch.responses.slot_size}, lane);
       if (lane == 0) {
         if (n > ch.responses.slot_size) fault = kResponseLongerThanSlot;
         SlotDesc& resp = ch.responses.desc(k);
         resp.len = n;
-        resp.cookie = req.cookie;
+        resp.cookie = cookie;
       }
     }
     __syncthreads();
     if (threadIdx.x == 0) {
       if (fault != kNoError) {
         store_relaxed_sys(error, fault);
-        halt = 2;
       } else {
         // R1 (device side): the fence orders every response byte the block wrote
         // (made visible to this thread by the barrier; fences are cumulative)
@@ -86,14 +106,17 @@ __global__ void persistent_kernel(const DeviceChannel* channels, std::uint32_t* 
         ::cuda::atomic_thread_fence(::cuda::memory_order_release, ::cuda::thread_scope_system);
         for (std::uint32_t i = 0; i < m; ++i) store_relaxed_sys(&ch.responses.desc(next + i).seq, next + i + 1);
         // R2 (device side): the requests below next + m have been read; pairs with
-        // the server's acquire of tail (A2) before it reuses their slots.
+        // the producer's acquire of tail (A2) before it reuses their slots.
         store_release_sys(ch.requests.tail, next + m);
         handled += m;
         store_relaxed_sys(ch.handled, handled);
       }
     }
     __syncthreads();
-    if (halt != 0) break;
+    // fault is written only between the two barriers of a round, so reading it
+    // here cannot race with the next round (halt and batch could: warp 0
+    // rewrites them as soon as it passes this barrier).
+    if (fault != kNoError) break;
     next += m;
   }
 }
