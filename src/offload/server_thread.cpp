@@ -21,6 +21,8 @@ namespace {
 constexpr std::uint32_t kWakeMarker = 0xffffffffu;
 constexpr std::size_t kErrorSlack = 1024;  // room for one ferry_error beyond the responses
 constexpr auto kLingerTime = std::chrono::seconds(2);
+constexpr std::size_t kGatherBytes = 16 * 1024;
+constexpr auto kMaxGather = std::chrono::microseconds(20);
 
 std::uint64_t make_cookie(std::uint32_t slot, std::uint32_t generation) {
   return (std::uint64_t(slot) << 32) | generation;
@@ -55,7 +57,8 @@ struct ServerThread::Connection {
   std::uint32_t in_flight = 0;
   bool open = false;
   bool paused = false;     // no credit: reading stopped until a response frees one
-  bool dirty = false;      // has unsent output queued this round
+  bool dirty = false;      // has unsent output queued (listed in dirty_)
+  std::chrono::steady_clock::time_point dirty_since{};
   bool closing = false;    // an error is queued: flush, then close
   bool lingering = false;  // write side shut: discard input until EOF or the deadline
   std::chrono::steady_clock::time_point linger_deadline{};
@@ -258,17 +261,12 @@ void ServerThread::run() {
       }
       handle_event(events[i].data.u32, events[i].events);
     }
+    std::uint32_t drained = 0;
     if (bound_ && channel_in_flight_ > 0) {
-      const std::uint32_t before = channel_in_flight_;
-      drain_responses();
-      progress |= channel_in_flight_ != before;
+      drained = drain_responses();
+      progress |= drained > 0;
     }
-    for (std::uint32_t slot : dirty_) {
-      Connection& c = *connections_[slot];
-      c.dirty = false;
-      if (c.open) flush(c);
-    }
-    dirty_.clear();
+    flush_dirty(drained, std::chrono::steady_clock::now());
     if (!paused_.empty()) resume_paused();
 
     const auto now = std::chrono::steady_clock::now();
@@ -398,7 +396,32 @@ void ServerThread::pause(Connection& c) {
   update_interest(c);
 }
 
-void ServerThread::drain_responses() {
+// Sends what the round queued, but lets a connection's responses gather while
+// the workers are still answering its requests: one send of many responses
+// instead of a send per trickle (plain echo servers get this batching for free
+// from their read loop). A connection is flushed at once when nothing else is
+// owed to it, when the ring ran dry this round, or when its output is large or
+// has waited kMaxGather.
+void ServerThread::flush_dirty(std::uint32_t drained, std::chrono::steady_clock::time_point now) {
+  std::size_t kept = 0;
+  for (std::uint32_t slot : dirty_) {
+    Connection& c = *connections_[slot];
+    if (!c.open) {
+      c.dirty = false;
+      continue;
+    }
+    if (drained == 0 || c.in_flight == 0 || c.closing || c.out_used() >= kGatherBytes ||
+        now - c.dirty_since >= kMaxGather) {
+      c.dirty = false;
+      flush(c);
+    } else {
+      dirty_[kept++] = slot;
+    }
+  }
+  dirty_.resize(kept);
+}
+
+std::uint32_t ServerThread::drain_responses() {
   SlotMessage msg;
   std::uint32_t drained = 0;
   while (responses_.try_peek(&msg)) {
@@ -423,10 +446,7 @@ void ServerThread::drain_responses() {
         c->out_tail += c->pending_error.size();
         c->pending_error.clear();
       }
-      if (!c->dirty) {
-        c->dirty = true;
-        dirty_.push_back(slot);
-      }
+      mark_dirty(*c);
     } else {
       stats_.dropped_responses.fetch_add(1, std::memory_order_relaxed);
     }
@@ -440,6 +460,7 @@ void ServerThread::drain_responses() {
     stats_.responses.fetch_add(drained, std::memory_order_relaxed);
     stats_.in_flight.store(channel_in_flight_, std::memory_order_relaxed);
   }
+  return drained;
 }
 
 void ServerThread::resume_paused() {
@@ -514,11 +535,15 @@ void ServerThread::protocol_error(Connection& c, wire::ErrorCode code, const std
     c.out_tail += n;
     c.pending_error.clear();
   }
-  if (!c.dirty) {
-    c.dirty = true;
-    dirty_.push_back(c.slot);
-  }
+  mark_dirty(c);
   update_interest(c);
+}
+
+void ServerThread::mark_dirty(Connection& c) {
+  if (c.dirty) return;
+  c.dirty = true;
+  c.dirty_since = std::chrono::steady_clock::now();
+  dirty_.push_back(c.slot);
 }
 
 void ServerThread::fail_in_flight(const char* why) {

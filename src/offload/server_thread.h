@@ -3,6 +3,7 @@
 // and one channel of the arena. Internal to the server.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -70,7 +71,10 @@ class ServerThread {
   bool can_post(const Connection& c) const;
   // Stops reading c until resume_paused() finds it can post again.
   void pause(Connection& c);
-  void drain_responses();
+  // Moves every published response to its connection's output; returns how many.
+  std::uint32_t drain_responses();
+  void flush_dirty(std::uint32_t drained, std::chrono::steady_clock::time_point now);
+  void mark_dirty(Connection& c);
   void resume_paused();
   void flush(Connection& c);
   void update_interest(Connection& c);

@@ -2,7 +2,8 @@
 // The persistent kernel: block b serves channel b until the stop flag is set.
 //
 // Each round, warp 0 polls the next 32 request slots in one coalesced read of
-// their {seq, len} words and takes the run of published ones as a batch; warp w
+// their {seq, len} words (only the next one while idle) and takes the run of
+// published ones as a batch; warp w
 // handles message w of the batch (its payload reads overlap with the other
 // warps'); then thread 0 issues one system-scope release fence and publishes the
 // batch's responses and the request tail. Every PCIe read on the path is one
@@ -50,19 +51,24 @@ __global__ void __launch_bounds__(kPersistentThreads)
     if (warp == 0) {
       std::uint32_t m = 0;
       std::uint32_t stop_seen = 0;
+      // While busy, all 32 lanes poll (one read finds a whole batch); once a poll
+      // finds nothing, only lane 0 polls, so an idle channel costs one small PCIe
+      // read per poll and a lone request is seen sooner.
+      bool wide = true;
       for (unsigned polls = 1;; ++polls) {
         const std::uint32_t k = next + lane;
-        std::uint32_t seq, len;
+        std::uint32_t seq = 0, len = 0;
         // A1 (device side): acquire pairs with the server's release of seq (R1):
         // the payload and cookie of slot k are visible to this lane, and to the
         // block's other warps after the barrier below.
-        load_seq_len(ch.requests.desc(k), &seq, &len);
+        if (wide || lane == 0) load_seq_len(ch.requests.desc(k), &seq, &len);
         const unsigned published = __ballot_sync(0xffffffffu, seq == k + 1);
         m = (published == 0xffffffffu) ? 32u : static_cast<std::uint32_t>(__ffs(~published) - 1);
         if (m > 0) {
           lens[lane] = len;
           break;
         }
+        wide = false;
         if (polls % kStopCheckEvery == 0) {
           stop_seen = lane == 0 ? load_relaxed_sys(stop) : 0;
           stop_seen = __shfl_sync(0xffffffffu, stop_seen, 0);
