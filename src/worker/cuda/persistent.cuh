@@ -61,8 +61,10 @@ __global__ void __launch_bounds__(kPersistentThreads)
         // A1 (device side): acquire pairs with the server's release of seq (R1):
         // the payload and cookie of slot k are visible to this lane, and to the
         // block's other warps after the barrier below.
-        if (wide || lane == 0) load_seq_len(ch.requests.desc(k), &seq, &len);
-        const unsigned published = __ballot_sync(0xffffffffu, seq == k + 1);
+        const bool polled = wide || lane == 0;
+        if (polled) load_seq_len(ch.requests.desc(k), &seq, &len);
+        // `polled` matters: an unread seq of 0 would match k + 1 when k wraps.
+        const unsigned published = __ballot_sync(0xffffffffu, polled && seq == k + 1);
         m = (published == 0xffffffffu) ? 32u : static_cast<std::uint32_t>(__ffs(~published) - 1);
         if (m > 0) {
           lens[lane] = len;
