@@ -21,7 +21,7 @@ namespace {
 constexpr std::uint32_t kWakeMarker = 0xffffffffu;
 constexpr std::size_t kErrorSlack = 1024;  // room for one ferry_error beyond the responses
 constexpr auto kLingerTime = std::chrono::seconds(2);
-constexpr std::size_t kGatherBytes = 16 * 1024;
+constexpr std::size_t kGatherBytes = 4 * 1024;  // one good-sized send; a window of small responses reaches it
 constexpr auto kMaxGather = std::chrono::microseconds(20);
 
 std::uint64_t make_cookie(std::uint32_t slot, std::uint32_t generation) {
