@@ -43,6 +43,10 @@ done
 step bench_launch "$FERRY" bench launch --json-out "$OUT/launch.json"
 step bench_launch_8ch "$FERRY" bench launch --methods cpu,persistent --sizes 64,1024 --channels 8 \
   --json-out "$OUT/launch_8ch.json"
+for ch in 1 2 4 8 16; do  # does the persistent kernel's throughput scale with channels?
+  step "scaling_${ch}ch" "$FERRY" bench launch --methods persistent --sizes 64 --bursts 1024 --channels $ch \
+    --round-trips 2000 --json-out "$OUT/scaling_${ch}ch.json"
+done
 step demo_gpu "$FERRY" demo --backend cuda
 step demo_auto "$FERRY" demo
 for backend in cuda cpu; do
