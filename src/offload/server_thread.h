@@ -73,7 +73,7 @@ class ServerThread {
   void pause(Connection& c);
   // Moves every published response to its connection's output; returns how many.
   std::uint32_t drain_responses();
-  void flush_dirty(std::uint32_t drained, std::chrono::steady_clock::time_point now);
+  void flush_dirty();
   void mark_dirty(Connection& c);
   void resume_paused();
   void flush(Connection& c);

@@ -19,6 +19,8 @@ inline constexpr unsigned kPersistentBatch = 32;      // slots warp 0 polls at o
 // Idle polls between two reads of the stop flag: the flag is in host memory, so
 // each read is a PCIe round trip; requests are checked on every poll.
 constexpr unsigned kStopCheckEvery = 64;
+constexpr unsigned kIdlePollsBeforeSleep = 4096;  // about 5 ms of back-to-back polls
+constexpr unsigned kIdleSleepNs = 500;
 
 // {seq, len} of a slot in one 8-byte acquire load. seq is the low word (both
 // sides are little-endian); the producer writes len before its release of seq
@@ -71,6 +73,10 @@ __global__ void __launch_bounds__(kPersistentThreads)
           break;
         }
         wide = false;
+        // A channel idle this long stops hammering PCIe: its polls would slow the
+        // busy channels' reads (measured: p50 rises from 1.4x to 1.8x the floor
+        // when three idle blocks poll beside a busy one).
+        if (polls > kIdlePollsBeforeSleep) __nanosleep(kIdleSleepNs);
         if (polls % kStopCheckEvery == 0) {
           stop_seen = lane == 0 ? load_relaxed_sys(stop) : 0;
           stop_seen = __shfl_sync(0xffffffffu, stop_seen, 0);
