@@ -80,7 +80,20 @@ int run_orchestrator(const OrchestratorOptions& opts) {
   auto link_opt = connect_to_server(opts, signals);
   if (!link_opt) return 0;
   ControlLink link = std::move(*link_opt);
-  link.send(wire::MsgId::ExchangeConsumerIdRequest, static_cast<std::uint32_t>(getpid()), arena.fd());
+  try {
+    link.send(wire::MsgId::ExchangeConsumerIdRequest, static_cast<std::uint32_t>(getpid()), arena.fd());
+  } catch (const Error& send_error) {
+    // A server that refuses us (say, another orchestrator is attached) may have
+    // answered and closed before our request went out: its reason beats EPIPE.
+    std::optional<ControlMessage> refusal;
+    try {
+      refusal = link.recv(1000);
+    } catch (const Error&) {
+    }
+    if (refusal && refusal->id == wire::MsgId::FerryError)
+      throw Error("the server refused this orchestrator: " + refusal->text);
+    throw;
+  }
   auto reply = link.recv(10'000);
   if (!reply) throw Error("the server did not answer exchange_consumer_id_request within 10 s");
   if (reply->id == wire::MsgId::FerryError)
