@@ -46,6 +46,7 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
   sub->add_option("--connect-timeout", o.connect_timeout_s,
                   "Seconds to wait for the server to appear; 0 waits forever")
       ->capture_default_str();
+  sub->add_option("--ready-file", o.ready_file, "Write this file once attached to the server and serving");
   sub->add_option("--hang-timeout", o.hang_timeout_s,
                   "Seconds without progress while requests wait before the workers count as hung")
       ->capture_default_str();

@@ -17,16 +17,18 @@
 namespace ferry::offload {
 namespace {
 
-std::uint16_t wait_for_port(const std::string& path, Subprocess& server, double timeout_s) {
+// Waits for a child to write a number into `path` (its port, or its pid once
+// ready); throws if the child exits first or the time runs out.
+unsigned wait_for_file(const std::string& path, Subprocess& child, const char* who, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (std::chrono::steady_clock::now() < deadline) {
     std::ifstream in(path);
-    unsigned port = 0;
-    if (in >> port && port != 0) return static_cast<std::uint16_t>(port);
-    if (server.wait(0.0)) throw Error("the server exited during start-up (see its log above)");
+    unsigned value = 0;
+    if (in >> value && value != 0) return value;
+    if (child.wait(0.0)) throw Error(std::string("the ") + who + " exited during start-up (see its log above)");
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  throw Error("the server did not start listening within " + std::to_string(timeout_s) + " s");
+  throw Error(std::string("the ") + who + " was not ready within " + std::to_string(timeout_s) + " s");
 }
 
 }  // namespace
@@ -42,6 +44,7 @@ int run_demo(const DemoOptions& opts) {
   const auto dir = std::filesystem::temp_directory_path() / ("ferry-demo-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string port_file = (dir / "port").string();
+  const std::string ready_file = (dir / "orchestrator-ready").string();
   const std::string channel = "ferry-demo-" + std::to_string(getpid());
   const std::string level = std::to_string(opts.log_level);
   const std::string mml = std::to_string(opts.max_message_length);
@@ -60,12 +63,15 @@ int run_demo(const DemoOptions& opts) {
     server_argv.push_back(std::to_string(i % ncpu));
   }
   Subprocess server = Subprocess::spawn(server_argv);
-  const std::uint16_t port = wait_for_port(port_file, server, 15.0);
+  const auto port = static_cast<std::uint16_t>(wait_for_file(port_file, server, "server", 15.0));
 
   Subprocess orchestrator = Subprocess::spawn(
       {exe, "orchestrator", "-c", channel, "-t", std::to_string(opts.server_threads), "--backend", backend,
        "--launch", backend == "cuda" ? opts.launch : "cpu", "-l", level, "--max-message-length", mml,
-       "--max-concurrent-messages", mcm, "--connect-timeout", "15"});
+       "--max-concurrent-messages", mcm, "--connect-timeout", "15", "--ready-file", ready_file});
+  // Start the load once the workers serve, so that start-up (a CUDA context takes
+  // a few hundred ms) does not count as request latency.
+  wait_for_file(ready_file, orchestrator, "orchestrator", 60.0);
 
   Subprocess client = Subprocess::spawn(
       {exe, "client", "-s", "127.0.0.1", "-p", std::to_string(port), "-t", std::to_string(opts.client_threads),

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <optional>
 #include <chrono>
 #include <thread>
 
@@ -103,6 +106,11 @@ int run_orchestrator(const OrchestratorOptions& opts) {
                 " instead of exchange_consumer_id_response");
   log::app().info("attached to server (pid {}); starting {}", reply->value, backend->describe());
   backend->start();
+  if (!opts.ready_file.empty()) {
+    const std::string tmp = opts.ready_file + ".tmp";
+    std::ofstream(tmp) << getpid() << "\n";
+    if (std::rename(tmp.c_str(), opts.ready_file.c_str()) != 0) throw_errno("writing --ready-file " + opts.ready_file);
+  }
 
   int exit_code = 0;
   std::uint64_t last_handled = backend->handled();

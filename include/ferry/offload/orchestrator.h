@@ -22,6 +22,7 @@ struct OrchestratorOptions {
   double connect_timeout_s = 0;     // 0: wait for the server forever
   double hang_timeout_s = 5.0;      // no progress while requests wait this long = hung worker
   double shutdown_timeout_s = 5.0;  // wait this long for the server's shutdown_complete
+  std::string ready_file;           // written once attached and serving (for scripts and ferry demo)
 };
 
 int run_orchestrator(const OrchestratorOptions& opts);
