@@ -17,6 +17,7 @@ import argparse
 import datetime
 import json
 import os
+import shlex
 import platform
 import shutil
 import signal
@@ -294,6 +295,7 @@ class Bench:
             argv += ["--cpu", str(c)]
         orch_argv = [self.ferry, "orchestrator", "-c", channel, "-t", str(len(self.server_cpus)),
                      "--max-message-length", str(max_len), "--backend", self.args.backend]
+        orch_argv += shlex.split(self.args.orchestrator_args)
         with Proc(f"ferry-server-{size}", argv, self.logdir) as srv:
             port = wait_port_file(pf, srv, self.args.start_timeout)
             with Proc(f"ferry-orchestrator-{size}", orch_argv, self.logdir,
@@ -404,6 +406,8 @@ def main():
     ap.add_argument("--client-cpus", default=None,
                     help="cores of the client (default: every usable core not given above)")
     ap.add_argument("--backend", default="cpu", help="ferry orchestrator --backend")
+    ap.add_argument("--orchestrator-args", default="",
+                    help="extra flags for `ferry orchestrator` (e.g. \"--worker-prefetch 0\")")
     ap.add_argument("--systems", default="echo,ferry",
                     help="which servers to run: echo, ferry or both")
     ap.add_argument("--out", default="docs/bench/tcp.json", help="JSON output path")

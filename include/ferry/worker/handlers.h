@@ -45,6 +45,12 @@ FERRY_HOST_DEVICE inline bool aligned16(const void* p) {
   return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0;
 }
 
+// True when a message can move in 16-byte words: its size is a multiple of 16
+// and both buffers are 16-byte aligned (channel slots always are).
+FERRY_HOST_DEVICE inline bool word_sized(ByteView in, MutableByteView out) {
+  return in.size % 16 == 0 && aligned16(in.data) && aligned16(out.data);
+}
+
 }  // namespace detail
 
 // The reference application's work: the payload bytes in reverse order.
@@ -60,7 +66,7 @@ struct Reverse {
   FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out, unsigned rank,
                                            unsigned group) const {
     const std::size_t n = in.size;
-    if (n % 16 == 0 && detail::aligned16(in.data) && detail::aligned16(out.data)) {
+    if (detail::word_sized(in, out)) {
       const auto* src = reinterpret_cast<const detail::Word128*>(in.data);
       auto* dst = reinterpret_cast<detail::Word128*>(out.data);
       const std::size_t words = n / 16;
@@ -85,7 +91,7 @@ struct Echo {
   FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out, unsigned rank,
                                            unsigned group) const {
     const std::size_t n = in.size;
-    if (n % 16 == 0 && detail::aligned16(in.data) && detail::aligned16(out.data)) {
+    if (detail::word_sized(in, out)) {
       const auto* src = reinterpret_cast<const detail::Word128*>(in.data);
       auto* dst = reinterpret_cast<detail::Word128*>(out.data);
       for (std::size_t j = rank; j < n / 16; j += group) dst[j] = src[j];
