@@ -27,8 +27,6 @@ void register_bench(CLI::App& app, GeneralFlags& general, Command& command) {
   launch->add_option("--round-trips", o.latency_round_trips, "Round trips in each latency measurement")
       ->capture_default_str();
   launch->add_option("-g,--gpu-pci-addr", o.gpu, "GPU: PCI address or device index");
-  launch->add_option("--cpu-prefetch", o.cpu_prefetch, "CPU workers: prefetch distance in messages (0 = off)")
-      ->capture_default_str();
   launch->add_option("--json-out", o.json_out, "Where to write the JSON results")->capture_default_str();
   launch->callback([&command] {
     command.role = "bench";

@@ -43,9 +43,6 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
   sub->add_option("--worker-cpu", o.worker.cpus, "cpu backend: cores to pin worker threads to (comma-separated)")
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub->add_option("--worker-prefetch", o.worker.prefetch,
-                  "cpu backend: prefetch channel slots this many messages ahead (0 = off)")
-      ->capture_default_str();
   sub->add_option("--connect-timeout", o.connect_timeout_s,
                   "Seconds to wait for the server to appear; 0 waits forever")
       ->capture_default_str();

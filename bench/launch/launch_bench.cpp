@@ -42,7 +42,6 @@ Setup start_method(const std::string& method, const LaunchBenchOptions& opts, st
   w.gpu = opts.gpu;
   w.burst = burst;
   w.burst_timeout_us = 20;
-  w.prefetch = opts.cpu_prefetch;
   p.backend = method == "cpu" ? ArenaBackend::Cpu : ArenaBackend::Cuda;
   Setup s{std::make_unique<Arena>(Arena::create(p, "ferry-bench-launch")), nullptr, {}, {}};
   for (std::uint32_t c = 0; c < p.num_channels; ++c) {

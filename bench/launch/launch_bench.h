@@ -17,7 +17,6 @@ struct LaunchBenchOptions {
   double seconds_per_point = 0.25;
   std::uint64_t latency_round_trips = 20000;
   std::string gpu;
-  std::uint32_t cpu_prefetch = 4;  // the CPU backend's prefetch distance (0 = off)
   std::string json_out = "launch.json";
 };
 

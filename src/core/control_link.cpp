@@ -28,10 +28,20 @@ socklen_t make_address(const std::string& channel_name, sockaddr_un* addr) {
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
 }
 
-// Reads exactly n bytes; false on orderly EOF before the first byte.
+// Once a message has begun, the rest must arrive within this time: a peer that
+// sends half a header and stalls must not hang the caller's loop.
+constexpr int kRestOfMessageMs = 5000;
+
+// Reads exactly n bytes, waiting at most kRestOfMessageMs for each chunk;
+// throws on EOF, errors and stalls.
 void read_exact(int fd, std::uint8_t* p, std::size_t n, int* passed_fd) {
   std::size_t got = 0;
   while (got < n) {
+    pollfd pf{fd, POLLIN, 0};
+    const int ready = poll(&pf, 1, kRestOfMessageMs);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) throw_errno("control link poll");
+    if (ready == 0) throw Error("control link: the peer sent part of a message and stalled");
     iovec iov{p + got, n - got};
     alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
     msghdr msg{};

@@ -46,6 +46,7 @@ class Server {
   int tcp_fd_ = -1;
   int control_listen_fd_ = -1;
   ControlLink link_;
+  Clock::time_point link_since_{};  // when the current control peer connected
   Arena arena_;
   std::uint64_t generation_ = 0;
   bool ever_attached_ = false;
@@ -132,7 +133,10 @@ void Server::attach(int arena_fd) {
 
 void Server::detach(const char* why) {
   link_.close();
-  if (!arena_.valid()) return;
+  if (!arena_.valid()) {  // a peer that never attached: nothing to fail
+    log::app().warn("{}; dropped that control peer", why);
+    return;
+  }
   log::app().error("{}; clients with requests in flight get no_workers errors; waiting for an orchestrator on {}",
                    why, ControlLink::address_of(opts_.channel_name));
   ++generation_;
@@ -152,11 +156,17 @@ void Server::on_control_connect() {
     return;
   }
   link_ = std::move(incoming);
+  link_since_ = Clock::now();
 }
 
 bool Server::on_control_message(const ControlMessage& m) {
   switch (m.id) {
     case wire::MsgId::ExchangeConsumerIdRequest:
+      if (arena_.valid()) {  // re-attaching on a live link would unmap memory the threads use
+        if (m.fd >= 0) ::close(m.fd);
+        link_.send_error(wire::ErrorCode::ProtocolError, "this orchestrator is already attached");
+        return false;
+      }
       if (m.fd < 0) {
         link_.send_error(wire::ErrorCode::ProtocolError, "exchange_consumer_id_request came without the arena fd");
         return false;
@@ -190,7 +200,9 @@ void Server::drain() {
     tcp_fd_ = -1;
   }
   for (auto& t : threads_) t->begin_drain();
-  const auto deadline = Clock::now() + std::chrono::duration<double>(opts_.shutdown_timeout_s);
+  // Drain for part of the shutdown timeout only: the orchestrator waits the same
+  // timeout for shutdown_complete, which is sent after this.
+  const auto deadline = Clock::now() + std::chrono::duration<double>(0.6 * opts_.shutdown_timeout_s);
   for (;;) {
     std::uint32_t in_flight = 0;
     for (auto& t : threads_) in_flight += t->in_flight();
@@ -285,6 +297,11 @@ int Server::run() {
       }
     }
     if (tcp_at >= 0 && (fds[tcp_at].revents & POLLIN)) accept_clients();
+    if (link_.valid() && !arena_.valid() && Clock::now() - link_since_ > std::chrono::seconds(10)) {
+      log::app().warn("a peer on {} sent no exchange_consumer_id_request within 10 s; dropping it",
+                      ControlLink::address_of(opts_.channel_name));
+      link_.close();
+    }
   }
 
   for (auto& t : threads_) t->stop();

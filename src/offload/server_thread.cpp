@@ -21,6 +21,7 @@ namespace {
 constexpr std::uint32_t kWakeMarker = 0xffffffffu;
 constexpr std::size_t kErrorSlack = 1024;  // room for one ferry_error beyond the responses
 constexpr auto kLingerTime = std::chrono::seconds(2);
+constexpr auto kClosingTime = std::chrono::seconds(10);
 constexpr std::uint32_t kPrefetchAhead = 4;
 
 std::uint64_t make_cookie(std::uint32_t slot, std::uint32_t generation) {
@@ -59,6 +60,7 @@ struct ServerThread::Connection {
   bool dirty = false;      // has unsent output queued (listed in dirty_)
   bool closing = false;    // an error is queued: flush, then close
   bool lingering = false;  // write side shut: discard input until EOF or the deadline
+  std::chrono::steady_clock::time_point close_deadline{};  // a closing client that never reads
   std::chrono::steady_clock::time_point linger_deadline{};
   std::string pending_error;  // sent once every in-flight response is out
   std::string peer;
@@ -69,6 +71,17 @@ struct ServerThread::Connection {
   std::size_t out_tail = 0;
 
   std::size_t out_used() const { return out_tail - out_head; }
+
+  // Room for n more output bytes at out_tail, compacting first if needed; null
+  // when even a compacted buffer cannot take them (the caller then closes).
+  std::uint8_t* reserve(std::size_t n, std::size_t capacity) {
+    if (out_tail + n > capacity) {
+      std::memmove(out.get(), out.get() + out_head, out_used());
+      out_tail -= out_head;
+      out_head = 0;
+    }
+    return out_tail + n <= capacity ? out.get() + out_tail : nullptr;
+  }
 };
 
 struct ServerThread::Command {
@@ -272,6 +285,8 @@ void ServerThread::run() {
       last_linger_check = now;
       for (auto& c : connections_)
         if (c && c->open && c->lingering && now > c->linger_deadline) close_connection(*c, nullptr);
+        else if (c && c->open && c->closing && !c->lingering && now > c->close_deadline)
+          close_connection(*c, "its error response was not read within 10 s");
     }
     if (progress) {
       backoff.reset();
@@ -343,7 +358,7 @@ bool ServerThread::can_post(const Connection& c) const {
 
 void ServerThread::parse_requests(Connection& c) {
   std::size_t pos = 0;
-  while (!c.closing) {
+  while (!c.closing && !draining_) {  // draining: requests already in flight finish, no new ones
     std::uint32_t len = 0;
     std::uint32_t frame = 0;
     const std::uint8_t* p = c.in.get() + pos;
@@ -383,8 +398,10 @@ void ServerThread::parse_requests(Connection& c) {
   if (pos > 0) {
     std::memmove(c.in.get(), c.in.get() + pos, c.in_len - pos);
     c.in_len -= pos;
-    stats_.in_flight.store(channel_in_flight_, std::memory_order_relaxed);
   }
+  // Always refreshed: a protocol error can zero pos after requests were posted,
+  // and Server::drain() waits on this count.
+  stats_.in_flight.store(channel_in_flight_, std::memory_order_relaxed);
 }
 
 void ServerThread::pause(Connection& c) {
@@ -420,23 +437,20 @@ std::uint32_t ServerThread::drain_responses() {
     Connection* c = slot < connections_.size() ? connections_[slot].get() : nullptr;
     if (c != nullptr && c->open && c->generation == generation && c->in_flight > 0) {
       const std::size_t need = wire::kRequestOverhead + msg.payload.size;
-      if (c->out_tail + need > out_capacity_) {
-        std::memmove(c->out.get(), c->out.get() + c->out_head, c->out_used());
-        c->out_tail -= c->out_head;
-        c->out_head = 0;
-      }
-      std::uint8_t* dst = c->out.get() + c->out_tail;
-      // The reference server answers with msg_id 4 (client_request); clients must accept 4 or 5.
-      wire::encode_data_prefix(dst, static_cast<std::uint32_t>(msg.payload.size), wire::MsgId::ClientRequest);
-      std::memcpy(dst + wire::kRequestOverhead, msg.payload.data, msg.payload.size);
-      c->out_tail += need;
       --c->in_flight;
-      if (c->in_flight == 0 && !c->pending_error.empty()) {
-        std::memcpy(c->out.get() + c->out_tail, c->pending_error.data(), c->pending_error.size());
-        c->out_tail += c->pending_error.size();
-        c->pending_error.clear();
+      // can_post() reserved room for this response when its request was posted.
+      if (std::uint8_t* dst = c->reserve(need, out_capacity_)) {
+        // The reference server answers with msg_id 4 (client_request); clients must accept 4 or 5.
+        wire::encode_data_prefix(dst, static_cast<std::uint32_t>(msg.payload.size), wire::MsgId::ClientRequest);
+        std::memcpy(dst + wire::kRequestOverhead, msg.payload.data, msg.payload.size);
+        c->out_tail += need;
+        if (c->in_flight == 0) queue_pending_error(*c);
+        mark_dirty(*c);
+      } else {
+        log::app().error("thread {}: client {}: output buffer overrun (a server bug); closing it", config_.index,
+                         c->peer);
+        close_connection(*c, nullptr);
       }
-      mark_dirty(*c);
     } else {
       stats_.dropped_responses.fetch_add(1, std::memory_order_relaxed);
     }
@@ -512,21 +526,24 @@ void ServerThread::protocol_error(Connection& c, wire::ErrorCode code, const std
   log::app().warn("thread {}: client {}: {}; answering ferry_error {} and closing", config_.index, c.peer,
                   why, wire::to_string(code));
   c.closing = true;
+  c.close_deadline = std::chrono::steady_clock::now() + kClosingTime;
   c.in_len = 0;
   c.pending_error = wire::encode_error(code, why);
-  if (c.in_flight == 0) {
-    if (c.out_tail + c.pending_error.size() > out_capacity_) {
-      std::memmove(c.out.get(), c.out.get() + c.out_head, c.out_used());
-      c.out_tail -= c.out_head;
-      c.out_head = 0;
-    }
-    const std::size_t n = std::min(c.pending_error.size(), out_capacity_ - c.out_tail);
-    std::memcpy(c.out.get() + c.out_tail, c.pending_error.data(), n);
-    c.out_tail += n;
-    c.pending_error.clear();
-  }
+  if (c.in_flight == 0) queue_pending_error(c);
   mark_dirty(c);
   update_interest(c);
+}
+
+void ServerThread::queue_pending_error(Connection& c) {
+  if (c.pending_error.empty()) return;
+  // The slack kept beyond the responses' reservation (kErrorSlack) holds one
+  // ferry_error; a longer reason is cut rather than overrun the buffer.
+  const std::size_t n = std::min(c.pending_error.size(), kErrorSlack);
+  if (std::uint8_t* dst = c.reserve(n, out_capacity_)) {
+    std::memcpy(dst, c.pending_error.data(), n);
+    c.out_tail += n;
+  }
+  c.pending_error.clear();
 }
 
 void ServerThread::mark_dirty(Connection& c) {

@@ -75,6 +75,8 @@ class ServerThread {
   std::uint32_t drain_responses();
   void flush_dirty();
   void mark_dirty(Connection& c);
+  // Appends the connection's queued ferry_error to its output (once nothing else is owed).
+  void queue_pending_error(Connection& c);
   void resume_paused();
   void flush(Connection& c);
   void update_interest(Connection& c);

@@ -30,7 +30,6 @@ void CpuBackend::serve(std::uint32_t channel_index, Handler handler) {
   RingProducer responses(ch.responses);
   std::uint64_t handled = 0;
   std::uint32_t unpublished = 0;
-  const std::uint32_t prefetch = options_.prefetch;
   Backoff backoff;
 
   auto publish_progress = [&] {
@@ -47,16 +46,6 @@ void CpuBackend::serve(std::uint32_t channel_index, Handler handler) {
       continue;
     }
     backoff.reset();
-    if (prefetch != 0) {
-      // The server wrote the next requests on another core and will read these
-      // responses there: start those cache-line transfers a few messages ahead,
-      // so their misses overlap with this message's work.
-      const std::uint32_t ahead = requests.next_index() + prefetch;
-      __builtin_prefetch(ch.requests.desc(ahead));
-      __builtin_prefetch(ch.requests.data(ahead));
-      __builtin_prefetch(ch.responses.desc(ahead), 1);
-      __builtin_prefetch(ch.responses.data(ahead), 1);
-    }
     MutableByteView out = responses.try_claim();
     if (out.data == nullptr) {
       // The server keeps no more requests in flight than the response ring

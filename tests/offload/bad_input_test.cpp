@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+
 #include <string>
 
 #include "support/ferry_processes.h"
@@ -80,6 +82,38 @@ TEST_F(BadInput, ErrorComesAfterTheResponsesAlreadyInFlight) {
   EXPECT_EQ(a->payload, "eno");
   EXPECT_EQ(b->payload, "owt");
   EXPECT_EQ(e->msg_id, 64u);
+}
+
+TEST_F(BadInput, ErrorBehindAFullOutputBufferArrivesIntact) {
+  // A client with a tiny receive buffer fills the server's output buffer with
+  // responses, then sends a bad frame: the error is queued behind everything
+  // owed and must arrive whole after it (ASan in CI watches the buffer bounds).
+  RawClient c(server_->port());
+  const int small = 4096;
+  setsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  const std::string payload(252, 'f');
+  std::string batch;
+  for (int i = 0; i < 400; ++i) batch += RawClient::request(payload);
+  batch += RawClient::raw_frame(20, 4, 3, "12345678");
+  std::size_t sent = 0;
+  for (int i = 0; i < 2000 && sent < batch.size(); ++i) {
+    sent += c.try_send(batch.substr(sent));
+    usleep(1000);
+  }
+  usleep(200000);
+  int responses = 0;
+  for (;;) {
+    auto f = c.read_frame(10);
+    ASSERT_TRUE(f) << "closed before the error, after " << responses << " responses";
+    if (f->msg_id == 64) {
+      EXPECT_EQ(f->code_or_len, 4u) << f->payload;
+      break;
+    }
+    ASSERT_EQ(f->payload, std::string(252, 'f'));
+    ++responses;
+  }
+  EXPECT_EQ(responses, 400) << "every request before the bad frame is answered";
+  expect_others_served();
 }
 
 TEST_F(BadInput, DisconnectMidMessage) {

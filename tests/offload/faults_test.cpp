@@ -3,6 +3,12 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
 
 #include <chrono>
 #include <functional>
@@ -119,6 +125,30 @@ TEST(Faults, SecondOrchestratorIsRefused) {
   EXPECT_NE(second.log().find("already attached"), std::string::npos) << second.log();
   c.send_bytes(RawClient::request("2"));
   ASSERT_TRUE(c.read_frame()) << "the first keeps serving";
+}
+
+TEST(Faults, StalledControlPeerIsDropped) {
+  // Something connects to the control channel, sends half a header and stalls:
+  // the server must drop it (not hang its main loop) and then take a real
+  // orchestrator.
+  FerryServer server;
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string name = "ferry." + server.channel();
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr),
+                    static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
+            0);
+  ASSERT_EQ(write(fd, "\0\0\0", 3), 3);
+  ASSERT_TRUE(wait_for_log([&] { return server.log(); }, "stalled", 15)) << server.log();
+  close(fd);
+  FerryOrchestrator orch(server.channel());
+  RawClient c(server.port());
+  c.send_bytes(RawClient::request("after"));
+  auto f = c.read_frame();
+  ASSERT_TRUE(f) << server.log();
+  EXPECT_EQ(f->payload, "retfa");
 }
 
 TEST(Faults, OrchestratorWithoutServerTimesOutClearly) {

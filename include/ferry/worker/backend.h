@@ -23,7 +23,6 @@ struct WorkerOptions {
   LaunchMethod launch = LaunchMethod::Cpu;
   HandlerKind handler = HandlerKind::Reverse;
   std::vector<int> cpus;           // CPU backend: pin worker i to cpus[i % size]; empty = unpinned
-  std::uint32_t prefetch = 4;      // CPU backend: prefetch the slots this many messages ahead; 0 = off
   std::string gpu;                 // CUDA backend: PCI address or device index; empty = device 0
   std::uint32_t burst = 32;        // burst/graph/memops: most requests per launch
   std::uint32_t burst_timeout_us = 20;

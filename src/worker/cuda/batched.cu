@@ -59,6 +59,7 @@ class BatchedBackend final : public Backend {
       if (e != nullptr) cudaEventDestroy(e);
     for (auto& g : graphs_)
       if (g != nullptr) cudaGraphExecDestroy(g);
+    if (stream_busy_) return;  // leaked on purpose: process exit reclaims them after the GPU lets go
     if (descs_h_ != nullptr) cudaFreeHost(descs_h_);
     if (flags_h_ != nullptr) cudaFreeHost(flags_h_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -100,6 +101,7 @@ class BatchedBackend final : public Backend {
     while (cudaStreamQuery(stream_) == cudaErrorNotReady) {
       if (std::chrono::steady_clock::now() > deadline) {
         set_failure("the GPU stream did not drain within 5 s of stopping");
+        stream_busy_ = true;  // the GPU may still read the descriptors: never free them
         return;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -282,8 +284,11 @@ class BatchedBackend final : public Backend {
     try {
       for (;;) {
         const std::uint64_t done = completed_.load(std::memory_order_relaxed);
+        // running_ before dispatched_: a batch dispatched just before stop() is
+        // then seen by the reload and published, never dropped.
+        const bool running = running_.load(std::memory_order_acquire);
         if (done == dispatched_.load(std::memory_order_acquire)) {
-          if (!running_.load(std::memory_order_relaxed)) break;
+          if (!running) break;
           backoff.idle();
           continue;
         }
@@ -298,6 +303,14 @@ class BatchedBackend final : public Backend {
           backoff.idle();
         }
         backoff.reset();
+        // A kernel that flagged an error left some responses unwritten: publish
+        // nothing more, so the server sees no stale bytes; the orchestrator reads
+        // the error through failure() and shuts down.
+        if (std::atomic_ref<std::uint32_t>(gpu_.arena()->header()->worker_error).load(std::memory_order_acquire) !=
+            kNoError) {
+          set_failure("a GPU batch reported an error; responses are no longer published");
+          return;
+        }
         publish(batches_[s]);
         completed_.store(done + 1, std::memory_order_release);
       }
@@ -332,6 +345,7 @@ class BatchedBackend final : public Backend {
   WorkerOptions options_;
   GpuContext gpu_;
   cudaStream_t stream_ = nullptr;
+  bool stream_busy_ = false;  // stop() timed out with work still on the stream
   unsigned blocks_ = 1;
   BatchDesc* descs_h_ = nullptr;
   BatchDesc* descs_d_ = nullptr;

@@ -44,10 +44,15 @@ __global__ void __launch_bounds__(kPersistentThreads)
   __shared__ std::uint32_t batch;
   __shared__ std::uint32_t halt;   // written by warp 0 before the first barrier of a round
   __shared__ std::uint32_t fault;  // sticky: the round that sets it is the last
+  __shared__ std::uint32_t stopping;  // stop seen under load; written between barriers, like fault
   __shared__ std::uint32_t lens[kPersistentBatch];
-  if (threadIdx.x == 0) fault = kNoError;
+  if (threadIdx.x == 0) {
+    fault = kNoError;
+    stopping = 0;
+  }
   std::uint32_t next = ch.requests.start_index;
   std::uint64_t handled = 0;
+  unsigned busy_rounds = 0;
 
   for (;;) {
     if (warp == 0) {
@@ -124,13 +129,16 @@ __global__ void __launch_bounds__(kPersistentThreads)
         store_release_sys(ch.requests.tail, next + m);
         handled += m;
         store_relaxed_sys(ch.handled, handled);
+        // Under steady load the idle poll never runs: check stop here too, or a
+        // busy kernel would ignore it.
+        if (++busy_rounds % kStopCheckEvery == 0 && load_relaxed_sys(stop) != 0) stopping = 1;
       }
     }
     __syncthreads();
     // fault is written only between the two barriers of a round, so reading it
     // here cannot race with the next round (halt and batch could: warp 0
     // rewrites them as soon as it passes this barrier).
-    if (fault != kNoError) break;
+    if (fault != kNoError || stopping != 0) break;
     next += m;
   }
 }
