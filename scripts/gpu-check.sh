@@ -51,7 +51,7 @@ step demo_gpu "$FERRY" demo --backend cuda
 step demo_auto "$FERRY" demo
 for backend in cuda cpu; do
   step "tcp_$backend" "$PY" bench/tcp_bench.py --build-dir "$C/build" --backend $backend --server-cpus 0,1 \
-    --worker-cpus 2,3 --client-cpus 4-11 --iterations 200000 --latency-iterations 20000 --repeat 3 --out "$OUT/tcp_$backend.json"
+    --worker-cpus 2,3 --client-cpus 4-11 --iterations 2000000 --latency-iterations 20000 --repeat 3 --out "$OUT/tcp_$backend.json"
 done
 [ -f "$OUT/launch.json" ] && step plot "$PY" bench/plot_launch.py "$OUT/launch.json" "$OUT/launch.png"
 cat "$OUT/bench_launch.log" 2>/dev/null | tail -30
