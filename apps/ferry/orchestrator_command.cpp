@@ -30,8 +30,9 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
   sub->add_option("--launch", launch, "cuda launch method: persistent, burst, graph or memops")
       ->check(CLI::IsMember({"cpu", "persistent", "burst", "graph", "memops"}))
       ->capture_default_str();
-  sub->add_option("--handler", handler, "Work per message: reverse (the reference) or echo")
-      ->check(CLI::IsMember({"reverse", "echo"}))
+  sub->add_option("--handler", handler,
+                  "Work per message: reverse (the reference), echo, or macswap (swap an Ethernet frame's MACs)")
+      ->check(CLI::IsMember({"reverse", "echo", "macswap"}))
       ->capture_default_str();
   sub->add_option("--ring-slots", o.ring_slots,
                   "Slots per channel ring (power of two); default 8 x --max-concurrent-messages, so several "

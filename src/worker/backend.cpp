@@ -11,13 +11,15 @@ namespace ferry::worker {
 HandlerKind parse_handler(std::string_view name) {
   if (name == "reverse") return HandlerKind::Reverse;
   if (name == "echo") return HandlerKind::Echo;
-  throw Error("unknown handler '" + std::string(name) + "' (choose reverse or echo)");
+  if (name == "macswap") return HandlerKind::MacSwap;
+  throw Error("unknown handler '" + std::string(name) + "' (choose reverse, echo or macswap)");
 }
 
 const char* to_string(HandlerKind kind) noexcept {
   switch (kind) {
     case HandlerKind::Reverse: return "reverse";
     case HandlerKind::Echo: return "echo";
+    case HandlerKind::MacSwap: return "macswap";
   }
   return "?";
 }

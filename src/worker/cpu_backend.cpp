@@ -80,6 +80,7 @@ void CpuBackend::start() {
       switch (options_.handler) {
         case HandlerKind::Reverse: serve(i, Reverse{}); break;
         case HandlerKind::Echo: serve(i, Echo{}); break;
+        case HandlerKind::MacSwap: serve(i, MacSwap{}); break;
       }
     });
   }

@@ -43,6 +43,18 @@ TEST(Pipeline, ReversesEveryMessageSize) {
   }
 }
 
+TEST(Pipeline, MacSwapHandlerServesFrames) {
+  FerryServer server;
+  FerryOrchestrator orch(server.channel(), {"--handler", "macswap"});
+  RawClient c(server.port());
+  const std::string dst = "\x01\x02\x03\x04\x05\x06", src = "\xaa\xbb\xcc\xdd\xee\xff";
+  const std::string rest = "\x08\x00 the rest of the frame";
+  c.send_bytes(RawClient::request(dst + src + rest));
+  auto f = c.read_frame();
+  ASSERT_TRUE(f) << server.log();
+  EXPECT_EQ(f->payload, src + dst + rest);
+}
+
 TEST(Pipeline, LargerMaximumWithMatchingFlags) {
   FerryServer server({"--max-message-length", "4100"});
   FerryOrchestrator orch(server.channel(), {"--max-message-length", "4100"});

@@ -43,9 +43,27 @@ TEST(Handlers, ReverseReverses) {
 TEST(Handlers, ReverseCooperativeMatchesSerial) { check_cooperative_matches_serial(Reverse{}); }
 TEST(Handlers, EchoCooperativeMatchesSerial) { check_cooperative_matches_serial(Echo{}); }
 
+TEST(Handlers, MacSwapSwapsTheAddressesOnly) {
+  std::uint8_t frame[20];
+  for (std::uint8_t i = 0; i < 20; ++i) frame[i] = i;
+  std::uint8_t out[20] = {};
+  ASSERT_EQ(MacSwap{}(ByteView{frame, 20}, MutableByteView{out, 20}), 20u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(out[i], frame[i + 6]);
+    EXPECT_EQ(out[i + 6], frame[i]);
+  }
+  for (int i = 12; i < 20; ++i) EXPECT_EQ(out[i], frame[i]);
+  std::uint8_t runt[5] = {1, 2, 3, 4, 5}, runt_out[5] = {};
+  ASSERT_EQ(MacSwap{}(ByteView{runt, 5}, MutableByteView{runt_out, 5}), 5u);
+  EXPECT_EQ(runt_out[0], 1) << "too short to carry two addresses: unchanged";
+}
+
+TEST(Handlers, MacSwapCooperativeMatchesSerial) { check_cooperative_matches_serial(MacSwap{}); }
+
 TEST(Handlers, NamesParse) {
   EXPECT_EQ(parse_handler("reverse"), HandlerKind::Reverse);
   EXPECT_EQ(parse_handler("echo"), HandlerKind::Echo);
+  EXPECT_EQ(parse_handler("macswap"), HandlerKind::MacSwap);
   EXPECT_THROW(parse_handler("upper"), Error);
 }
 

@@ -102,7 +102,29 @@ struct Echo {
   }
 };
 
-enum class HandlerKind { Reverse, Echo };
+// The packet path's work (l2fwd): an Ethernet frame with its destination and
+// source MAC addresses swapped; the rest unchanged. Frames shorter than the two
+// addresses come back unchanged.
+struct MacSwap {
+  static constexpr std::size_t kMacBytes = 6;
+
+  FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out) const {
+    return (*this)(in, out, 0, 1);
+  }
+
+  FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out, unsigned rank,
+                                           unsigned group) const {
+    const bool swap = in.size >= 2 * kMacBytes;
+    for (std::size_t i = rank; i < in.size; i += group) {
+      std::size_t from = i;
+      if (swap && i < 2 * kMacBytes) from = i < kMacBytes ? i + kMacBytes : i - kMacBytes;
+      out[i] = in[from];
+    }
+    return in.size;
+  }
+};
+
+enum class HandlerKind { Reverse, Echo, MacSwap };
 
 // "reverse" or "echo"; throws ferry::Error naming the choices otherwise.
 HandlerKind parse_handler(std::string_view name);

@@ -132,6 +132,7 @@ class BatchedBackend final : public Backend {
     switch (options_.handler) {
       case HandlerKind::Reverse: fn(Reverse{}); break;
       case HandlerKind::Echo: fn(Echo{}); break;
+      case HandlerKind::MacSwap: fn(MacSwap{}); break;
     }
   }
 

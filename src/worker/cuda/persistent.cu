@@ -105,6 +105,10 @@ class PersistentBackend final : public Backend {
         persistent_kernel<<<blocks, kThreadsPerBlock, 0, stream_>>>(gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(),
                                                                     Echo{});
         break;
+      case HandlerKind::MacSwap:
+        persistent_kernel<<<blocks, kThreadsPerBlock, 0, stream_>>>(gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(),
+                                                                    MacSwap{});
+        break;
     }
     FERRY_CUDA_CHECK(cudaGetLastError());
   }
