@@ -5,8 +5,9 @@
 // their {seq, len} words (only the next one while idle) and takes the run of
 // published ones as a batch; warp w
 // handles message w of the batch (its payload reads overlap with the other
-// warps'); then thread 0 issues one system-scope release fence and publishes the
-// batch's responses and the request tail. Every PCIe read on the path is one
+// warps'); then warp 0 publishes the batch, lane i writing response i's
+// descriptor, a system-scope release fence, and its seq, and lane 0 the request
+// tail. Every PCIe read on the path is one
 // round trip (poll, then payload): len comes with the poll, not after it.
 
 #include "worker/cuda/device_ring.cuh"
@@ -46,6 +47,8 @@ __global__ void __launch_bounds__(kPersistentThreads)
   __shared__ std::uint32_t fault;  // sticky: the round that sets it is the last
   __shared__ std::uint32_t stopping;  // stop seen under load; written between barriers, like fault
   __shared__ std::uint32_t lens[kPersistentBatch];
+  __shared__ std::uint32_t out_lens[kPersistentBatch];      // staged here, written to host memory by warp 0
+  __shared__ std::uint64_t out_cookies[kPersistentBatch];
   if (threadIdx.x == 0) {
     fault = kNoError;
     stopping = 0;
@@ -109,29 +112,40 @@ __global__ void __launch_bounds__(kPersistentThreads)
                                          MutableByteView{ch.responses.slot(k), ch.responses.slot_size}, lane);
       if (lane == 0) {
         if (n > ch.responses.slot_size) fault = kResponseLongerThanSlot;
-        SlotDesc& resp = ch.responses.desc(k);
-        resp.len = n;
-        resp.cookie = cookie;
+        out_lens[i] = n;
+        out_cookies[i] = cookie;
       }
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (warp == 0) {
       if (fault != kNoError) {
-        store_relaxed_sys(error, fault);
+        if (lane == 0) store_relaxed_sys(error, fault);
       } else {
-        // R1 (device side): the fence orders every response byte the block wrote
-        // (made visible to this thread by the barrier; fences are cumulative)
-        // before the seq stores; pairs with the server's acquire of seq (A1).
+        // Lane i publishes response i: its len and cookie, then a fence, then its
+        // seq. The warp's descriptor writes coalesce into a few PCIe writes per
+        // batch instead of three small ones per message.
+        if (lane < m) {
+          SlotDesc& resp = ch.responses.desc(next + lane);
+          resp.len = out_lens[lane];
+          resp.cookie = out_cookies[lane];
+        }
+        // R1 (device side): the fence orders this lane's len and cookie, and every
+        // response byte the block wrote (visible to it through the barrier; fences
+        // are cumulative), before its seq store; pairs with the server's acquire
+        // of seq (A1).
         ::cuda::atomic_thread_fence(::cuda::memory_order_release, ::cuda::thread_scope_system);
-        for (std::uint32_t i = 0; i < m; ++i) store_relaxed_sys(&ch.responses.desc(next + i).seq, next + i + 1);
-        // R2 (device side): the requests below next + m have been read; pairs with
-        // the producer's acquire of tail (A2) before it reuses their slots.
-        store_release_sys(ch.requests.tail, next + m);
-        handled += m;
-        store_relaxed_sys(ch.handled, handled);
-        // Under steady load the idle poll never runs: check stop here too, or a
-        // busy kernel would ignore it.
-        if (++busy_rounds % kStopCheckEvery == 0 && load_relaxed_sys(stop) != 0) stopping = 1;
+        if (lane < m) store_relaxed_sys(&ch.responses.desc(next + lane).seq, next + lane + 1);
+        __syncwarp();
+        if (lane == 0) {
+          // R2 (device side): the requests below next + m have been read; pairs with
+          // the producer's acquire of tail (A2) before it reuses their slots.
+          store_release_sys(ch.requests.tail, next + m);
+          handled += m;
+          store_relaxed_sys(ch.handled, handled);
+          // Under steady load the idle poll never runs: check stop here too, or a
+          // busy kernel would ignore it.
+          if (++busy_rounds % kStopCheckEvery == 0 && load_relaxed_sys(stop) != 0) stopping = 1;
+        }
       }
     }
     __syncthreads();
