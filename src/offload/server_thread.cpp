@@ -131,22 +131,30 @@ void ServerThread::start() {
 void ServerThread::stop() {
   if (!thread_.joinable()) return;
   running_.store(false);
-  const std::uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
+  wake();
   thread_.join();
   for (auto& c : connections_)
     if (c && c->open) close_connection(*c, nullptr);
 }
 
-void ServerThread::adopt(int fd) {
-  {
-    std::lock_guard lock(commands_mutex_);
-    commands_.push_back({Command::Kind::Adopt, fd});
-  }
-  stats_.clients.fetch_add(1, std::memory_order_relaxed);  // counted now so the acceptor balances
-  has_commands_.store(true, std::memory_order_release);
+void ServerThread::wake() {
   const std::uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+void ServerThread::post(const Command& cmd) {
+  {
+    std::lock_guard lock(commands_mutex_);
+    commands_.push_back(cmd);
+  }
+  // Pairs with run()'s acquire before process_commands().
+  has_commands_.store(true, std::memory_order_release);
+  wake();
+}
+
+void ServerThread::adopt(int fd) {
+  stats_.clients.fetch_add(1, std::memory_order_relaxed);  // counted now so the acceptor balances
+  post({Command::Kind::Adopt, fd});
 }
 
 void ServerThread::bind(const Channel* channel, std::uint64_t generation) {
@@ -154,27 +162,13 @@ void ServerThread::bind(const Channel* channel, std::uint64_t generation) {
   cmd.has_channel = channel != nullptr;
   if (channel != nullptr) cmd.channel = *channel;
   cmd.generation = generation;
-  {
-    std::lock_guard lock(commands_mutex_);
-    commands_.push_back(cmd);
-  }
-  has_commands_.store(true, std::memory_order_release);
-  const std::uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
+  post(cmd);
   // Wait for the thread to switch: the caller may unmap the old arena after this.
   while (running_.load() && bound_generation_.load(std::memory_order_acquire) != generation)
     std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
-void ServerThread::begin_drain() {
-  {
-    std::lock_guard lock(commands_mutex_);
-    commands_.push_back({Command::Kind::Drain});
-  }
-  has_commands_.store(true, std::memory_order_release);
-  const std::uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
-}
+void ServerThread::begin_drain() { post({Command::Kind::Drain}); }
 
 void ServerThread::process_commands() {
   std::vector<Command> cmds;

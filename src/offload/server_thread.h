@@ -64,6 +64,9 @@ class ServerThread {
   struct Command;
 
   void run();
+  // Queues a command for the thread and wakes it (any thread may call).
+  void post(const Command& cmd);
+  void wake();
   void process_commands();
   void handle_event(std::uint32_t slot, std::uint32_t events);
   void read_from(Connection& c);
