@@ -10,6 +10,11 @@ packages=(
   libspdlog-dev libfmt-dev  # logging
   nlohmann-json3-dev    # -j/--json flag files, benchmark and client JSON output (header-only)
   libgtest-dev libgmock-dev  # the test suite
+  libxxhash-dev         # checksums of stored KV objects (xfer/)
+  liburing-dev          # the file tier's asynchronous I/O (xfer/)
+  libhiredis-dev redis-server redis-tools  # the redis tier, its tests' server, redis-benchmark (xfer/)
+  fio                   # the file tier's baseline benchmark (xfer/)
+  openmpi-bin libopenmpi-dev  # the router's transport and its tests' mpirun (route/)
 )
 
 missing=()
