@@ -1,0 +1,79 @@
+#pragma once
+// A storage tier of the agent (ARCHITECTURE.md "Transfer engine"): dram, file or
+// redis. Tiers are chained (tier_chain.h): a full tier sends its least recently
+// used objects down to the next one.
+//
+// Contract for every implementation:
+// - Thread-safe: the agent's copy threads call put/get/stat/remove concurrently.
+// - put replaces an object atomically: a reader sees the old object or the new
+//   one, never a mix (the file tier writes a temporary name, then renames).
+// - Every object is stored with its checksum (XXH3-64 of the bytes, computed by
+//   the caller: see checksum.h) and get verifies it: a mismatch is
+//   ChecksumMismatch, and the bytes are not reported as data.
+// - Failures are per item (status + a message naming the key and the cause);
+//   one bad item never fails the others in the batch, and the tier keeps working.
+// - Batches let a tier keep a queue depth (io_uring) or pipeline (Redis).
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ferry/core/bytes.h"
+#include "ferry/xfer/types.h"
+
+namespace ferry::xfer::store {
+
+inline constexpr std::uint64_t kUnbounded = std::numeric_limits<std::uint64_t>::max();
+
+struct ObjectMeta {
+  std::uint64_t size = 0;
+  std::uint64_t checksum = 0;
+};
+
+struct PutItem {
+  std::string_view key;
+  ByteView data;
+  std::uint64_t checksum = 0;  // XXH3-64 of data
+  XferStatus status = XferStatus::InProgress;  // set by the tier
+  std::string error;                           // set on failure
+};
+
+struct GetItem {
+  std::string_view key;
+  MutableByteView out;     // must hold the whole object, else TooLarge
+  std::uint64_t size = 0;  // set: the object's size
+  XferStatus status = XferStatus::InProgress;
+  std::string error;
+  int tier = -1;  // set by TierChain: the index of the tier it was found in
+};
+
+class Tier {
+ public:
+  virtual ~Tier() = default;
+
+  virtual std::string_view kind() const = 0;  // "dram", "file", "redis"
+  virtual std::string describe() const = 0;   // the spec it was made from, e.g. "dram:8GiB"
+  virtual std::uint64_t capacity() const = 0;  // bytes, or kUnbounded
+  virtual std::uint64_t used() const = 0;      // bytes of stored objects
+
+  // Stores each item; sets item.status to Ok or an error (NoSpace when this
+  // tier has no room: the chain then evicts or moves on).
+  virtual void put(std::span<PutItem> items) = 0;
+  // Reads and verifies each item; NotFound for a missing key.
+  virtual void get(std::span<GetItem> items) = 0;
+  // Counts as a use for LRU? No: stat, list and lru_victims never change the LRU order.
+  virtual std::optional<ObjectMeta> stat(std::string_view key) = 0;
+  // Returns false when the key was not here.
+  virtual bool remove(std::string_view key) = 0;
+  virtual std::vector<std::pair<std::string, ObjectMeta>> list() = 0;
+  // Least recently used keys (put or get counts as a use), oldest first, whose
+  // sizes add up to at least `bytes` (or every key, if they add up to less).
+  virtual std::vector<std::string> lru_victims(std::uint64_t bytes) = 0;
+};
+
+}  // namespace ferry::xfer::store
