@@ -41,6 +41,7 @@ struct PutItem {
   std::uint64_t checksum = 0;  // XXH3-64 of data
   XferStatus status = XferStatus::InProgress;  // set by the tier
   std::string error;                           // set on failure
+  int tier = -1;  // set by TierChain: the index of the tier that took it
 };
 
 struct GetItem {
