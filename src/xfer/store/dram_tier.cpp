@@ -1,0 +1,212 @@
+#include "xfer/store/dram_tier.h"
+
+#include <sys/mman.h>
+
+#include <cstring>
+
+#include "ferry/core/status.h"
+#include "xfer/store/checksum.h"
+#include "xfer/store/quote_key.h"
+#include "xfer/store/sizes.h"
+
+namespace ferry::xfer::store {
+namespace {
+
+std::uint64_t page_round(std::uint64_t n) { return (n + kDramAlign - 1) & ~(kDramAlign - 1); }
+
+}  // namespace
+
+// One stored object's pool range. Readers hold a reference while they copy; the
+// range returns to the allocator when the index and every reader have let go.
+struct DramTier::Block {
+  DramTier* owner;
+  std::uint64_t offset;
+  std::uint64_t size;
+  std::uint64_t checksum;
+
+  Block(DramTier* o, std::uint64_t off, std::uint64_t n, std::uint64_t sum)
+      : owner(o), offset(off), size(n), checksum(sum) {}
+  Block(const Block&) = delete;  // a copy would free the range twice
+  Block& operator=(const Block&) = delete;
+
+  std::uint8_t* data() const { return static_cast<std::uint8_t*>(owner->base_) + offset; }
+  ~Block() {
+    if (size > 0) owner->release_range(offset, size);
+  }
+};
+
+DramTier::DramTier(std::uint64_t capacity, std::string spec)
+    : spec_(spec.empty() ? "dram:" + format_size(capacity) : std::move(spec)),
+      capacity_(capacity),
+      alloc_(page_round(capacity), kDramAlign) {
+  if (capacity == 0) throw Error("dram tier: capacity must be more than 0 bytes");
+  if (page_round(capacity) < capacity) throw Error("dram tier: capacity " + std::to_string(capacity) + " is too large");
+  pool_size_ = page_round(capacity);
+  // MAP_NORESERVE: the pool is a reservation of address space; pages are
+  // committed when an object first lands on them.
+  base_ = mmap(nullptr, pool_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base_ == MAP_FAILED) {
+    base_ = nullptr;
+    throw_errno("dram tier: cannot map a pool of " + format_size(pool_size_));
+  }
+}
+
+DramTier::~DramTier() {
+  {
+    std::lock_guard lock(mu_);
+    index_.clear();  // every Block must be gone before the pool is unmapped
+    lru_.clear();
+  }
+  if (base_ != nullptr) munmap(base_, pool_size_);
+}
+
+std::uint64_t DramTier::used() const {
+  std::lock_guard lock(mu_);
+  return used_;
+}
+
+std::uint64_t DramTier::free_bytes() const {
+  std::lock_guard lock(alloc_mu_);
+  return alloc_.free_bytes();
+}
+
+std::uint64_t DramTier::largest_free() const {
+  std::lock_guard lock(alloc_mu_);
+  return alloc_.largest_free();
+}
+
+void DramTier::release_range(std::uint64_t offset, std::uint64_t len) noexcept {
+  std::lock_guard lock(alloc_mu_);
+  alloc_.free(offset, len);
+}
+
+std::shared_ptr<const DramTier::Block> DramTier::make_block(std::uint64_t size, std::uint64_t sum,
+                                                            std::string* error) {
+  std::uint64_t offset = 0;
+  if (size > 0) {
+    std::lock_guard lock(alloc_mu_);
+    const auto at = alloc_.allocate(size);
+    if (!at) {
+      *error = "dram tier " + spec_ + ": no free range of " + format_size(alloc_.rounded(size)) + " (free " +
+               format_size(alloc_.free_bytes()) + ", largest free range " + format_size(alloc_.largest_free()) +
+               ")";
+      return nullptr;
+    }
+    offset = *at;
+  }
+  return std::make_shared<const Block>(this, offset, size, sum);
+}
+
+void DramTier::put(std::span<PutItem> items) {
+  for (auto& item : items) put_one(item);
+}
+
+void DramTier::put_one(PutItem& item) {
+  if (item.key.empty()) {
+    item.status = XferStatus::InvalidDesc;
+    item.error = "dram tier: empty key";
+    return;
+  }
+  auto block = make_block(item.data.size, item.checksum, &item.error);
+  if (!block) {
+    item.status = XferStatus::NoSpace;
+    return;
+  }
+  // The copy runs without a lock: nobody else can see this block yet.
+  if (item.data.size > 0) std::memcpy(block->data(), item.data.data, item.data.size);
+
+  std::shared_ptr<const Block> old;  // released after the lock, so a free never runs under mu_
+  {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(item.key);
+    if (it == index_.end()) {
+      lru_.emplace_front(item.key);
+      index_.emplace(std::string(item.key), Entry{std::move(block), lru_.begin()});
+    } else {
+      used_ -= it->second.block->size;
+      old = std::exchange(it->second.block, std::move(block));
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+    }
+    used_ += item.data.size;
+  }
+  item.status = XferStatus::Ok;
+  item.error.clear();
+}
+
+void DramTier::get(std::span<GetItem> items) {
+  for (auto& item : items) get_one(item);
+}
+
+void DramTier::get_one(GetItem& item) {
+  std::shared_ptr<const Block> block;
+  {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(item.key);
+    if (it == index_.end()) {
+      item.status = XferStatus::NotFound;
+      item.error = "dram tier: no object " + quote_key(item.key);
+      return;
+    }
+    block = it->second.block;  // the reference keeps the range alive during the copy
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+  }
+  item.size = block->size;
+  if (item.out.size < block->size) {
+    item.status = XferStatus::TooLarge;
+    item.error = "dram tier: object " + quote_key(item.key) + " has " + std::to_string(block->size) +
+                 " bytes, the buffer holds " + std::to_string(item.out.size);
+    return;
+  }
+  if (block->size > 0) std::memcpy(item.out.data, block->data(), block->size);
+  // Verify what the caller received, so a pool corrupted by a stray write (or a
+  // bad DMA) is reported rather than returned.
+  const std::uint64_t got = checksum({item.out.data, block->size});
+  if (got != block->checksum) {
+    item.status = XferStatus::ChecksumMismatch;
+    item.error = "dram tier: object " + quote_key(item.key) + " fails its checksum (stored " +
+                 checksum_hex(block->checksum) + ", computed " + checksum_hex(got) + ")";
+    return;
+  }
+  item.status = XferStatus::Ok;
+  item.error.clear();
+}
+
+std::optional<ObjectMeta> DramTier::stat(std::string_view key) {
+  std::lock_guard lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  return ObjectMeta{it->second.block->size, it->second.block->checksum};
+}
+
+bool DramTier::remove(std::string_view key) {
+  std::shared_ptr<const Block> old;
+  std::lock_guard lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return false;
+  used_ -= it->second.block->size;
+  old = std::move(it->second.block);
+  lru_.erase(it->second.lru);
+  index_.erase(it);
+  return true;
+}
+
+std::vector<std::pair<std::string, ObjectMeta>> DramTier::list() {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, ObjectMeta>> out;
+  out.reserve(index_.size());
+  for (const auto& [key, e] : index_) out.emplace_back(key, ObjectMeta{e.block->size, e.block->checksum});
+  return out;
+}
+
+std::vector<std::string> DramTier::lru_victims(std::uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  std::uint64_t sum = 0;
+  for (auto it = lru_.rbegin(); it != lru_.rend() && sum < bytes; ++it) {
+    out.push_back(*it);
+    sum += index_.find(*it)->second.block->size;
+  }
+  return out;
+}
+
+}  // namespace ferry::xfer::store
