@@ -31,8 +31,8 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
       ->check(CLI::IsMember({"cpu", "persistent", "burst", "graph", "memops"}))
       ->capture_default_str();
   sub->add_option("--handler", handler,
-                  "Work per message: reverse (the reference), echo, or macswap (swap an Ethernet frame's MACs)")
-      ->check(CLI::IsMember({"reverse", "echo", "macswap"}))
+                  "Work per message: reverse (the reference), echo, macswap (swap an Ethernet frame's MACs), or stall (fault injection: never returns on a request starting with FERRY-STALL)")
+      ->check(CLI::IsMember({"reverse", "echo", "macswap", "stall"}))
       ->capture_default_str();
   sub->add_option("--ring-slots", o.ring_slots,
                   "Slots per channel ring (power of two); default 8 x --max-concurrent-messages, so several "

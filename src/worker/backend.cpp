@@ -12,7 +12,8 @@ HandlerKind parse_handler(std::string_view name) {
   if (name == "reverse") return HandlerKind::Reverse;
   if (name == "echo") return HandlerKind::Echo;
   if (name == "macswap") return HandlerKind::MacSwap;
-  throw Error("unknown handler '" + std::string(name) + "' (choose reverse, echo or macswap)");
+  if (name == "stall") return HandlerKind::Stall;
+  throw Error("unknown handler '" + std::string(name) + "' (choose reverse, echo, macswap, or stall for fault injection)");
 }
 
 const char* to_string(HandlerKind kind) noexcept {
@@ -20,6 +21,7 @@ const char* to_string(HandlerKind kind) noexcept {
     case HandlerKind::Reverse: return "reverse";
     case HandlerKind::Echo: return "echo";
     case HandlerKind::MacSwap: return "macswap";
+    case HandlerKind::Stall: return "stall";
   }
   return "?";
 }

@@ -1,6 +1,7 @@
 #include "worker/cpu_backend.h"
 
 #include <atomic>
+#include <chrono>
 
 #include "core/log.h"
 #include "ferry/core/backoff.h"
@@ -77,11 +78,8 @@ void CpuBackend::start() {
           log::sdk().warn("worker {}: {}; running unpinned", i, e.what());
         }
       }
-      switch (options_.handler) {
-        case HandlerKind::Reverse: serve(i, Reverse{}); break;
-        case HandlerKind::Echo: serve(i, Echo{}); break;
-        case HandlerKind::MacSwap: serve(i, MacSwap{}); break;
-      }
+      visit_handler(options_.handler, [&](auto handler) { serve(i, handler); });
+      ++exited_;  // stop() waits for this, not for join(): a handler that never returns must not hang it
     });
   }
 }
@@ -91,8 +89,19 @@ void CpuBackend::stop() {
     // Pairs with stop_requested()'s acquire in every worker.
     std::atomic_ref<std::uint32_t>(arena_->header()->stop).store(1, std::memory_order_release);
   }
-  for (auto& t : threads_) t.join();
+  // Bounded: a thread stuck in a handler (a hang) is left behind with a logged
+  // failure, and the process exits around it, as it would around a hung kernel.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (exited_.load() < threads_.size() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (exited_.load() < threads_.size()) {
+    fail(std::to_string(threads_.size() - exited_.load()) + " worker thread(s) did not stop within 5 s of the stop flag");
+    for (auto& t : threads_) t.detach();
+  } else {
+    for (auto& t : threads_) t.join();
+  }
   threads_.clear();
+  exited_ = 0;
 }
 
 void CpuBackend::fail(const std::string& why) {

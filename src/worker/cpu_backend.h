@@ -30,6 +30,7 @@ class CpuBackend final : public Backend {
   WorkerOptions options_;
   Arena* arena_ = nullptr;
   std::vector<std::thread> threads_;
+  std::atomic<std::size_t> exited_{0};  // worker threads that have returned
   void fail(const std::string& why);
 
   mutable std::mutex failure_mutex_;  // control path only: taken once per failure

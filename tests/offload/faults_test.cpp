@@ -74,6 +74,34 @@ TEST(Faults, OrchestratorDiesThenARestartedOneIsAccepted) {
   EXPECT_EQ(f->payload, "retfa") << "the restarted orchestrator serves";
 }
 
+TEST(Faults, AHungWorkerIsDetectedAndClientsGetErrorsNotSilence) {
+  FerryServer server;
+  // The stall handler never returns on a request starting with FERRY-STALL, and
+  // ignores the stop flag, as a hung kernel would.
+  FerryOrchestrator orch(server.channel(), {"--handler", "stall", "--hang-timeout", "2"});
+  RawClient c(server.port());
+  c.send_bytes(RawClient::request("healthy"));
+  auto ok = c.read_frame(20);
+  ASSERT_TRUE(ok) << orch.log();
+  EXPECT_EQ(ok->payload, "healthy");  // stall echoes everything else
+
+  const auto start = std::chrono::steady_clock::now();
+  c.send_bytes(RawClient::request("FERRY-STALL now"));
+  // The orchestrator notices no progress while a request waits, logs it, and
+  // exits; the server then fails the waiting request instead of leaving it hanging.
+  auto st = orch.process().wait(30);
+  ASSERT_TRUE(st) << "the orchestrator did not shut down after its worker hung:\n" << orch.log();
+  EXPECT_NE(*st, 0);
+  EXPECT_NE(orch.log().find("treating them as hung"), std::string::npos) << orch.log();
+  auto f = c.read_frame(20);
+  ASSERT_TRUE(f) << "the client got silence:\n" << server.log();
+  EXPECT_EQ(f->msg_id, 64u);
+  EXPECT_EQ(f->code_or_len, 5u) << f->payload;  // no_workers
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40));
+  // The server stays up for the next orchestrator.
+  EXPECT_TRUE(server.process().running());
+}
+
 TEST(Faults, ServerDiesUnderTheOrchestrator) {
   auto server = std::make_unique<FerryServer>();
   FerryOrchestrator orch(server->channel());

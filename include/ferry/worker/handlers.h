@@ -24,6 +24,10 @@
 #include "ferry/core/status.h"
 
 #include <cstdint>
+#if !defined(__CUDA_ARCH__)
+#include <chrono>
+#include <thread>
+#endif
 
 namespace ferry::worker {
 
@@ -124,9 +128,51 @@ struct MacSwap {
   }
 };
 
-enum class HandlerKind { Reverse, Echo, MacSwap };
+// Fault injection for testing what watches the workers: echoes every request,
+// except one that starts with "FERRY-STALL", on which it never returns (it
+// ignores the stop flag, as a truly hung kernel would). `--handler stall`; the
+// hang tests use it, and so can anyone checking their own monitoring.
+struct StallOnMarker {
+  FERRY_HOST_DEVICE static bool marked(ByteView in) {
+    // A string literal, not a static array member: device code can read literals.
+    const char* marker = "FERRY-STALL";
+    for (std::size_t i = 0; marker[i] != '\0'; ++i)
+      if (i >= in.size || in[i] != static_cast<std::uint8_t>(marker[i])) return false;
+    return true;
+  }
 
-// "reverse" or "echo"; throws ferry::Error naming the choices otherwise.
+  FERRY_HOST_DEVICE static void hang() {
+    volatile bool forever = true;  // volatile: an empty infinite loop would be undefined behaviour
+    while (forever) {
+#if defined(__CUDA_ARCH__)
+      __nanosleep(100000);
+#else
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+#endif
+    }
+  }
+
+  FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out) const {
+    if (marked(in)) hang();
+    return Echo{}(in, out);
+  }
+};
+
+enum class HandlerKind { Reverse, Echo, MacSwap, Stall };
+
+// Calls fn with the handler object of that kind: the one place that maps kinds
+// to types, for every backend's dispatch.
+template <typename Fn>
+void visit_handler(HandlerKind kind, Fn&& fn) {
+  switch (kind) {
+    case HandlerKind::Reverse: fn(Reverse{}); return;
+    case HandlerKind::Echo: fn(Echo{}); return;
+    case HandlerKind::MacSwap: fn(MacSwap{}); return;
+    case HandlerKind::Stall: fn(StallOnMarker{}); return;
+  }
+}
+
+// "reverse", "echo", "macswap" or "stall"; throws ferry::Error naming the choices otherwise.
 HandlerKind parse_handler(std::string_view name);
 const char* to_string(HandlerKind kind) noexcept;
 

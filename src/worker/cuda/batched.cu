@@ -129,11 +129,7 @@ class BatchedBackend final : public Backend {
  private:
   template <typename Fn>
   void with_handler(Fn&& fn) {
-    switch (options_.handler) {
-      case HandlerKind::Reverse: fn(Reverse{}); break;
-      case HandlerKind::Echo: fn(Echo{}); break;
-      case HandlerKind::MacSwap: fn(MacSwap{}); break;
-    }
+    visit_handler(options_.handler, std::forward<Fn>(fn));
   }
 
   void launch_kernel_by_value(const BatchDesc& d, unsigned blocks) {

@@ -96,20 +96,10 @@ class PersistentBackend final : public Backend {
  private:
   void launch() {
     const unsigned blocks = gpu_.arena()->num_channels();
-    switch (options_.handler) {
-      case HandlerKind::Reverse:
-        persistent_kernel<<<blocks, kThreadsPerBlock, 0, stream_>>>(gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(),
-                                                                    Reverse{});
-        break;
-      case HandlerKind::Echo:
-        persistent_kernel<<<blocks, kThreadsPerBlock, 0, stream_>>>(gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(),
-                                                                    Echo{});
-        break;
-      case HandlerKind::MacSwap:
-        persistent_kernel<<<blocks, kThreadsPerBlock, 0, stream_>>>(gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(),
-                                                                    MacSwap{});
-        break;
-    }
+    visit_handler(options_.handler, [&](auto handler) {
+      persistent_kernel<<<blocks, kThreadsPerBlock, 0, stream_>>>(gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(),
+                                                                  handler);
+    });
     FERRY_CUDA_CHECK(cudaGetLastError());
   }
 
