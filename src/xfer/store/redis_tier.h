@@ -1,0 +1,88 @@
+#pragma once
+// The redis tier: each object is one Redis string under "<prefix><key>" (prefix
+// "ferry:" by default), its value a 32-byte header and then the bytes:
+//
+//   +0   magic     u64  "FERRYRV1" (little-endian)
+//   +8   size      u64  object bytes (the value is 32 + size bytes long)
+//   +16  checksum  u64  XXH3-64 of the object bytes
+//   +24  reserved  u64  0
+//   +32  data
+//
+// Batches are pipelined on one connection (all commands of a window written,
+// then all replies read); concurrent calls use a small pool of connections
+// (redis_pool.h), each with a connect and I/O timeout. When Redis goes away the
+// items in flight (and the rest of that call) are Unavailable, the connection is
+// dropped, and the next call connects again: the tier keeps working when Redis
+// comes back. Redis errors "OOM ..." (maxmemory reached) are NoSpace.
+//
+// LRU: Redis is normally the last, unbounded tier (capacity() is kUnbounded; its
+// own maxmemory is the bound), so victims are rarely asked for. The tier keeps the
+// order of last use, in memory, for the keys this process put or got; keys it has
+// not touched (stored before a restart, or by another agent) count as older than
+// all of those. It does not use OBJECT IDLETIME: any command on a key (stat's
+// GETRANGE included) resets it, and it fails under an LFU maxmemory-policy.
+// used() is the bytes of the keys this process knows of.
+//
+// stat, remove and list cannot report an outage (their signatures have no
+// status): while Redis is down they answer "not here" and log a warning.
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "xfer/store/key_map.h"
+#include "xfer/store/redis_pool.h"
+#include "xfer/store/tier.h"
+
+namespace ferry::xfer::store {
+
+struct RedisTierOptions {
+  RedisEndpoint endpoint;
+  std::string prefix = "ferry:";
+  unsigned connections = 4;
+  std::string spec;  // for describe(); made from the options when empty
+};
+
+class RedisTier final : public Tier {
+ public:
+  // Does not connect: a Redis that is down at start-up is reported per item, and
+  // the tier works once it is up.
+  explicit RedisTier(RedisTierOptions options);
+  ~RedisTier() override;
+
+  std::string_view kind() const override { return "redis"; }
+  std::string describe() const override { return spec_; }
+  std::uint64_t capacity() const override { return kUnbounded; }
+  std::uint64_t used() const override;
+
+  void put(std::span<PutItem> items) override;
+  void get(std::span<GetItem> items) override;
+  std::optional<ObjectMeta> stat(std::string_view key) override;
+  bool remove(std::string_view key) override;
+  std::vector<std::pair<std::string, ObjectMeta>> list() override;
+  std::vector<std::string> lru_victims(std::uint64_t bytes) override;
+
+ private:
+  struct Tracked {
+    std::uint64_t size = 0;
+    std::list<std::string>::iterator lru;
+  };
+
+  std::string full_key(std::string_view key) const;
+  void touch(std::string_view key, std::uint64_t size);
+  void forget(std::string_view key);
+  std::string unavailable(const std::string& why) const;
+
+  RedisTierOptions opts_;
+  std::string spec_;
+  std::unique_ptr<RedisPool> pool_;
+
+  mutable std::mutex mu_;  // guards tracked_, lru_, used_
+  KeyMap<Tracked> tracked_;
+  std::list<std::string> lru_;  // front = most recently used
+  std::uint64_t used_ = 0;
+};
+
+}  // namespace ferry::xfer::store

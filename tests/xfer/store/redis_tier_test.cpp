@@ -1,0 +1,186 @@
+#include "xfer/store/redis_tier.h"
+
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+
+#include "support/redis_server.h"
+#include "xfer/store/store_test_util.h"
+
+namespace ferry::xfer::store {
+namespace {
+
+using test::get_one;
+using test::put_one;
+using test::random_bytes;
+
+RedisTierOptions opts(std::uint16_t port, std::string prefix = "ferry:") {
+  RedisTierOptions o;
+  o.endpoint.port = port;
+  o.endpoint.timeout_ms = 2000;
+  o.prefix = std::move(prefix);
+  o.connections = 2;
+  return o;
+}
+
+// A direct connection, for tests that look behind the tier's back.
+struct RawRedis {
+  explicit RawRedis(std::uint16_t port) : c(redisConnect("127.0.0.1", port)) {}
+  ~RawRedis() { redisFree(c); }
+  redisReply* cmd(const char* fmt, const std::string& a) {
+    return static_cast<redisReply*>(redisCommand(c, fmt, a.data(), a.size()));
+  }
+  redisContext* c;
+};
+
+class RedisTierTest : public ::testing::Test {
+ protected:
+  ferry::test::RedisServer redis;
+};
+
+TEST_F(RedisTierTest, RoundTripsEverySizeInOneBatch) {
+  RedisTier t(opts(redis.port()));
+  EXPECT_EQ(t.describe(), redis.url());
+  const std::size_t sizes[] = {0, 1, 4095, 4096, 4097, 3 << 20};
+  std::vector<std::vector<std::uint8_t>> data;
+  std::vector<std::string> keys;
+  for (std::size_t n : sizes) {
+    data.push_back(random_bytes(n, n));
+    keys.push_back("k" + std::to_string(n));
+  }
+  std::vector<PutItem> puts;
+  for (std::size_t i = 0; i < data.size(); ++i) puts.push_back(test::put_item(keys[i], data[i]));
+  t.put(puts);
+  for (const auto& p : puts) ASSERT_EQ(p.status, XferStatus::Ok) << p.error;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    const auto got = get_one(t, keys[i]);
+    ASSERT_EQ(got.status, XferStatus::Ok) << got.error;
+    EXPECT_EQ(got.data, data[i]);
+    const auto meta = t.stat(keys[i]);
+    ASSERT_TRUE(meta);
+    EXPECT_EQ(meta->size, sizes[i]);
+    EXPECT_EQ(meta->checksum, checksum({data[i].data(), data[i].size()}));
+  }
+  EXPECT_EQ(t.list().size(), data.size());
+}
+
+TEST_F(RedisTierTest, PipelinesBatchesLongerThanAWindow) {
+  RedisTier t(opts(redis.port()));
+  constexpr int kItems = 300;
+  std::vector<std::vector<std::uint8_t>> data;
+  std::vector<std::string> keys;
+  for (int i = 0; i < kItems; ++i) {
+    data.push_back(random_bytes(100 + i, i));
+    keys.push_back("batch:" + std::to_string(i));
+  }
+  std::vector<PutItem> puts;
+  for (int i = 0; i < kItems; ++i) puts.push_back(test::put_item(keys[i], data[i]));
+  puts[17].key = "";
+  t.put(puts);
+  std::vector<std::vector<std::uint8_t>> out(kItems, std::vector<std::uint8_t>(1000));
+  std::vector<GetItem> gets;
+  for (int i = 0; i < kItems; ++i) gets.push_back(test::get_item(keys[i], {out[i].data(), out[i].size()}));
+  t.get(gets);
+  for (int i = 0; i < kItems; ++i) {
+    if (i == 17) {
+      EXPECT_EQ(puts[i].status, XferStatus::InvalidDesc);
+      EXPECT_EQ(gets[i].status, XferStatus::NotFound);
+      continue;
+    }
+    ASSERT_EQ(gets[i].status, XferStatus::Ok) << gets[i].error;
+    out[i].resize(gets[i].size);
+    EXPECT_EQ(out[i], data[i]);
+  }
+}
+
+TEST_F(RedisTierTest, MissingRemoveTooSmallAndPrefixes) {
+  RedisTier a(opts(redis.port(), "a:"));
+  RedisTier b(opts(redis.port(), "b:"));
+  EXPECT_EQ(get_one(a, "x").status, XferStatus::NotFound);
+  ASSERT_EQ(put_one(a, "x", random_bytes(500, 1)), XferStatus::Ok);
+  EXPECT_EQ(get_one(b, "x").status, XferStatus::NotFound) << "prefixes keep tiers apart";
+  EXPECT_EQ(get_one(a, "x", 499).status, XferStatus::TooLarge);
+  EXPECT_EQ(b.list().size(), 0u);
+  EXPECT_FALSE(b.remove("x"));
+  EXPECT_TRUE(a.remove("x"));
+  EXPECT_EQ(get_one(a, "x").status, XferStatus::NotFound);
+  EXPECT_FALSE(a.stat("x"));
+  EXPECT_EQ(a.used(), 0u);
+}
+
+TEST_F(RedisTierTest, CorruptedValueIsDetected) {
+  RedisTier t(opts(redis.port()));
+  ASSERT_EQ(put_one(t, "v", random_bytes(1000, 4)), XferStatus::Ok);
+  RawRedis raw(redis.port());
+  redisReply* r = raw.cmd("GET %b", "ferry:v");
+  ASSERT_EQ(r->type, REDIS_REPLY_STRING);
+  std::string value(r->str, r->len);
+  freeReplyObject(r);
+  value[600] ^= 1;
+  r = static_cast<redisReply*>(redisCommand(raw.c, "SET %b %b", "ferry:v", size_t{7}, value.data(), value.size()));
+  freeReplyObject(r);
+  const auto got = get_one(t, "v");
+  EXPECT_EQ(got.status, XferStatus::ChecksumMismatch);
+  EXPECT_NE(got.error.find("'ferry:v'"), std::string::npos) << got.error;
+
+  r = static_cast<redisReply*>(redisCommand(raw.c, "SET ferry:foreign hello"));
+  freeReplyObject(r);
+  EXPECT_EQ(get_one(t, "foreign").status, XferStatus::ChecksumMismatch);
+  EXPECT_EQ(t.list().size(), 1u) << "values that are not ours are not listed";
+}
+
+TEST_F(RedisTierTest, FullRedisIsNoSpace) {
+  RedisTier t(opts(redis.port()));
+  RawRedis raw(redis.port());
+  freeReplyObject(redisCommand(raw.c, "CONFIG SET maxmemory-policy noeviction"));
+  freeReplyObject(redisCommand(raw.c, "CONFIG SET maxmemory 2mb"));
+  std::string error;
+  XferStatus s = XferStatus::Ok;
+  for (int i = 0; i < 10 && s == XferStatus::Ok; ++i) s = put_one(t, "big" + std::to_string(i), random_bytes(1 << 20, i), &error);
+  EXPECT_EQ(s, XferStatus::NoSpace) << error;
+  EXPECT_NE(error.find("OOM"), std::string::npos) << error;
+}
+
+TEST_F(RedisTierTest, UnavailableWhileDownThenWorksAgain) {
+  RedisTier t(opts(redis.port()));
+  const auto data = random_bytes(10000, 9);
+  ASSERT_EQ(put_one(t, "before", data), XferStatus::Ok);
+  redis.stop();
+
+  std::string error;
+  EXPECT_EQ(put_one(t, "during", data, &error), XferStatus::Unavailable);
+  EXPECT_NE(error.find("127.0.0.1:" + std::to_string(redis.port())), std::string::npos) << error;
+  const auto got = get_one(t, "before");
+  EXPECT_EQ(got.status, XferStatus::Unavailable) << got.error;
+  EXPECT_FALSE(t.stat("before"));
+  EXPECT_TRUE(t.list().empty());
+
+  redis.start();  // an empty Redis (no persistence), on the same port
+  ASSERT_EQ(put_one(t, "after", data, &error), XferStatus::Ok) << error;
+  EXPECT_EQ(get_one(t, "after").data, data);
+  EXPECT_EQ(get_one(t, "before").status, XferStatus::NotFound);
+}
+
+TEST(RedisTier, DownAtStartUpIsUnavailableNotAnException) {
+  RedisTier t(opts(ferry::test::free_loopback_port()));
+  std::string error;
+  EXPECT_EQ(put_one(t, "k", random_bytes(10, 1), &error), XferStatus::Unavailable);
+  EXPECT_NE(error.find("cannot connect"), std::string::npos) << error;
+}
+
+TEST_F(RedisTierTest, VictimsPutUntouchedKeysFirst) {
+  {
+    RedisTier earlier(opts(redis.port()));
+    ASSERT_EQ(put_one(earlier, "old", random_bytes(100, 1)), XferStatus::Ok);
+  }
+  RedisTier t(opts(redis.port()));
+  ASSERT_EQ(put_one(t, "a", random_bytes(100, 2)), XferStatus::Ok);
+  ASSERT_EQ(put_one(t, "b", random_bytes(100, 3)), XferStatus::Ok);
+  ASSERT_EQ(get_one(t, "a").status, XferStatus::Ok);
+  EXPECT_EQ(t.lru_victims(1000), (std::vector<std::string>{"old", "b", "a"}));
+  EXPECT_EQ(t.lru_victims(150), (std::vector<std::string>{"old", "b"}));
+}
+
+}  // namespace
+}  // namespace ferry::xfer::store
