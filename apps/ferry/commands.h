@@ -20,5 +20,7 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
 void register_client(CLI::App& app, GeneralFlags& general, Command& command);
 void register_demo(CLI::App& app, GeneralFlags& general, Command& command);
 void register_bench(CLI::App& app, GeneralFlags& general, Command& command);
+void register_agent(CLI::App& app, GeneralFlags& general, Command& command);
+void register_kv(CLI::App& app, GeneralFlags& general, Command& command);
 
 }  // namespace ferry::app

@@ -13,7 +13,8 @@
 int main(int argc, char** argv) {
   CLI::App app{"Ferry: GPU/DPU offload systems on ordinary machines.\n"
                "Remote request offload: start 'ferry server', then 'ferry orchestrator', then clients;\n"
-               "or run 'ferry demo' to see all three at work."};
+               "or run 'ferry demo' to see all three at work.\n"
+               "KV-cache offload: start 'ferry agent --tier dram:1GiB', then use 'ferry kv' or the xfer API."};
   app.require_subcommand(1);
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
   ferry::app::register_client(app, general, command);
   ferry::app::register_demo(app, general, command);
   ferry::app::register_bench(app, general, command);
+  ferry::app::register_agent(app, general, command);
+  ferry::app::register_kv(app, general, command);
 
   try {
     std::vector<std::string> args(argv, argv + argc);

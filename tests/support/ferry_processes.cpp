@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <csignal>
+
 #include <atomic>
 #include <cstdlib>
 #include <chrono>
@@ -97,6 +99,51 @@ FerryOrchestrator::~FerryOrchestrator() {
 }
 
 std::string FerryOrchestrator::log() const { return read_file(log_path_); }
+
+FerryAgent::FerryAgent(std::vector<std::string> tiers, std::vector<std::string> extra) {
+  const std::string name = "xfer-test-" + unique_suffix();
+  endpoint_ = "unix:" + name;
+  dir_ = (std::filesystem::temp_directory_path() / ("ferry-test-" + name)).string();
+  std::filesystem::create_directories(dir_);
+  argv_ = {ferry_bin(), "agent", "--endpoint", endpoint_, "--ready-file", dir_ + "/ready", "--staging-mib", "64",
+           "--queue-depth", "4", "--chunk-kib", "1024"};
+  for (const auto& t : tiers) {
+    argv_.push_back("--tier");
+    argv_.push_back(t);
+  }
+  argv_.insert(argv_.end(), extra.begin(), extra.end());
+  start();
+}
+
+void FerryAgent::start() {
+  std::filesystem::remove(dir_ + "/ready");
+  proc_ = spawn_logged(argv_, dir_ + "/agent.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::filesystem::exists(dir_ + "/ready")) {
+      // The ready file names the endpoint as bound (a TCP port 0 becomes the real port).
+      std::ifstream in(dir_ + "/ready");
+      std::getline(in, endpoint_);
+      return;
+    }
+    if (proc_.wait(0.0)) throw std::runtime_error("ferry agent exited at start-up:\n" + log());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw std::runtime_error("ferry agent did not start:\n" + log());
+}
+
+void FerryAgent::restart() {
+  proc_.signal(SIGTERM);
+  if (!proc_.wait(20)) throw std::runtime_error("ferry agent did not stop on SIGTERM:\n" + log());
+  start();
+}
+
+FerryAgent::~FerryAgent() {
+  proc_.kill();
+  std::filesystem::remove_all(dir_);
+}
+
+std::string FerryAgent::log() const { return read_file(dir_ + "/agent.log"); }
 
 int run_ferry(const std::vector<std::string>& args, std::string* output, double timeout_s) {
   const std::string out_path =

@@ -49,6 +49,26 @@ class FerryOrchestrator {
   Subprocess proc_;
 };
 
+// `ferry agent` on a unique abstract socket, with the given --tier flags (and
+// any extra flags); the constructor returns once it accepts applications.
+class FerryAgent {
+ public:
+  explicit FerryAgent(std::vector<std::string> tiers, std::vector<std::string> extra = {});
+  ~FerryAgent();
+  const std::string& endpoint() const { return endpoint_; }
+  Subprocess& process() { return proc_; }
+  std::string log() const;
+  // Stops it with SIGTERM (a clean shutdown) and starts it again with the same flags.
+  void restart();
+
+ private:
+  void start();
+  std::vector<std::string> argv_;
+  std::string endpoint_;
+  std::string dir_;
+  Subprocess proc_;
+};
+
 // Runs `ferry ARGS...` to completion; returns its exit status and combined output.
 int run_ferry(const std::vector<std::string>& args, std::string* output, double timeout_s = 120);
 

@@ -1,0 +1,39 @@
+#include "commands.h"
+#include "ferry/xfer/agent_service.h"
+
+namespace ferry::app {
+
+void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
+  static xfer::AgentServiceOptions o;
+  CLI::App* sub = app.add_subcommand(
+      "agent",
+      "The KV-cache offload proxy: applications export their GPU (or shared host) memory to it; it moves the "
+      "data through a pinned staging buffer into a chain of storage tiers (dram -> file -> redis). See docs/xfer.md.");
+  add_general_flags(*sub, general);
+  sub->add_option("--endpoint", o.endpoint,
+                  "Where applications connect: unix:NAME (abstract socket @NAME) or tcp:HOST:PORT (the "
+                  "reference's TCP mode; port 0 picks one)")
+      ->capture_default_str();
+  sub->add_option("--tier", o.tiers,
+                  "A storage tier, top first; repeat for a chain: dram:SIZE, file:DIR[,direct][,capacity=SIZE], "
+                  "redis://HOST:PORT. A full tier moves its least recently used objects down the chain.")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->required();
+  sub->add_option("--staging-mib", o.staging_mib, "Staging buffer (pinned where there is a GPU), MiB")
+      ->capture_default_str();
+  sub->add_option("--chunk-kib", o.chunk_kib, "Bytes gathered into one copy batch, KiB")->capture_default_str();
+  sub->add_option("--queue-depth", o.queue_depth, "Batches in flight (copy threads and CUDA streams)")
+      ->capture_default_str();
+  sub->add_option("--gpu", o.gpu, "auto, none (memcpy threads only) or a CUDA device index")->capture_default_str();
+  sub->add_option("--copy", o.copy, "Device copies: batch (cudaMemcpyBatchAsync) or loop (cudaMemcpyAsync per block)")
+      ->check(CLI::IsMember({"batch", "loop"}))
+      ->capture_default_str();
+  sub->add_option("--cpus", o.cpus, "Pin the agent to these cores (the proxy's own cores)")->delimiter(',');
+  sub->add_option("--ready-file", o.ready_file, "Write the endpoint here once applications can connect");
+  sub->callback([&command] {
+    command.role = "agent";
+    command.run = [] { return xfer::run_agent(o); };
+  });
+}
+
+}  // namespace ferry::app

@@ -1,0 +1,29 @@
+#pragma once
+// `ferry agent`: the DMA proxy of the KV-cache offload system (ARCHITECTURE.md
+// "Transfer engine"). It serves applications over a Unix socket or TCP, opens
+// the memory they export, and moves it through its staging buffer into a chain
+// of storage tiers.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace ferry::xfer {
+
+struct AgentServiceOptions {
+  std::string endpoint = "unix:ferry.agent";  // "unix:NAME" or "tcp:HOST:PORT"
+  std::vector<std::string> tiers;             // "dram:8GiB", "file:/var/lib/ferry", "redis://127.0.0.1:6379"
+  std::size_t staging_mib = 256;
+  std::size_t chunk_kib = 4096;
+  int queue_depth = 8;
+  std::string gpu = "auto";   // "auto", "none", or a device index
+  std::string copy = "batch";  // "batch" (cudaMemcpyBatchAsync) or "loop" (cudaMemcpyAsync per block)
+  std::vector<int> cpus;      // pin the agent to these cores (empty: no pinning)
+  std::string ready_file;     // written with the endpoint once the agent accepts applications
+};
+
+// Runs until SIGINT/SIGTERM. Returns the process exit code; throws ferry::Error
+// for bad options or an unusable tier at start-up.
+int run_agent(const AgentServiceOptions& options);
+
+}  // namespace ferry::xfer

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The transfer engine on the GPU machine, in one call: the end-to-end suite with
+# real CUDA IPC, then `ferry kv bench` (4 GiB per block size and direction,
+# DRAM tier) beside the cudaMemcpyAsync-loop and cudaMemcpyBatchAsync baselines,
+# once with each device copy mode of the agent. Also the hung-kernel test on the
+# GPU launch methods (issue 3). Results go to $OUT as one tarball.
+#
+# Binaries come prebuilt in .carry/ (scripts/carry-build.sh).
+set -uo pipefail
+FINAL=${OUT:-$PWD/xfer-results}
+OUT=$(mktemp -d)
+C=$PWD/.carry
+export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
+export FERRY_BIN=$C/build/apps/ferry/ferry
+FERRY=$FERRY_BIN
+log() { echo "== $(date +%T) $*"; }
+status=0
+step() {  # step NAME CMD...: runs, logs to $OUT/NAME.log, records pass/fail
+  local name=$1; shift
+  log "$name"
+  if "$@" >"$OUT/$name.log" 2>&1; then
+    echo "ok      $name" | tee -a "$OUT/summary.txt"
+  else
+    echo "FAILED  $name (rc=$?)" | tee -a "$OUT/summary.txt"; tail -25 "$OUT/$name.log"; status=1
+  fi
+}
+
+log "device"; nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total --format=csv | tee "$OUT/device.txt"
+nproc | tee -a "$OUT/device.txt"; free -g | tee -a "$OUT/device.txt"
+step xfer_e2e_gpu "$C/build/tests/xfer/xfer_e2e_test" --mem=vram --gpu
+for m in persistent burst; do
+  step "hang_cuda_$m" "$C/build/tests/offload/e2e_test" --backend=cuda --launch=$m --gtest_filter='Faults.AHung*'
+done
+for copy in batch loop; do
+  ep="unix:ferry-bench-$copy"
+  # The agent on its own cores (8-15); the application runs on 0-7.
+  "$FERRY" agent --endpoint "$ep" --tier dram:12GiB --staging-mib 1024 --chunk-kib 4096 --queue-depth 8 \
+    --copy $copy --cpus 8,9,10,11,12,13,14,15 --ready-file "$OUT/ready-$copy" 2>"$OUT/agent_$copy.log" &
+  agent=$!
+  for i in $(seq 100); do [ -f "$OUT/ready-$copy" ] && break; sleep 0.1; done
+  step "kv_bench_$copy" taskset -c 0-7 "$FERRY" kv bench --endpoint "$ep" --mem vram --total-bytes 4294967296 \
+    --json-out "$OUT/kv_bench_$copy.json" $([ $copy = loop ] && echo --no-baselines)
+  kill -TERM $agent; wait $agent
+done
+log "summary"; cat "$OUT/summary.txt"; echo "status=$status"
+cat "$OUT"/kv_bench_batch.log 2>/dev/null
+mkdir -p "$FINAL"
+tar czf "$FINAL/xfer-results.tgz" -C "$OUT" .
+exit $status

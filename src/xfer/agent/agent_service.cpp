@@ -1,0 +1,187 @@
+#include "ferry/xfer/agent_service.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <list>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/log.h"
+#include "ferry/core/signal_fd.h"
+#include "ferry/core/status.h"
+#include "xfer/agent/mover.h"
+#include "xfer/agent/session.h"
+#include "xfer/gpu.h"
+#include "xfer/protocol.h"
+#include "xfer/store/tier_chain.h"
+#include "xfer/store/tier_spec.h"
+
+namespace ferry::xfer {
+namespace {
+
+void pin_process(const std::vector<int>& cpus) {
+  if (cpus.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) {
+    if (c < 0 || c >= CPU_SETSIZE) throw Error("--cpus: core " + std::to_string(c) + " is out of range");
+    CPU_SET(c, &set);
+  }
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) throw_errno("pinning the agent to --cpus");
+}
+
+bool decide_gpu(const std::string& gpu, int* device) {
+  if (gpu == "none") return false;
+  const bool present = gpu::available();
+  if (gpu == "auto") {
+    *device = 0;
+    return present;
+  }
+  try {
+    *device = std::stoi(gpu);
+  } catch (const std::logic_error&) {
+    throw Error("--gpu must be auto, none or a device index, not '" + gpu + "'");
+  }
+  if (!present) throw Error("--gpu " + gpu + ": no CUDA device here (use --gpu none for a CPU-only agent)");
+  return true;
+}
+
+std::vector<BackendInfo> declared_backends(bool gpu, const store::TierChain& chain) {
+  std::vector<BackendInfo> out;
+  // Copy engines: how the agent reaches application memory.
+  out.push_back({"memfd", {MemType::Dram, MemType::Vram}, true, false, true});
+  if (gpu) out.push_back({"cuda-ipc", {MemType::Vram}, true, false, true});
+  // Storage: each tier holds objects by key; file tiers are files too.
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    const std::string kind(chain.tier(i).kind());
+    std::vector<MemType> types{MemType::Obj};
+    if (kind == "file") types.push_back(MemType::File);
+    out.push_back({kind, types, true, false, true});
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_agent(const AgentServiceOptions& o) {
+  if (o.tiers.empty()) throw Error("at least one --tier is needed, e.g. --tier dram:1GiB");
+  if (o.copy != "batch" && o.copy != "loop") throw Error("--copy must be batch or loop");
+  if (o.staging_mib == 0 || o.chunk_kib == 0) throw Error("--staging-mib and --chunk-kib must be positive");
+  pin_process(o.cpus);
+  SignalFd signals;  // before any thread, so every thread blocks SIGINT/SIGTERM
+
+  std::vector<std::unique_ptr<store::Tier>> tiers;
+  for (const auto& spec : o.tiers) tiers.push_back(store::make_tier(spec));
+  store::TierChain chain(std::move(tiers));
+
+  agent::MoverOptions mo;
+  mo.staging_bytes = o.staging_mib << 20;
+  mo.chunk_bytes = o.chunk_kib << 10;
+  mo.queue_depth = o.queue_depth;
+  mo.gpu = decide_gpu(o.gpu, &mo.device);
+  mo.use_batch = o.copy == "batch";
+  agent::DataMover mover(mo, chain);
+
+  agent::AgentContext ctx;
+  ctx.mover = &mover;
+  ctx.chain = &chain;
+  ctx.gpu_here = mo.gpu;
+  ctx.backends = declared_backends(mo.gpu, chain);
+  for (std::size_t i = 0; i < chain.size(); ++i) ctx.tiers.push_back(chain.tier(i).describe());
+  ctx.stats_json = [&] {
+    const agent::MoverStats s = mover.stats();
+    nlohmann::json j;
+    j["bytes_written"] = s.bytes_written;
+    j["bytes_read"] = s.bytes_read;
+    j["objects_written"] = s.objects_written;
+    j["objects_read"] = s.objects_read;
+    j["failed_descriptors"] = s.failures;
+    j["batches"] = s.batches;
+    j["transfers"] = ctx.transfers.load();
+    j["bad_requests"] = ctx.bad_requests.load();
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      const auto& t = chain.tier(i);
+      nlohmann::json tj;
+      tj["tier"] = t.describe();
+      tj["used_bytes"] = t.used();
+      if (t.capacity() != store::kUnbounded) tj["capacity_bytes"] = t.capacity();
+      j["tiers"].push_back(tj);
+    }
+    return j.dump();
+  };
+
+  const proto::Endpoint ep = proto::Endpoint::parse(o.endpoint);
+  std::uint16_t port = ep.port;
+  const int listen_fd = proto::listen_on(ep, &port);
+  proto::Endpoint bound = ep;
+  bound.port = port;
+  std::string chain_text;
+  for (const auto& t : ctx.tiers) chain_text += (chain_text.empty() ? "" : " -> ") + t;
+  log::app().info("agent listening on {}; tiers: {}", bound.to_string(), chain_text);
+  log::app().info("data path: {}{}", mover.describe(), mo.gpu ? ", GPU " + std::to_string(mo.device) : "");
+  if (!o.ready_file.empty()) {
+    std::ofstream(o.ready_file + ".tmp") << bound.to_string() << "\n";
+    std::rename((o.ready_file + ".tmp").c_str(), o.ready_file.c_str());
+  }
+
+  struct Running {
+    std::shared_ptr<agent::Session> session;
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  std::list<Running> sessions;
+  std::uint64_t next_session = 1;
+  int exit_code = 0;
+  for (;;) {
+    pollfd pf[2] = {{listen_fd, POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+    const int r = poll(pf, 2, 1000);
+    if (r < 0 && errno != EINTR) throw_errno("agent poll");
+    if (pf[1].revents & POLLIN) {
+      log::app().info("{}: shutting down", signals.read_name());
+      break;
+    }
+    // Reap finished sessions so a long-lived agent does not accumulate threads.
+    for (auto it = sessions.begin(); it != sessions.end();) {
+      if (it->finished->load()) {
+        it->thread.join();
+        it = sessions.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (pf[0].revents & POLLIN) {
+      int fd = -1;
+      try {
+        fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) {
+          if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
+          throw_errno("accepting an application");
+        }
+      } catch (const Error& e) {
+        log::app().error("{}", e.what());
+        continue;
+      }
+      auto s = std::make_shared<agent::Session>(proto::FrameSocket(fd), next_session++, ctx);
+      auto finished = std::make_shared<std::atomic<bool>>(false);
+      std::thread t([s, finished] {
+        s->run();
+        finished->store(true);
+      });
+      sessions.push_back({std::move(s), std::move(t), std::move(finished)});
+    }
+  }
+  ::close(listen_fd);
+  for (auto& s : sessions) s.session->shutdown();
+  for (auto& s : sessions) s.thread.join();
+  const agent::MoverStats st = mover.stats();
+  log::app().info("agent done: {} objects written ({} bytes), {} read ({} bytes), {} failed descriptors",
+                  st.objects_written, st.bytes_written, st.objects_read, st.bytes_read, st.failures);
+  return exit_code;
+}
+
+}  // namespace ferry::xfer

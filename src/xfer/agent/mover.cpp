@@ -1,0 +1,244 @@
+#include "xfer/agent/mover.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/log.h"
+#include "ferry/core/status.h"
+#include "xfer/store/checksum.h"
+
+namespace ferry::xfer::agent {
+namespace {
+
+// Staged objects start on 4 KiB boundaries: O_DIRECT file tiers and the copy
+// engines both prefer aligned buffers.
+constexpr std::size_t kStageAlign = 4096;
+std::size_t align_up(std::size_t n) { return (n + kStageAlign - 1) & ~(kStageAlign - 1); }
+
+}  // namespace
+
+DataMover::DataMover(const MoverOptions& options, store::TierChain& chain) : options_(options), chain_(chain) {
+  if (options_.queue_depth < 1 || options_.queue_depth > 256) throw Error("--queue-depth must be in 1..256");
+  slot_bytes_ = (options_.staging_bytes / static_cast<std::size_t>(options_.queue_depth)) & ~(kStageAlign - 1);
+  if (slot_bytes_ < kStageAlign)
+    throw Error("--staging-mib is too small for --queue-depth " + std::to_string(options_.queue_depth));
+  if (options_.chunk_bytes > slot_bytes_)
+    throw Error("--chunk-kib " + std::to_string(options_.chunk_bytes >> 10) + " exceeds a staging slot (" +
+                std::to_string(slot_bytes_ >> 10) + " KiB = --staging-mib / --queue-depth)");
+  const std::size_t total = slot_bytes_ * static_cast<std::size_t>(options_.queue_depth);
+  if (options_.gpu) {
+    staging_ = static_cast<std::uint8_t*>(gpu::alloc_pinned(total));
+    lanes_ = std::make_unique<gpu::Lanes>(options_.device, options_.queue_depth, options_.use_batch);
+  } else {
+    staging_ = static_cast<std::uint8_t*>(std::aligned_alloc(kStageAlign, total));
+    if (staging_ == nullptr) throw Error("cannot allocate " + std::to_string(total >> 20) + " MiB of staging");
+  }
+  for (int lane = 0; lane < options_.queue_depth; ++lane) threads_.emplace_back([this, lane] { run(lane); });
+}
+
+DataMover::~DataMover() {
+  std::deque<Batch> left;
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+    left.swap(queue_);
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  for (auto& b : left) {
+    for (std::size_t i = b.first; i < b.first + b.count; ++i)
+      b.job->results[i] = {XferStatus::Cancelled, 0, "", "the agent is shutting down"};
+    finish_batch(b.job);
+  }
+  lanes_.reset();
+  if (options_.gpu)
+    gpu::free_pinned(staging_);
+  else
+    std::free(staging_);
+}
+
+std::string DataMover::describe() const {
+  return std::to_string(options_.queue_depth) + " lanes x " + std::to_string(slot_bytes_ >> 10) +
+         " KiB staging (" + (options_.gpu ? "pinned, CUDA " : "host, memcpy") +
+         (options_.gpu ? (options_.use_batch ? "cudaMemcpyBatchAsync" : "cudaMemcpyAsync loop") : "") +
+         "), batches up to " + std::to_string(options_.chunk_bytes >> 10) + " KiB";
+}
+
+void DataMover::submit(std::shared_ptr<Job> job) {
+  job->results.assign(job->descs.size(), DescResult{});
+  std::vector<Batch> batches;
+  std::size_t i = 0;
+  while (i < job->descs.size()) {
+    if (job->descs[i].len > slot_bytes_) {  // cannot be staged whole
+      job->results[i] = {XferStatus::TooLarge, 0, "",
+                         "'" + job->descs[i].key + "': " + std::to_string(job->descs[i].len) +
+                             " bytes exceed the agent's staging slot of " + std::to_string(slot_bytes_) +
+                             " bytes (raise --staging-mib or lower --queue-depth)"};
+      ++i;
+      continue;
+    }
+    Batch b{job, i, 0};
+    std::size_t bytes = 0;
+    while (i < job->descs.size() && job->descs[i].len <= slot_bytes_) {
+      const std::size_t need = align_up(job->descs[i].len);
+      if (b.count > 0 && (bytes + need > options_.chunk_bytes || bytes + need > slot_bytes_)) break;
+      bytes += need;
+      ++b.count;
+      ++i;
+    }
+    batches.push_back(b);
+  }
+  if (batches.empty()) {
+    job->on_done(*job);
+    return;
+  }
+  job->batches_left.store(batches.size());
+  {
+    std::lock_guard lk(mu_);
+    for (auto& b : batches) queue_.push_back(std::move(b));
+  }
+  cv_.notify_all();
+}
+
+void DataMover::run(int lane) {
+  for (;;) {
+    Batch b;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      b = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    process(lane, b);
+    finish_batch(b.job);
+  }
+}
+
+void DataMover::finish_batch(const std::shared_ptr<Job>& job) {
+  if (job->batches_left.fetch_sub(1) == 1) job->on_done(*job);
+}
+
+void DataMover::process(int lane, const Batch& b) {
+  batches_.fetch_add(1, std::memory_order_relaxed);
+  if (b.job->op == XferOp::Write)
+    write_batch(lane, *b.job, b.first, b.count);
+  else
+    read_batch(lane, *b.job, b.first, b.count);
+  for (std::size_t i = b.first; i < b.first + b.count; ++i)
+    if (is_error(b.job->results[i].status)) failures_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool DataMover::copy(int lane, Job& job, std::size_t first, std::size_t count,
+                     const std::vector<std::size_t>& offsets, bool to_app, std::string* error) {
+  std::uint8_t* slot = staging_ + static_cast<std::size_t>(lane) * slot_bytes_;
+  thread_local std::vector<gpu::Segment> device_segs;
+  device_segs.clear();
+  for (std::size_t k = 0; k < count; ++k) {
+    const JobDesc& d = job.descs[first + k];
+    if (to_app && job.results[first + k].status != XferStatus::Ok) continue;
+    std::uint8_t* app = d.region->base() + d.offset;
+    std::uint8_t* staged = slot + offsets[k];
+    const std::size_t len = to_app ? job.results[first + k].size : d.len;
+    if (len == 0) continue;
+    if (d.region->on_device()) {
+      device_segs.push_back(to_app ? gpu::Segment{app, staged, len} : gpu::Segment{staged, app, len});
+    } else if (to_app) {
+      std::memcpy(app, staged, len);
+    } else {
+      std::memcpy(staged, app, len);
+    }
+  }
+  if (device_segs.empty()) return true;
+  return lanes_->copy(lane, device_segs, to_app, error);
+}
+
+void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t count) {
+  std::uint8_t* slot = staging_ + static_cast<std::size_t>(lane) * slot_bytes_;
+  thread_local std::vector<std::size_t> offsets;
+  offsets.clear();
+  std::size_t off = 0;
+  for (std::size_t k = 0; k < count; ++k) {
+    offsets.push_back(off);
+    off += align_up(job.descs[first + k].len);
+  }
+  std::string error;
+  if (!copy(lane, job, first, count, offsets, false, &error)) {
+    for (std::size_t k = 0; k < count; ++k)
+      job.results[first + k] = {XferStatus::IoError, 0, "", "'" + job.descs[first + k].key + "': " + error};
+    return;
+  }
+  thread_local std::vector<store::PutItem> items;
+  items.clear();
+  for (std::size_t k = 0; k < count; ++k) {
+    const JobDesc& d = job.descs[first + k];
+    const ByteView data{slot + offsets[k], d.len};
+    items.push_back(store::PutItem{d.key, data, store::checksum(data)});
+  }
+  chain_.put(items);
+  for (std::size_t k = 0; k < count; ++k) {
+    store::PutItem& it = items[k];
+    DescResult& r = job.results[first + k];
+    r.status = it.status;
+    r.error = std::move(it.error);
+    if (it.status == XferStatus::Ok) {
+      r.size = it.data.size;
+      r.tier = chain_.tier_name(it.tier);
+      bytes_written_.fetch_add(it.data.size, std::memory_order_relaxed);
+      objects_written_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t count) {
+  std::uint8_t* slot = staging_ + static_cast<std::size_t>(lane) * slot_bytes_;
+  thread_local std::vector<std::size_t> offsets;
+  thread_local std::vector<store::GetItem> items;
+  offsets.clear();
+  items.clear();
+  std::size_t off = 0;
+  for (std::size_t k = 0; k < count; ++k) {
+    const JobDesc& d = job.descs[first + k];
+    offsets.push_back(off);
+    items.push_back(store::GetItem{d.key, MutableByteView{slot + off, d.len}});
+    off += align_up(d.len);
+  }
+  chain_.get(items);
+  for (std::size_t k = 0; k < count; ++k) {
+    store::GetItem& it = items[k];
+    DescResult& r = job.results[first + k];
+    r.status = it.status;
+    r.error = std::move(it.error);
+    if (it.status == XferStatus::Ok) {
+      r.size = it.size;
+      r.tier = chain_.tier_name(it.tier);
+    }
+  }
+  std::string error;
+  if (!copy(lane, job, first, count, offsets, true, &error)) {
+    for (std::size_t k = 0; k < count; ++k) {
+      DescResult& r = job.results[first + k];
+      if (r.status == XferStatus::Ok) r = {XferStatus::IoError, 0, "", "'" + job.descs[first + k].key + "': " + error};
+    }
+    return;
+  }
+  for (std::size_t k = 0; k < count; ++k) {
+    const DescResult& r = job.results[first + k];
+    if (r.status != XferStatus::Ok) continue;
+    bytes_read_.fetch_add(r.size, std::memory_order_relaxed);
+    objects_read_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+MoverStats DataMover::stats() const {
+  MoverStats s;
+  s.bytes_written = bytes_written_.load();
+  s.bytes_read = bytes_read_.load();
+  s.objects_written = objects_written_.load();
+  s.objects_read = objects_read_.load();
+  s.failures = failures_.load();
+  s.batches = batches_.load();
+  return s;
+}
+
+}  // namespace ferry::xfer::agent

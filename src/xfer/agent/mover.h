@@ -1,0 +1,107 @@
+#pragma once
+// The agent's data path: moves descriptors between application memory and the
+// tier chain through a staging buffer, `queue_depth` batches at a time.
+//
+//   application memory ──copy lane──► staging slot ──checksum, put──► tier chain   (Write, push)
+//   application memory ◄──copy lane── staging slot ◄──get, verify──── tier chain   (Read, pull)
+//
+// The staging buffer (--staging-mib; pinned where there is a GPU) is cut into
+// queue_depth slots, one per copy thread, and each thread owns one copy lane (a
+// CUDA stream). A batch gathers consecutive descriptors up to --chunk-kib, so many
+// small blocks cross PCIe in one cudaMemcpyBatchAsync call; device memory goes
+// through the lane, host (memfd) memory through memcpy.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ferry/xfer/agent.h"
+#include "ferry/xfer/types.h"
+#include "xfer/agent/region.h"
+#include "xfer/gpu.h"
+#include "xfer/store/tier_chain.h"
+
+namespace ferry::xfer::agent {
+
+struct MoverOptions {
+  std::size_t staging_bytes = 256u << 20;
+  std::size_t chunk_bytes = 4u << 20;
+  int queue_depth = 8;
+  bool gpu = false;      // pinned staging and CUDA copy lanes
+  int device = 0;
+  bool use_batch = true;  // cudaMemcpyBatchAsync (else a cudaMemcpyAsync loop)
+};
+
+struct JobDesc {
+  std::shared_ptr<ImportedRegion> region;  // keeps the mapping open while the job runs
+  std::uint64_t offset = 0;
+  std::uint64_t len = 0;
+  std::string key;
+};
+
+struct Job {
+  XferOp op = XferOp::Write;
+  std::vector<JobDesc> descs;
+  std::vector<DescResult> results;  // filled by the mover
+  // Called once, from a mover thread, when every descriptor has a result.
+  std::function<void(Job&)> on_done;
+  std::atomic<std::size_t> batches_left{0};
+};
+
+struct MoverStats {
+  std::uint64_t bytes_written = 0, bytes_read = 0;
+  std::uint64_t objects_written = 0, objects_read = 0;
+  std::uint64_t failures = 0;
+  std::uint64_t batches = 0;
+};
+
+class DataMover {
+ public:
+  DataMover(const MoverOptions& options, store::TierChain& chain);
+  ~DataMover();  // finishes queued batches with Cancelled, then joins
+  DataMover(const DataMover&) = delete;
+  DataMover& operator=(const DataMover&) = delete;
+
+  void submit(std::shared_ptr<Job> job);
+  std::size_t slot_bytes() const noexcept { return slot_bytes_; }
+  MoverStats stats() const;
+  std::string describe() const;
+
+ private:
+  struct Batch {
+    std::shared_ptr<Job> job;
+    std::size_t first = 0, count = 0;
+  };
+  void run(int lane);
+  void process(int lane, const Batch& b);
+  void write_batch(int lane, Job& job, std::size_t first, std::size_t count);
+  void read_batch(int lane, Job& job, std::size_t first, std::size_t count);
+  // Copies between application memory and staging; false with *error on failure.
+  bool copy(int lane, Job& job, std::size_t first, std::size_t count, const std::vector<std::size_t>& offsets,
+            bool to_app, std::string* error);
+  void finish_batch(const std::shared_ptr<Job>& job);
+
+  MoverOptions options_;
+  store::TierChain& chain_;
+  std::size_t slot_bytes_ = 0;
+  std::uint8_t* staging_ = nullptr;
+  std::unique_ptr<gpu::Lanes> lanes_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+
+  std::atomic<std::uint64_t> bytes_written_{0}, bytes_read_{0}, objects_written_{0}, objects_read_{0},
+      failures_{0}, batches_{0};
+};
+
+}  // namespace ferry::xfer::agent

@@ -1,0 +1,69 @@
+#include "xfer/agent/region.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ferry/core/status.h"
+#include "xfer/gpu.h"
+
+namespace ferry::xfer::agent {
+
+std::shared_ptr<ImportedRegion> ImportedRegion::open(const proto::RegisterMsg& msg, int fd, bool gpu_here) {
+  if (msg.type != MemType::Dram && msg.type != MemType::Vram)
+    throw Error(std::string("cannot register ") + to_string(msg.type) + " memory: only DRAM and VRAM");
+  if (msg.len == 0) throw Error("cannot register an empty region");
+  std::shared_ptr<ImportedRegion> r(new ImportedRegion);
+  r->type_ = msg.type;
+  r->len_ = msg.len;
+  if (msg.reach == proto::Reach::CudaIpc) {
+    if (!gpu_here)
+      throw Error("this agent has no GPU, so it cannot open CUDA IPC handles: run it on the GPU's machine "
+                  "(or emulate VRAM with FERRY_XFER_EMULATE_VRAM=1 in the application)");
+    r->device_ = static_cast<int>(msg.dev_id);
+    r->ipc_base_ = gpu::open_ipc(msg.ipc_handle, r->device_);
+    r->base_ = static_cast<std::uint8_t*>(r->ipc_base_) + msg.offset;
+    return r;
+  }
+  if (msg.reach != proto::Reach::Memfd) throw Error("unknown memory reach in register");
+  int owned = fd;
+  if (owned < 0 && !msg.proc_fd_path.empty()) {
+    if (msg.proc_fd_path.rfind("/proc/", 0) != 0) throw Error("register: a memfd path must be under /proc");
+    owned = ::open(msg.proc_fd_path.c_str(), O_RDWR | O_CLOEXEC);
+    if (owned < 0)
+      throw Error("cannot open the application's memory through " + msg.proc_fd_path +
+                  " (the agent must run on the same machine, as the same user)");
+  }
+  if (owned < 0) throw Error("register: shared memory without its descriptor");
+  struct stat st {};
+  if (fstat(owned, &st) != 0) {
+    ::close(owned);
+    throw_errno("fstat of a registered memfd");
+  }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (msg.offset > size || msg.len > size - msg.offset) {
+    ::close(owned);
+    throw Error("register: " + std::to_string(msg.len) + " bytes at offset " + std::to_string(msg.offset) +
+                " exceed the shared buffer's " + std::to_string(size) + " bytes");
+  }
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, owned, 0);
+  ::close(owned);  // the mapping keeps the memory alive
+  if (p == MAP_FAILED) throw_errno("mapping the application's shared buffer");
+  r->map_ = p;
+  r->map_len_ = size;
+  r->base_ = static_cast<std::uint8_t*>(p) + msg.offset;
+  return r;
+}
+
+ImportedRegion::~ImportedRegion() {
+  if (map_ != nullptr) munmap(map_, map_len_);
+  if (ipc_base_ != nullptr) gpu::close_ipc(ipc_base_, device_);
+}
+
+std::string ImportedRegion::describe() const {
+  return std::string(to_string(type_)) + " " + std::to_string(len_) + " bytes" +
+         (on_device() ? " (CUDA IPC, GPU " + std::to_string(device_) + ")" : " (shared memory)");
+}
+
+}  // namespace ferry::xfer::agent

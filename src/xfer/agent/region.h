@@ -1,0 +1,44 @@
+#pragma once
+// Application memory the agent has opened: a mapping of the application's memfd
+// (Dram, or Vram emulated without a GPU) or a CUDA IPC mapping of its cudaMalloc
+// allocation. Held by shared_ptr: a transfer in flight keeps its regions open even
+// if the application deregisters them or disconnects meanwhile.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ferry/xfer/types.h"
+#include "xfer/messages.h"
+
+namespace ferry::xfer::agent {
+
+class ImportedRegion {
+ public:
+  // Opens the region a register message describes. `fd` is the descriptor that
+  // came with it (Unix sockets), or -1. Throws ferry::Error with a reason the
+  // application gets back (wrong size, no GPU here, bad handle ...).
+  static std::shared_ptr<ImportedRegion> open(const proto::RegisterMsg& msg, int fd, bool gpu_here);
+  ~ImportedRegion();
+  ImportedRegion(const ImportedRegion&) = delete;
+  ImportedRegion& operator=(const ImportedRegion&) = delete;
+
+  MemType type() const noexcept { return type_; }
+  std::uint64_t len() const noexcept { return len_; }
+  bool on_device() const noexcept { return ipc_base_ != nullptr; }
+  // The region's first byte in this process (a device address when on_device()).
+  std::uint8_t* base() const noexcept { return base_; }
+  std::string describe() const;
+
+ private:
+  ImportedRegion() = default;
+  MemType type_ = MemType::Dram;
+  std::uint64_t len_ = 0;
+  std::uint8_t* base_ = nullptr;
+  void* map_ = nullptr;  // memfd mapping
+  std::size_t map_len_ = 0;
+  void* ipc_base_ = nullptr;  // CUDA IPC mapping
+  int device_ = 0;
+};
+
+}  // namespace ferry::xfer::agent

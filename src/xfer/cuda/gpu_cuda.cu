@@ -1,0 +1,162 @@
+// The transfer engine's GPU operations on the CUDA runtime (see xfer/gpu.h).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "worker/cuda/cuda_check.h"
+#include "xfer/gpu.h"
+
+namespace ferry::xfer::gpu {
+namespace {
+
+// The allocation that contains ptr: caching allocators (PyTorch's) hand out
+// blocks inside larger cudaMalloc allocations, and IPC handles name allocations.
+// The runtime has no call for this; the driver's cuMemGetAddressRange does, and
+// is reached without linking libcuda.
+void allocation_range(const void* ptr, CUdeviceptr* base, std::size_t* size) {
+  using Fn = CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
+  static Fn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    FERRY_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || p == nullptr) throw Error("the CUDA driver has no cuMemGetAddressRange");
+    return reinterpret_cast<Fn>(p);
+  }();
+  const CUresult r = fn(base, size, reinterpret_cast<CUdeviceptr>(ptr));
+  if (r != CUDA_SUCCESS)
+    throw Error("cuMemGetAddressRange failed (" + std::to_string(r) + "): is this a cudaMalloc pointer?");
+}
+
+}  // namespace
+
+bool available() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+void* alloc_device(std::size_t size, int device) {
+  FERRY_CUDA_CHECK(cudaSetDevice(device));
+  void* p = nullptr;
+  FERRY_CUDA_CHECK(cudaMalloc(&p, size));
+  return p;
+}
+
+void free_device(void* p, int device) noexcept {
+  if (p == nullptr) return;
+  cudaSetDevice(device);
+  cudaFree(p);
+}
+
+void copy_to_device(void* dst, const void* src, std::size_t n, int device) {
+  FERRY_CUDA_CHECK(cudaSetDevice(device));
+  FERRY_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+}
+
+void copy_from_device(void* dst, const void* src, std::size_t n, int device) {
+  FERRY_CUDA_CHECK(cudaSetDevice(device));
+  FERRY_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+}
+
+IpcExport export_ipc(const void* ptr) {
+  cudaPointerAttributes attr{};
+  FERRY_CUDA_CHECK(cudaPointerGetAttributes(&attr, ptr));
+  if (attr.type != cudaMemoryTypeDevice)
+    throw Error("register_memory(Vram): the address is not device memory from cudaMalloc");
+  IpcExport e;
+  e.device = attr.device;
+  FERRY_CUDA_CHECK(cudaSetDevice(attr.device));
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  allocation_range(ptr, &base, &size);
+  cudaIpcMemHandle_t h{};
+  FERRY_CUDA_CHECK(cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base)));
+  static_assert(sizeof(h) == kIpcHandleSize);
+  std::memcpy(e.handle, &h, kIpcHandleSize);
+  e.offset = reinterpret_cast<std::uint64_t>(ptr) - base;
+  e.alloc_size = size;
+  return e;
+}
+
+void* open_ipc(const std::uint8_t (&handle)[kIpcHandleSize], int device) {
+  FERRY_CUDA_CHECK(cudaSetDevice(device));
+  cudaIpcMemHandle_t h{};
+  std::memcpy(&h, handle, kIpcHandleSize);
+  void* p = nullptr;
+  FERRY_CUDA_CHECK(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
+  return p;
+}
+
+void close_ipc(void* base, int device) noexcept {
+  cudaSetDevice(device);
+  cudaIpcCloseMemHandle(base);
+}
+
+void* alloc_pinned(std::size_t size) {
+  void* p = nullptr;
+  FERRY_CUDA_CHECK(cudaHostAlloc(&p, size, cudaHostAllocPortable));
+  return p;
+}
+
+void free_pinned(void* p) noexcept {
+  if (p != nullptr) cudaFreeHost(p);
+}
+
+Lanes::Lanes(int device, int count, bool use_batch) : device_(device), use_batch_(use_batch), count_(count) {
+  FERRY_CUDA_CHECK(cudaSetDevice(device));
+  auto* s = new cudaStream_t[count];
+  for (int i = 0; i < count; ++i) FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking));
+  streams_ = s;
+}
+
+Lanes::~Lanes() {
+  auto* s = static_cast<cudaStream_t*>(streams_);
+  cudaSetDevice(device_);
+  for (int i = 0; i < count_; ++i) cudaStreamDestroy(s[i]);
+  delete[] s;
+}
+
+bool Lanes::copy(int lane, std::span<const Segment> segs, bool to_device, std::string* error) noexcept {
+  cudaStream_t stream = static_cast<cudaStream_t*>(streams_)[lane];
+  cudaSetDevice(device_);
+  cudaError_t err = cudaSuccess;
+  if (use_batch_ && segs.size() > 1) {
+    // One driver call for the whole gather/scatter: the per-copy launch cost of a
+    // cudaMemcpyAsync loop is what holds small blocks to a third of PCIe.
+    thread_local std::vector<void*> dsts;
+    thread_local std::vector<const void*> srcs;
+    thread_local std::vector<std::size_t> sizes;
+    dsts.clear();
+    srcs.clear();
+    sizes.clear();
+    for (const auto& s : segs) {
+      dsts.push_back(s.dst);
+      srcs.push_back(s.src);
+      sizes.push_back(s.len);
+    }
+    cudaMemcpyAttributes attr{};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    attr.srcLocHint.type = to_device ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+    attr.dstLocHint.type = to_device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+    attr.srcLocHint.id = to_device ? 0 : device_;
+    attr.dstLocHint.id = to_device ? device_ : 0;
+    std::size_t attr_idx = 0;
+    err = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), segs.size(), &attr, &attr_idx, 1, stream);
+  } else {
+    for (const auto& s : segs) {
+      err = cudaMemcpyAsync(s.dst, s.src, s.len, cudaMemcpyDefault, stream);
+      if (err != cudaSuccess) break;
+    }
+  }
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess) {
+    *error = std::string(to_device ? "host-to-device" : "device-to-host") + " copy failed: " +
+             cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ferry::xfer::gpu

@@ -1,0 +1,67 @@
+#pragma once
+// The transfer engine's few GPU operations, behind a plain C++ interface so the
+// rest of xfer/ compiles without nvcc. gpu_cuda.cu implements them with the CUDA
+// runtime; gpu_none.cpp (CPU-only builds) reports that there is no GPU.
+// Set-up calls throw ferry::Error; copy calls return false with *error set.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace ferry::xfer::gpu {
+
+inline constexpr std::size_t kIpcHandleSize = 64;  // sizeof(cudaIpcMemHandle_t)
+
+// A CUDA device is present and usable (false in CPU-only builds).
+bool available();
+
+void* alloc_device(std::size_t size, int device);
+void free_device(void* p, int device) noexcept;
+void copy_to_device(void* dst, const void* src, std::size_t n, int device);
+void copy_from_device(void* dst, const void* src, std::size_t n, int device);
+
+// What an application sends so the agent can open its memory.
+struct IpcExport {
+  std::uint8_t handle[kIpcHandleSize];
+  std::uint64_t offset = 0;      // of the registered address inside its allocation
+  std::uint64_t alloc_size = 0;  // of the whole allocation
+  int device = 0;
+};
+// Throws unless ptr is device memory from cudaMalloc (or a pool block inside one).
+IpcExport export_ipc(const void* ptr);
+// Opens another process's allocation; returns its base on this process.
+void* open_ipc(const std::uint8_t (&handle)[kIpcHandleSize], int device);
+void close_ipc(void* base, int device) noexcept;
+
+// Page-locked host memory (the agent's staging buffer).
+void* alloc_pinned(std::size_t size);
+void free_pinned(void* p) noexcept;
+
+// One copy segment; the direction is implied by which side is device memory.
+struct Segment {
+  void* dst;
+  const void* src;
+  std::size_t len;
+};
+
+// Copy lanes: one CUDA stream each, used by one agent thread at a time.
+class Lanes {
+ public:
+  // use_batch: cudaMemcpyBatchAsync for many segments; else a cudaMemcpyAsync loop.
+  Lanes(int device, int count, bool use_batch);
+  ~Lanes();
+  Lanes(const Lanes&) = delete;
+  Lanes& operator=(const Lanes&) = delete;
+  // Copies every segment on lane `lane` and waits for them. False with *error on failure.
+  bool copy(int lane, std::span<const Segment> segs, bool to_device, std::string* error) noexcept;
+  bool uses_batch() const noexcept { return use_batch_; }
+
+ private:
+  int device_;
+  bool use_batch_;
+  void* streams_ = nullptr;  // cudaStream_t[count], opaque here
+  int count_;
+};
+
+}  // namespace ferry::xfer::gpu

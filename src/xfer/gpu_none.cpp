@@ -1,0 +1,30 @@
+// CPU-only builds: there is no GPU, so Vram is emulated with shared host memory
+// (buffer.cpp) and the agent copies with memcpy threads.
+#include "ferry/core/status.h"
+#include "xfer/gpu.h"
+
+namespace ferry::xfer::gpu {
+namespace {
+[[noreturn]] void no_gpu() { throw Error("this ferry was built without CUDA: no GPU operations"); }
+}  // namespace
+
+bool available() { return false; }
+void* alloc_device(std::size_t, int) { no_gpu(); }
+void free_device(void*, int) noexcept {}
+void copy_to_device(void*, const void*, std::size_t, int) { no_gpu(); }
+void copy_from_device(void*, const void*, std::size_t, int) { no_gpu(); }
+IpcExport export_ipc(const void*) { no_gpu(); }
+void* open_ipc(const std::uint8_t (&)[kIpcHandleSize], int) { no_gpu(); }
+void close_ipc(void*, int) noexcept {}
+void* alloc_pinned(std::size_t) { no_gpu(); }
+void free_pinned(void*) noexcept {}
+Lanes::Lanes(int device, int count, bool use_batch) : device_(device), use_batch_(use_batch), count_(count) {
+  no_gpu();
+}
+Lanes::~Lanes() = default;
+bool Lanes::copy(int, std::span<const Segment>, bool, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
+
+}  // namespace ferry::xfer::gpu

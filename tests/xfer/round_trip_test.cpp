@@ -1,0 +1,153 @@
+// Random data pushed through a real agent and pulled back, in the ways
+// applications use it: many blocks per request, several applications at once,
+// notifications instead of polling, the TCP mode, and an application that vanishes.
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <cstring>
+#include <thread>
+
+#include "support/ferry_processes.h"
+#include "xfer_test_env.h"
+
+namespace ferry::test {
+namespace {
+
+using xfer::Agent;
+using xfer::Buffer;
+using xfer::XferOp;
+using xfer::XferStatus;
+
+TEST(XferRoundTrip, SizesFromOneByteToMegabytesComeBackIdentical) {
+  FerryAgent agent_proc({"dram:256MiB"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  for (std::size_t size : {std::size_t{1}, std::size_t{4095}, std::size_t{4096}, std::size_t{65537},
+                           std::size_t{3} << 20}) {
+    SCOPED_TRACE(size);
+    Buffer buf = Buffer::allocate(xfer_env().mem, size);
+    const auto data = random_bytes(size, size);
+    buf.write(0, data.data(), size);
+    agent.register_memory(buf);
+    std::vector<xfer::DescResult> results;
+    ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, size), {"obj"}, &results), XferStatus::Ok);
+    EXPECT_EQ(results[0].tier, "dram:256MiB");
+    EXPECT_EQ(results[0].size, size);
+    buf.write(0, std::vector<std::uint8_t>(size, 0).data(), size);
+    ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, size), {"obj"}, &results), XferStatus::Ok);
+    EXPECT_EQ(results[0].size, size);
+    std::vector<std::uint8_t> back(size);
+    buf.read(0, back.data(), size);
+    EXPECT_EQ(back, data);
+  }
+}
+
+TEST(XferRoundTrip, ManySmallBlocksInOneRequestAreBatchedAndStayInOrder) {
+  FerryAgent agent_proc({"dram:64MiB"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  constexpr std::size_t kBlock = 16 << 10, kCount = 1000;
+  Buffer buf = Buffer::allocate(xfer_env().mem, kBlock * kCount);
+  const auto data = random_bytes(kBlock * kCount, 7);
+  buf.write(0, data.data(), data.size());
+  agent.register_memory(buf);
+  const auto keys = keys_of("layer0/block", kCount);
+  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, kCount, kBlock), keys), XferStatus::Ok);
+  // Pull them back in reverse order into the same buffer: block i must land at slot kCount-1-i.
+  std::vector<std::string> reversed(keys.rbegin(), keys.rend());
+  ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, kCount, kBlock), reversed), XferStatus::Ok);
+  std::vector<std::uint8_t> back(data.size());
+  buf.read(0, back.data(), back.size());
+  for (std::size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(std::memcmp(&back[i * kBlock], &data[(kCount - 1 - i) * kBlock], kBlock), 0) << "block " << i;
+  EXPECT_EQ(agent.list("layer0/").size(), kCount);
+}
+
+TEST(XferRoundTrip, CompletionRaisesTheNotifyFdWithTheMessage) {
+  FerryAgent agent_proc({"dram:16MiB"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  Buffer buf = Buffer::allocate(xfer_env().mem, 1 << 20);
+  agent.register_memory(buf);
+  const auto req = agent.create_xfer_req(XferOp::Write, blocks_of(buf, 1, 1 << 20), keys_of("n", 1), "chunk 7 saved");
+  ASSERT_EQ(agent.post(req), XferStatus::InProgress);
+  pollfd pf{agent.notify_fd(), POLLIN, 0};
+  ASSERT_EQ(poll(&pf, 1, 20000), 1) << "no notification within 20 s";
+  const auto notifs = agent.get_notifs();
+  ASSERT_EQ(notifs.size(), 1u);
+  EXPECT_EQ(notifs[0].request, req);
+  EXPECT_EQ(notifs[0].message, "chunk 7 saved");
+  EXPECT_EQ(notifs[0].status, XferStatus::Ok);
+  EXPECT_EQ(agent.status(req), XferStatus::Ok);
+  EXPECT_TRUE(agent.get_notifs().empty());
+}
+
+TEST(XferRoundTrip, ConcurrentApplicationsKeepTheirOwnRegistrationsAndData) {
+  FerryAgent agent_proc({"dram:256MiB"});
+  constexpr int kApps = 4;
+  std::vector<std::thread> apps;
+  std::vector<std::string> failures(kApps);
+  for (int a = 0; a < kApps; ++a) {
+    apps.emplace_back([&, a] {
+      try {
+        Agent agent(config_for(agent_proc.endpoint(), "app" + std::to_string(a)));
+        constexpr std::size_t kBlock = 64 << 10, kCount = 64;
+        Buffer buf = Buffer::allocate(xfer_env().mem, kBlock * kCount);
+        agent.register_memory(buf);
+        for (int round = 0; round < 5; ++round) {
+          const auto data = random_bytes(kBlock * kCount, a * 100 + round);
+          buf.write(0, data.data(), data.size());
+          const auto keys = keys_of("app" + std::to_string(a) + "/", kCount);
+          if (run_request(agent, XferOp::Write, blocks_of(buf, kCount, kBlock), keys) != XferStatus::Ok)
+            throw std::runtime_error("push failed");
+          buf.write(0, std::vector<std::uint8_t>(data.size(), 0).data(), data.size());
+          if (run_request(agent, XferOp::Read, blocks_of(buf, kCount, kBlock), keys) != XferStatus::Ok)
+            throw std::runtime_error("pull failed");
+          std::vector<std::uint8_t> back(data.size());
+          buf.read(0, back.data(), back.size());
+          if (back != data) throw std::runtime_error("data differs in round " + std::to_string(round));
+        }
+      } catch (const std::exception& e) {
+        failures[a] = e.what();
+      }
+    });
+  }
+  for (auto& t : apps) t.join();
+  for (int a = 0; a < kApps; ++a) EXPECT_EQ(failures[a], "") << "app " << a;
+}
+
+TEST(XferRoundTrip, TcpModeReachesSharedMemoryThroughProc) {
+  FerryAgent agent_proc({"dram:16MiB"}, {"--endpoint", "tcp:127.0.0.1:0"});
+  ASSERT_EQ(agent_proc.endpoint().rfind("tcp:127.0.0.1:", 0), 0u) << agent_proc.endpoint();
+  Agent agent(config_for(agent_proc.endpoint()));
+  Buffer buf = Buffer::allocate(xfer_env().mem, 100000);
+  const auto data = random_bytes(100000, 3);
+  buf.write(0, data.data(), data.size());
+  agent.register_memory(buf);
+  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, 100000), {"tcp-obj"}), XferStatus::Ok);
+  buf.write(0, std::vector<std::uint8_t>(100000, 0).data(), 100000);
+  ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, 100000), {"tcp-obj"}), XferStatus::Ok);
+  std::vector<std::uint8_t> back(100000);
+  buf.read(0, back.data(), back.size());
+  EXPECT_EQ(back, data);
+}
+
+TEST(XferRoundTrip, AnApplicationThatVanishesMidTransferDoesNotDisturbOthers) {
+  FerryAgent agent_proc({"dram:256MiB"});
+  {
+    Agent quitter(config_for(agent_proc.endpoint(), "quitter"));
+    Buffer buf = Buffer::allocate(xfer_env().mem, 64 << 20);
+    quitter.register_memory(buf);
+    const auto req = quitter.create_xfer_req(XferOp::Write, blocks_of(buf, 64, 1 << 20), keys_of("q", 64));
+    ASSERT_EQ(quitter.post(req), XferStatus::InProgress);
+    // Leaves without waiting: its socket closes while the agent still copies its memory.
+  }
+  Agent agent(config_for(agent_proc.endpoint(), "stayer"));
+  Buffer buf = Buffer::allocate(xfer_env().mem, 4096);
+  const auto data = random_bytes(4096, 9);
+  buf.write(0, data.data(), 4096);
+  agent.register_memory(buf);
+  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, 4096), {"s"}), XferStatus::Ok);
+  ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, 4096), {"s"}), XferStatus::Ok);
+  EXPECT_TRUE(agent_proc.process().running());
+}
+
+}  // namespace
+}  // namespace ferry::test

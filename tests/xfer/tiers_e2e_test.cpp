@@ -1,0 +1,127 @@
+// The agent's tier chain seen from the application: eviction down the chain,
+// data that survives an agent restart, and corruption that is caught.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <unistd.h>
+
+#include "support/ferry_processes.h"
+#include "xfer_test_env.h"
+
+namespace ferry::test {
+namespace {
+
+namespace fs = std::filesystem;
+using xfer::Agent;
+using xfer::Buffer;
+using xfer::XferOp;
+using xfer::XferStatus;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("ferry-tiers-" + std::to_string(getpid()) + "-" + std::to_string(counter()++));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+};
+
+// The object files under a file tier's directory (not temporaries).
+std::vector<fs::path> object_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().string().find(".tmp") == std::string::npos) out.push_back(e.path());
+  return out;
+}
+
+TEST(XferTiers, AFullDramTierMovesItsLeastRecentlyUsedObjectsToTheFileTier) {
+  TempDir dir;
+  FerryAgent agent_proc({"dram:4MiB", "file:" + dir.path.string()});
+  Agent agent(config_for(agent_proc.endpoint()));
+  constexpr std::size_t kBlock = 1 << 20, kCount = 12;  // 12 MiB through a 4 MiB dram tier
+  Buffer buf = Buffer::allocate(xfer_env().mem, kBlock * kCount);
+  const auto data = random_bytes(kBlock * kCount, 11);
+  buf.write(0, data.data(), data.size());
+  agent.register_memory(buf);
+  const auto keys = keys_of("evict/", kCount);
+  for (std::size_t i = 0; i < kCount; ++i)  // one at a time, so "least recently used" is well defined
+    ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, kBlock, i), {keys[i]}), XferStatus::Ok);
+  std::map<std::string, std::string> where;
+  for (const auto& o : agent.list("evict/")) where[o.key] = o.tier;
+  ASSERT_EQ(where.size(), kCount);
+  EXPECT_EQ(where[keys[0]].rfind("file:", 0), 0u) << "the oldest object should have moved down";
+  EXPECT_EQ(where[keys[kCount - 1]].rfind("dram:", 0), 0u) << "the newest object should still be in DRAM";
+  // Every object is still readable, wherever it is, and the result says where.
+  buf.write(0, std::vector<std::uint8_t>(data.size(), 0).data(), data.size());
+  std::vector<xfer::DescResult> results;
+  ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, kCount, kBlock), keys, &results), XferStatus::Ok);
+  std::vector<std::uint8_t> back(data.size());
+  buf.read(0, back.data(), back.size());
+  EXPECT_EQ(back, data);
+  EXPECT_EQ(results[0].tier.rfind("file:", 0), 0u);
+}
+
+TEST(XferTiers, FileTierDataSurvivesAnAgentRestart) {
+  TempDir dir;
+  FerryAgent agent_proc({"file:" + dir.path.string()});
+  constexpr std::size_t kSize = 300000;
+  const auto data = random_bytes(kSize, 5);
+  {
+    Agent agent(config_for(agent_proc.endpoint()));
+    Buffer buf = Buffer::allocate(xfer_env().mem, kSize);
+    buf.write(0, data.data(), kSize);
+    agent.register_memory(buf);
+    ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, kSize), {"model@1@0@abc@bf16"}), XferStatus::Ok);
+  }
+  agent_proc.restart();
+  Agent agent(config_for(agent_proc.endpoint()));
+  Buffer buf = Buffer::allocate(xfer_env().mem, kSize);
+  agent.register_memory(buf);
+  std::vector<xfer::DescResult> results;
+  ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, kSize), {"model@1@0@abc@bf16"}, &results),
+            XferStatus::Ok)
+      << (results.empty() ? "" : results[0].error);
+  std::vector<std::uint8_t> back(kSize);
+  buf.read(0, back.data(), kSize);
+  EXPECT_EQ(back, data);
+}
+
+TEST(XferTiers, ACorruptedFileIsReportedNeverReturnedAsData) {
+  TempDir dir;
+  FerryAgent agent_proc({"file:" + dir.path.string()});
+  Agent agent(config_for(agent_proc.endpoint()));
+  constexpr std::size_t kSize = 50000;
+  Buffer buf = Buffer::allocate(xfer_env().mem, kSize);
+  const auto data = random_bytes(kSize, 8);
+  buf.write(0, data.data(), kSize);
+  agent.register_memory(buf);
+  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, kSize), {"victim"}), XferStatus::Ok);
+  const auto files = object_files(dir.path);
+  ASSERT_EQ(files.size(), 1u);
+  {  // flip one byte in the middle of the stored data
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-static_cast<std::streamoff>(kSize / 2), std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x40);
+    f.seekp(-static_cast<std::streamoff>(kSize / 2), std::ios::end);
+    f.write(&c, 1);
+  }
+  std::vector<xfer::DescResult> results;
+  EXPECT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, kSize), {"victim"}, &results),
+            XferStatus::ChecksumMismatch);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_NE(results[0].error.find("victim"), std::string::npos) << results[0].error;
+  // The agent goes on serving.
+  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, kSize), {"fine"}), XferStatus::Ok);
+  ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, kSize), {"fine"}), XferStatus::Ok);
+}
+
+}  // namespace
+}  // namespace ferry::test
