@@ -1,0 +1,116 @@
+#pragma once
+// What every route benchmark application shares: its flags, the artificial
+// memory work that sets the memory-to-communication ratio, the timed phase,
+// the test hook that kills a rank, and the report (a table per rank, a summary,
+// and JSON for route_bench.py).
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ferry/route/engine.h"
+#include "ferry/route/runtime.h"
+
+namespace ferry::route::bench {
+
+// splitmix64: a seeded stream per (seed, stream), cheap and reproducible, so a
+// verifier can regenerate any rank's choices.
+inline std::uint64_t mix(std::uint64_t x) noexcept {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+struct Rng {
+  std::uint64_t state;
+  Rng(std::uint64_t seed, std::uint64_t stream) : state(mix(seed * 0x100000001b3ull + stream)) {}
+  std::uint64_t next() noexcept { return mix(state += 0x9e3779b97f4a7c15ull); }
+  double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+};
+
+struct CommonOptions {
+  std::uint64_t work_per_message = 0;  // random 8-byte reads of the work table per message
+  std::uint64_t work_table_mib = 64;   // larger than the caches, so each read is a DRAM access
+  std::uint64_t progress_every = 64;   // sends between progress() calls
+  std::uint64_t seed = 1;
+  std::string json_out;
+  bool quiet = false;
+  int die_rank = -1;                   // test hook: this rank _exit()s ...
+  std::uint64_t die_after = 0;         // ... after this many sends
+};
+
+void add_common_flags(CLI::App& cli, CommonOptions& o);
+
+// Parses argv (after the Runtime stripped --route-*). Returns -1 to go on, or
+// the exit status (help, or a bad flag: every rank fails alike).
+int parse(CLI::App& cli, int argc, char** argv, int rank);
+
+// Artificial per-message memory work: random reads of a table much larger than
+// the caches (the application's own memory traffic, which the paper's
+// memory-to-communication ratio measures against its messages).
+class Work {
+ public:
+  Work(std::uint64_t table_mib, std::uint64_t seed, std::uint64_t reads_per_message);
+  // The reads for one message; the sum keeps the compiler from dropping them.
+  void run() noexcept {
+    if (reads_ == 0) return;
+    std::uint64_t x = state_;
+    for (std::uint64_t i = 0; i < reads_; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      sink_ += table_[(x >> 20) & mask_];
+    }
+    state_ = x;
+  }
+  std::uint64_t reads() const noexcept { return reads_; }
+  std::uint64_t sink() const noexcept { return sink_; }
+
+ private:
+  std::vector<std::uint64_t> table_;
+  std::uint64_t mask_ = 0;
+  std::uint64_t reads_;
+  std::uint64_t state_;
+  std::uint64_t sink_ = 0;
+};
+
+// One application run: times the phase between start() and stop() (both
+// collective, barrier-fenced), samples CPU time, and reports.
+class Bench {
+ public:
+  Bench(const char* app, Engine& engine, const CommonOptions& options);
+
+  // Counts one send; progresses every progress_every, and fires the die hook.
+  void sent_one() {
+    if (++sends_ % options_.progress_every == 0) engine_.progress();
+    if (sends_ == options_.die_after && engine_.rank() == options_.die_rank) die();
+  }
+  std::uint64_t sends() const noexcept { return sends_; }
+
+  void start();  // barrier, then the clock starts
+  void stop();   // barrier, then the clock stops
+
+  // msg_bytes: payload of the app's main message type (for the ratio). params:
+  // app parameters for the JSON. Prints, writes JSON on rank 0; returns the exit status.
+  int report(bool verified, const std::string& detail, std::uint32_t msg_bytes, const std::string& params_json);
+
+ private:
+  [[noreturn]] void die();
+
+  std::string app_;
+  Engine& engine_;
+  CommonOptions options_;
+  std::uint64_t sends_ = 0;
+  double t0_ = 0, seconds_ = 0;
+  std::uint64_t cpu0_ = 0, cpu_ = 0;
+  RouterStats router0_{}, router1_{};
+  Stats stats0_{}, stats1_{};
+  bool have_router_ = false;
+};
+
+// All-reduce helpers over the application ranks.
+std::uint64_t sum_u64(MPI_Comm comm, std::uint64_t v);
+double sum_f64(MPI_Comm comm, double v);
+bool all_true(MPI_Comm comm, bool v);
+
+}  // namespace ferry::route::bench

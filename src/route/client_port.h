@@ -1,0 +1,119 @@
+#pragma once
+// The application's end of a mailbox (thread and process mode): frames are
+// written straight into the open slot of the request ring (one chunk), and
+// chunks from the delivery ring are read in place. The application thread
+// touches nothing else: no MPI, no per-destination buffers.
+//
+// The quiescence rule (quiescence.h relies on it):
+//   Q1  the `sent` word covering every frame of a chunk is stored before the
+//       chunk is published (release R3, then the ring's R1);
+//   Q2  `handled` is stored only while no frame is unpublished, so every
+//       handler it counts has its sends already published and counted.
+// Without Q2 a rank could report a handled message whose reply still sat in
+// its open chunk, and the totals could balance with that reply unseen.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "ferry/core/slot_ring.h"
+#include "route/fatal.h"
+#include "route/mailbox.h"
+
+namespace ferry::route::detail {
+
+class ClientPort {
+ public:
+  // router_pid 0: the router is a thread of this process (no liveness check needed).
+  ClientPort(ClientSlot slot, const MailboxHeader* header, std::uint64_t stall_ns)
+      : slot_(slot),
+        header_(header),
+        producer_(slot.requests),
+        consumer_(slot.deliveries),
+        capacity_(slot.requests.slot_size()),
+        stall_ns_(stall_ns) {}
+
+  // Room for a frame of `bytes` in the open chunk; publishes the chunk and
+  // claims the next slot when it is full, waiting while the ring is full.
+  std::uint8_t* reserve(std::uint32_t bytes) {
+    if (chunk_ != nullptr && used_ + bytes <= capacity_) [[likely]] {
+      std::uint8_t* at = chunk_ + used_;
+      used_ += bytes;
+      return at;
+    }
+    return reserve_slow(bytes);
+  }
+  void count_sent() noexcept { ++sent_; }
+
+  // Publishes the open chunk when it holds frames (Q1).
+  void publish_chunk() noexcept {
+    if (used_ == 0) return;
+    // R3: release orders this count before the chunk's seq release (R1), so a
+    // router that reads the chunk (A1) and then this word sees it covered (Q1).
+    std::atomic_ref<std::uint64_t>(slot_.app->sent).store(sent_, std::memory_order_release);
+    producer_.publish(used_, 0);
+    ++chunks_;
+    chunk_bytes_ += used_;
+    chunk_ = nullptr;
+    used_ = 0;
+  }
+  bool has_unpublished() const noexcept { return used_ != 0; }
+  std::uint64_t chunk_since() const noexcept { return since_; }
+
+  // Stores the handled count when every frame is published (Q2); pairs with
+  // the router's acquire when it sums a round.
+  void publish_handled(std::uint64_t handled) noexcept {
+    if (used_ != 0) return;
+    std::atomic_ref<std::uint64_t>(slot_.app->handled).store(handled, std::memory_order_release);
+  }
+
+  // Delivery chunks, read in place; release() hands the slots back to the router.
+  bool peek(SlotMessage* m) const noexcept { return consumer_.try_peek(m); }
+  void advance() noexcept { consumer_.advance(); }
+  void release() noexcept { consumer_.release(); }
+
+  // The barrier handshake: the app asks for epoch e; the router answers with
+  // barrier_done = e once the totals were quiescent.
+  void request_barrier(std::uint32_t epoch) noexcept {
+    // R4: release after the counters stored above; pairs with the router's acquire (A4).
+    std::atomic_ref<std::uint32_t>(slot_.app->barrier_request).store(epoch, std::memory_order_release);
+  }
+  bool barrier_done(std::uint32_t epoch) const noexcept {
+    // A5: pairs with the router's release of barrier_done (R5).
+    return std::atomic_ref<std::uint32_t>(slot_.router->barrier_done).load(std::memory_order_acquire) == epoch;
+  }
+  void set_state(ClientState s) noexcept {
+    std::atomic_ref<std::uint32_t>(slot_.app->state).store(static_cast<std::uint32_t>(s), std::memory_order_release);
+  }
+
+  // While waiting: aborts the job with a message when the router process died
+  // or reported a failure. Cheap enough to call every ~100 ms.
+  void check_router() const;
+
+  std::uint64_t chunks() const noexcept { return chunks_; }
+  std::uint64_t chunk_bytes() const noexcept { return chunk_bytes_; }
+  std::uint64_t full_waits() const noexcept { return full_waits_; }
+  std::uint64_t wait_ns() const noexcept { return wait_ns_; }
+  std::uint32_t capacity() const noexcept { return capacity_; }
+
+ private:
+  std::uint8_t* reserve_slow(std::uint32_t bytes);
+
+  ClientSlot slot_;
+  const MailboxHeader* header_;
+  RingProducer producer_;
+  RingConsumer consumer_;
+  std::uint32_t capacity_;
+  std::uint64_t stall_ns_;
+  std::uint8_t* chunk_ = nullptr;
+  std::uint32_t used_ = 0;
+  std::uint64_t since_ = 0;
+  std::uint64_t sent_ = 0;
+  std::uint64_t chunks_ = 0;
+  std::uint64_t chunk_bytes_ = 0;
+  std::uint64_t full_waits_ = 0;
+  std::uint64_t wait_ns_ = 0;
+};
+
+}  // namespace ferry::route::detail

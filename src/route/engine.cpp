@@ -1,0 +1,121 @@
+#include "ferry/route/engine.h"
+
+#include <exception>
+#include <string>
+
+#include "ferry/core/status.h"
+#include "ferry/route/runtime.h"
+#include "route/backend.h"
+#include "route/fatal.h"
+#include "route/inline_backend.h"
+#include "route/ring_backend.h"
+#include "route/router_thread.h"
+#include "route/runtime_state.h"
+
+namespace ferry::route {
+
+Engine::Engine(Runtime& runtime) { init(runtime.comm(), runtime.options(), &runtime); }
+
+Engine::Engine(MPI_Comm comm, const Options& options) { init(comm, options, nullptr); }
+
+void Engine::init(MPI_Comm comm, const Options& options, Runtime* runtime) {
+  using namespace detail;
+  options_ = options;
+  options_.validate();
+  if (options_.mode == Mode::Process && runtime == nullptr)
+    throw Error("route mode process needs ferry::route::Runtime: it reserves the router ranks when MPI starts");
+  if (options_.mode == Mode::Thread) {
+    int level = 0;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE)
+      throw Error("route mode thread needs MPI_THREAD_MULTIPLE (its progress thread calls MPI while the "
+                  "application may too): start MPI with ferry::route::Runtime or MPI_Init_thread");
+  }
+  FERRY_MPI_CHECK(MPI_Comm_dup(comm, &comm_), "duplicating the engine's communicator");
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  max_payload_ = options_.max_payload();
+
+  Topology topology;
+  if (runtime != nullptr) topology = runtime->state().topology;
+  else topology = Topology::from_keys(all_node_keys(comm_, options_.node_size), rank_);
+
+  switch (options_.mode) {
+    case Mode::Inline:
+      backend_ = std::make_unique<InlineBackend>(*this, comm_, options_, topology);
+      break;
+    case Mode::Thread: {
+      auto thread = std::make_unique<RouterThread>(comm_, options_, topology);
+      int cpu = -1;
+      if (!options_.progress_cpus.empty()) {
+        const auto local = static_cast<std::size_t>(topology.local_of[static_cast<std::size_t>(rank_)]);
+        cpu = options_.progress_cpus[local % options_.progress_cpus.size()];
+      }
+      thread->start(cpu);
+      backend_ = std::make_unique<RingBackend>(*this, options_, rank_, std::move(thread));
+      break;
+    }
+    case Mode::Process: {
+      RuntimeState& st = runtime->state();
+      if (st.engine_created) throw Error("route mode process supports one Engine per Runtime");
+      st.engine_created = true;
+      backend_ = std::make_unique<RingBackend>(*this, options_, rank_, st.mailbox, st.client);
+      break;
+    }
+  }
+}
+
+Engine::~Engine() {
+  if (backend_) {
+    if (std::uncaught_exceptions() > 0)
+      // A last barrier would wait for ranks that will never come: end the job now.
+      detail::fatal("rank " + std::to_string(rank_) + ": the engine is being destroyed by an exception");
+    backend_->finish();
+    backend_.reset();
+  }
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::uint16_t Engine::add_handler(Entry entry) {
+  if (handlers_.size() >= 0xffff) throw Error("more than 65535 route handlers");
+  handlers_.push_back(std::move(entry));
+  return static_cast<std::uint16_t>(handlers_.size() - 1);
+}
+
+void Engine::send_bytes(int dest, std::uint16_t handler, const void* data, std::size_t len) {
+  if (dest < 0 || dest >= size_) [[unlikely]]
+    throw Error("send to rank " + std::to_string(dest) + ": the engine has ranks 0.." + std::to_string(size_ - 1));
+  if (len > max_payload_) [[unlikely]]
+    throw Error("send of " + std::to_string(len) + " bytes: a message carries at most " +
+                std::to_string(max_payload_) + " (buffer_bytes and ring_slot_bytes bound it)");
+  backend_->send(dest, handler, data, static_cast<std::uint32_t>(len));
+}
+
+void Engine::progress() {
+  if (backend_->in_handler()) throw Error("progress() called from inside a handler");
+  backend_->progress();
+}
+
+void Engine::barrier() {
+  if (backend_->in_handler()) throw Error("barrier() called from inside a handler");
+  backend_->barrier();
+}
+
+Stats Engine::stats() const { return backend_->stats(); }
+
+bool Engine::router_stats(RouterStats* out) const { return backend_->router_stats(out); }
+
+void Engine::dispatch(int from, std::uint16_t handler, const std::uint8_t* payload, std::uint32_t len) {
+  if (handler >= handlers_.size()) [[unlikely]]
+    detail::fatal("rank " + std::to_string(rank_) + ": message for handler " + std::to_string(handler) + " from rank " +
+                  std::to_string(from) + ", but only " + std::to_string(handlers_.size()) +
+                  " are registered (ranks must register the same handlers in the same order, before progress())");
+  const Entry& e = handlers_[handler];
+  if (e.fixed_len != kVariable && e.fixed_len != len) [[unlikely]]
+    detail::fatal("rank " + std::to_string(rank_) + ": handler " + std::to_string(handler) + " takes " +
+                  std::to_string(e.fixed_len) + "-byte messages, got " + std::to_string(len) + " from rank " +
+                  std::to_string(from));
+  e.fn(e.callable.get(), *this, from, payload, len);
+}
+
+}  // namespace ferry::route

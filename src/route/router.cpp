@@ -1,0 +1,259 @@
+#include "route/router.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "ferry/core/backoff.h"
+#include "route/fatal.h"
+#include "route/frame.h"
+
+namespace ferry::route::detail {
+namespace {
+constexpr int kSlotsPerClientPass = 16;   // request chunks taken from one app per pass (fairness)
+constexpr int kBuffersPerPass = 64;       // received MPI buffers routed per pass
+constexpr std::uint64_t kCheckEveryNs = 100'000'000ull;
+}  // namespace
+
+Router::Router(RouterConfig config, BufferPool* pool, WireStats* wire)
+    : cfg_(std::move(config)),
+      pool_(pool),
+      wire_(wire),
+      slot_bytes_(cfg_.mailbox->header()->ring_slot_bytes),
+      flush_ns_(std::uint64_t{cfg_.options.flush_us} * 1000ull) {
+  const std::uint32_t n = cfg_.mailbox->num_clients();
+  for (std::uint32_t i = 0; i < n; ++i) {
+    clients_.push_back(cfg_.mailbox->client(i));
+    requests_.emplace_back(clients_.back().requests);
+    deliveries_.push_back(Delivery{RingProducer(clients_.back().deliveries), nullptr, 0});
+  }
+  stats_.clients = n;
+}
+
+bool Router::deliver(int client, const std::uint8_t* frame, std::uint32_t bytes) {
+  Delivery& d = deliveries_[static_cast<std::size_t>(client)];
+  if (d.data != nullptr && d.used + bytes > slot_bytes_) publish_delivery(client);
+  if (d.data == nullptr) {
+    MutableByteView slot = d.producer.try_claim();
+    if (slot.data == nullptr) return false;  // the app is behind: the caller parks the rest
+    d.data = slot.data;
+    d.used = 0;
+  }
+  std::memcpy(d.data + d.used, frame, bytes);
+  d.used += bytes;
+  return true;
+}
+
+void Router::publish_delivery(int client) {
+  Delivery& d = deliveries_[static_cast<std::size_t>(client)];
+  if (d.data == nullptr || d.used == 0) return;
+  d.producer.publish(d.used, 0);  // R1 of the delivery ring: the app's A1 sees every frame
+  d.data = nullptr;
+  d.used = 0;
+  ++stats_.chunks_out;
+}
+
+bool Router::route_frames(const std::uint8_t* data, std::uint32_t size, std::uint32_t* off) {
+  while (*off < size) {
+    FrameHeader h;
+    const std::uint32_t fb = read_frame(data, size, *off, &h);
+    if (fb == 0 || h.dest >= cfg_.client_of_app.size())
+      fatal(std::string(cfg_.name) + ": corrupt frame at offset " + std::to_string(*off) + " of a " +
+            std::to_string(size) + "-byte chunk");
+    const int client = cfg_.client_of_app[h.dest];
+    if (client >= 0) {
+      if (!deliver(client, data + *off, fb)) return false;
+      ++wire_->frames_local;
+    } else {
+      if (cfg_.transport == nullptr)
+        fatal(std::string(cfg_.name) + ": frame for application rank " + std::to_string(h.dest) +
+              ", which no router serves");
+      std::uint8_t* at = cfg_.transport->reserve(cfg_.peer_of_app[h.dest], fb);
+      std::memcpy(at, data + *off, fb);
+      ++wire_->frames_forwarded;
+    }
+    ++stats_.frames_routed;
+    *off += fb;
+  }
+  return true;
+}
+
+bool Router::drain_parked() {
+  bool did = false;
+  while (!parked_.empty()) {
+    Parked& p = parked_.front();
+    const std::uint32_t before = p.off;
+    const bool done = route_frames(p.buf, p.end, &p.off);
+    did |= p.off != before;
+    if (!done) break;  // still full: keep the order, retry next pass
+    pool_->put(p.buf);
+    parked_.pop_front();
+  }
+  return did;
+}
+
+bool Router::drain_requests(int client) {
+  RingConsumer& c = requests_[static_cast<std::size_t>(client)];
+  SlotMessage m;
+  int n = 0;
+  while (n < kSlotsPerClientPass && c.try_peek(&m)) {  // A1: the chunk's frames and its sent word (Q1)
+    std::uint32_t off = 0;
+    const auto size = static_cast<std::uint32_t>(m.payload.size);
+    if (!route_frames(m.payload.data, size, &off)) {
+      // Copy the rest out so the app's slot is free again; it waits in order.
+      std::uint8_t* buf = pool_->get();
+      std::memcpy(buf, m.payload.data + off, size - off);
+      parked_.push_back({buf, 0, size - off});
+      if (parked_.size() > stats_.pending_max) stats_.pending_max = parked_.size();
+    }
+    c.advance();
+    ++n;
+    ++stats_.chunks_in;
+  }
+  if (n != 0) c.release();  // R2: the app may reuse those slots
+  return n != 0;
+}
+
+bool Router::drain_transport() {
+  Transport* t = cfg_.transport;
+  bool did = t->poll();
+  Transport::Received r;
+  int n = 0;
+  while (n < kBuffersPerPass && t->pop_received(&r)) {
+    std::uint32_t off = 0;
+    if (route_frames(r.buf, r.bytes, &off)) {
+      t->recycle(r.buf);
+    } else {
+      parked_.push_back({r.buf, off, r.bytes});
+      if (parked_.size() > stats_.pending_max) stats_.pending_max = parked_.size();
+    }
+    ++n;
+  }
+  return did || n != 0;
+}
+
+bool Router::barrier_step() {
+  if (!in_barrier_) {
+    // A barrier starts when every app of ours waits in it: a round must never
+    // read an app that is still computing (it could look quiet, then send).
+    for (const ClientSlot& c : clients_) {
+      // A4: pairs with the app's release of barrier_request (R4); the counters
+      // it stored before are visible from here on.
+      if (std::atomic_ref<std::uint32_t>(c.app->barrier_request).load(std::memory_order_acquire) != epoch_ + 1)
+        return false;
+    }
+    in_barrier_ = true;
+    quiescence_.reset();
+    barrier_progress_ns_ = now_ns();
+    last_sent_ = last_handled_ = ~0ull;
+  }
+  auto sum = [&](std::uint64_t* sent, std::uint64_t* handled) {
+    *sent = *handled = 0;
+    for (const ClientSlot& c : clients_) {
+      *sent += std::atomic_ref<std::uint64_t>(c.app->sent).load(std::memory_order_acquire);        // R3
+      *handled += std::atomic_ref<std::uint64_t>(c.app->handled).load(std::memory_order_acquire);  // Q2
+    }
+  };
+  std::uint64_t sent = 0, handled = 0;
+  bool complete = false;
+  if (cfg_.transport == nullptr) {
+    sum(&sent, &handled);
+    complete = true;
+  } else if (!cfg_.transport->round_in_flight()) {
+    sum(&sent, &handled);
+    cfg_.transport->start_round(sent, handled);
+  } else {
+    complete = cfg_.transport->test_round(&sent, &handled);
+  }
+  if (!complete) return false;
+  if (sent != last_sent_ || handled != last_handled_) {
+    barrier_progress_ns_ = now_ns();
+    last_sent_ = sent;
+    last_handled_ = handled;
+  }
+  if (!quiescence_.complete_round(sent, handled)) return false;
+  ++epoch_;
+  in_barrier_ = false;
+  for (const ClientSlot& c : clients_)
+    // R5: pairs with the app's acquire (A5).
+    std::atomic_ref<std::uint32_t>(c.router->barrier_done).store(epoch_, std::memory_order_release);
+  return true;
+}
+
+bool Router::step() {
+  bool did = drain_parked();
+  for (std::size_t c = 0; c < clients_.size(); ++c) did |= drain_requests(static_cast<int>(c));
+  if (cfg_.transport != nullptr) did |= drain_transport();
+  for (std::size_t c = 0; c < clients_.size(); ++c) publish_delivery(static_cast<int>(c));
+  if (cfg_.transport != nullptr && cfg_.transport->has_open_buffers()) {
+    // In a barrier nothing is worth waiting for: every buffer leaves now.
+    if (in_barrier_) did |= cfg_.transport->flush_all();
+    else did |= cfg_.transport->flush_older_than(now_ns(), flush_ns_);
+  }
+  did |= barrier_step();
+  return did;
+}
+
+bool Router::all_detached() const noexcept {
+  for (const ClientSlot& c : clients_)
+    if (std::atomic_ref<std::uint32_t>(c.app->state).load(std::memory_order_acquire) !=
+        static_cast<std::uint32_t>(ClientState::Detached))
+      return false;
+  return true;
+}
+
+void Router::check_clients() {
+  for (std::size_t i = 0; i < clients_.size(); ++i) {
+    const pid_t pid = static_cast<pid_t>(std::atomic_ref<std::uint32_t>(clients_[i].app->pid).load(std::memory_order_relaxed));
+    const auto state = std::atomic_ref<std::uint32_t>(clients_[i].app->state).load(std::memory_order_acquire);
+    if (pid != 0 && state != static_cast<std::uint32_t>(ClientState::Detached) && kill(pid, 0) != 0 && errno == ESRCH)
+      fatal(std::string(cfg_.name) + ": application rank " + std::to_string(clients_[i].app->app_rank) +
+            " (pid " + std::to_string(pid) + ") died without detaching");
+  }
+}
+
+void Router::run(std::uint64_t (*cpu_time)()) {
+  Backoff backoff;
+  const std::uint64_t stall_ns = std::uint64_t{cfg_.options.stall_timeout_ms} * 1'000'000ull;
+  std::uint64_t next_check = now_ns() + kCheckEveryNs;
+  std::uint32_t published_epoch = 0;
+  for (;;) {
+    if (step()) {
+      ++stats_.busy_loops;
+      backoff.reset();
+    } else {
+      ++stats_.idle_loops;
+      if (all_detached() && !in_barrier_ && parked_.empty()) break;
+      backoff.idle();
+    }
+    if (epoch_ != published_epoch) {  // statistics for the apps to read after each barrier
+      published_epoch = epoch_;
+      if (cpu_time != nullptr) stats_.cpu_ns = cpu_time();
+      store_router_stats(cfg_.mailbox->stats_block(), stats());
+    }
+    if (((stats_.busy_loops + stats_.idle_loops) & 255) != 0) continue;
+    const std::uint64_t now = now_ns();
+    if (now < next_check) continue;
+    next_check = now + kCheckEveryNs;
+    if (cfg_.check_client_pids) check_clients();
+    if (in_barrier_ && now - barrier_progress_ns_ > stall_ns)
+      fatal(std::string(cfg_.name) + ": barrier " + std::to_string(epoch_ + 1) + " made no progress for " +
+            std::to_string((now - barrier_progress_ns_) / 1'000'000'000ull) + " s (last totals: " +
+            std::to_string(last_sent_) + " sent, " + std::to_string(last_handled_) +
+            " handled); a rank or router is dead or stuck");
+  }
+  if (cpu_time != nullptr) stats_.cpu_ns = cpu_time();
+  store_router_stats(cfg_.mailbox->stats_block(), stats());
+}
+
+RouterStats Router::stats() const {
+  RouterStats s = stats_;
+  s.wire = *wire_;
+  s.wire.pool_buffers = pool_->allocated();
+  return s;
+}
+
+}  // namespace ferry::route::detail

@@ -1,0 +1,95 @@
+#pragma once
+// The router: serves the application ranks of one mailbox. It reads their
+// request chunks, sends each frame on (to a local app's delivery ring, or into
+// the Transport's buffer for the frame's next hop), delivers what arrives over
+// MPI, and runs the quiescence rounds of their barriers.
+//
+// It is the progress thread of one rank in thread mode (one client, peers are
+// application ranks) and the router process of a node in process mode (every
+// app of the node, peers are the other routers). With no Transport it is the
+// only router and every destination is local (one node, or a unit test).
+//
+// It never waits for an application: a frame for an app whose delivery ring is
+// full is parked (with the rest of its buffer) and retried, so an app that
+// waits for request-ring space can never deadlock against its router.
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "ferry/route/options.h"
+#include "ferry/route/stats.h"
+#include "route/buffer_pool.h"
+#include "route/mailbox.h"
+#include "route/quiescence.h"
+#include "route/transport.h"
+
+namespace ferry::route::detail {
+
+struct RouterConfig {
+  Options options;
+  Mailbox* mailbox = nullptr;
+  std::vector<int> client_of_app;  // app rank -> client index in the mailbox, -1 when not ours
+  std::vector<int> peer_of_app;    // app rank -> Transport peer of its next hop (unused for local apps)
+  Transport* transport = nullptr;  // null: single router
+  bool check_client_pids = false;  // process mode: apps are other processes
+  const char* name = "router";     // for messages
+};
+
+class Router {
+ public:
+  Router(RouterConfig config, BufferPool* pool, WireStats* wire);
+
+  // One pass over everything; true when it moved anything.
+  bool step();
+  // Steps until every client has detached (bounded waits: fatal on a stall or
+  // a dead client). `cpu_time` samples the CPU time of the router's process or thread.
+  void run(std::uint64_t (*cpu_time)());
+
+  bool all_detached() const noexcept;
+  RouterStats stats() const;
+  std::uint32_t epoch() const noexcept { return epoch_; }
+  void set_world_rank(int rank) noexcept { stats_.world_rank = static_cast<std::uint64_t>(rank); }
+
+ private:
+  struct Delivery {
+    RingProducer producer;
+    std::uint8_t* data = nullptr;
+    std::uint32_t used = 0;
+  };
+  struct Parked {
+    std::uint8_t* buf;
+    std::uint32_t off;
+    std::uint32_t end;
+  };
+
+  bool route_frames(const std::uint8_t* data, std::uint32_t size, std::uint32_t* off);
+  bool deliver(int client, const std::uint8_t* frame, std::uint32_t bytes);
+  void publish_delivery(int client);
+  bool drain_parked();
+  bool drain_requests(int client);
+  bool drain_transport();
+  bool barrier_step();
+  void check_clients();
+
+  RouterConfig cfg_;
+  BufferPool* pool_;
+  WireStats* wire_;
+  std::vector<ClientSlot> clients_;
+  std::vector<RingConsumer> requests_;
+  std::vector<Delivery> deliveries_;
+  std::deque<Parked> parked_;
+  std::uint32_t slot_bytes_;
+  std::uint64_t flush_ns_;
+
+  // Barrier state.
+  std::uint32_t epoch_ = 0;
+  bool in_barrier_ = false;
+  Quiescence quiescence_;
+  std::uint64_t barrier_progress_ns_ = 0;
+  std::uint64_t last_sent_ = ~0ull, last_handled_ = ~0ull;
+
+  RouterStats stats_;
+};
+
+}  // namespace ferry::route::detail
