@@ -6,7 +6,11 @@
 #include <algorithm>
 
 #include "support/redis_server.h"
-#include "xfer/store/store_test_util.h"
+#include "xfer/store/dram_tier.h"
+#include "xfer/store/file_tier.h"
+#include "xfer/store/store_stress.h"
+#include "xfer/store/tier_chain.h"
+#include "xfer/store/tier_spec.h"
 
 namespace ferry::xfer::store {
 namespace {
@@ -180,6 +184,78 @@ TEST_F(RedisTierTest, VictimsPutUntouchedKeysFirst) {
   ASSERT_EQ(get_one(t, "a").status, XferStatus::Ok);
   EXPECT_EQ(t.lru_victims(1000), (std::vector<std::string>{"old", "b", "a"}));
   EXPECT_EQ(t.lru_victims(150), (std::vector<std::string>{"old", "b"}));
+}
+
+// dram (small) -> file (bounded) -> redis, built from --tier specs as the agent does.
+TEST_F(RedisTierTest, ThreeTierChainSpillsIntoRedis) {
+  test::TempDir dir;
+  auto chain = make_chain({"dram:32KiB", "file:" + dir.path() + ",capacity=64KiB,qd=4", redis.url()});
+  std::vector<std::vector<std::uint8_t>> data;
+  for (int i = 0; i < 40; ++i) {
+    data.push_back(random_bytes(5000 + 100 * i, i));
+    PutItem item = test::put_item("c" + std::to_string(i), data.back());
+    chain->put({&item, 1});
+    ASSERT_EQ(item.status, XferStatus::Ok) << item.error;
+  }
+  int per_tier[3] = {0, 0, 0};
+  std::vector<std::uint8_t> buf(1 << 20);
+  for (int i = 0; i < 40; ++i) {
+    GetItem item = test::get_item("c" + std::to_string(i), {buf.data(), buf.size()});
+    chain->get({&item, 1});
+    ASSERT_EQ(item.status, XferStatus::Ok) << item.error;
+    ASSERT_EQ(std::vector<std::uint8_t>(buf.begin(), buf.begin() + item.size), data[i]);
+    ++per_tier[item.tier];
+  }
+  EXPECT_GT(per_tier[0], 0);
+  EXPECT_GT(per_tier[1], 0);
+  EXPECT_GT(per_tier[2], 0);
+  const auto listed = chain->list();
+  EXPECT_EQ(listed.size(), 40u);
+  EXPECT_EQ(std::count_if(listed.begin(), listed.end(), [&](const auto& l) { return l.tier_name == redis.url(); }),
+            per_tier[2]);
+}
+
+TEST_F(RedisTierTest, ChainUnderConcurrencyWithRedisLast) {
+  test::TempDir dir;
+  auto chain = make_chain({"dram:64KiB", "file:" + dir.path() + ",capacity=96KiB,qd=4", redis.url()});
+  test::StressParams p;
+  p.ops_per_thread = 800;
+  test::run_stress(*chain, p);
+  EXPECT_GT(chain->stats().moved_objects, 50u);
+  EXPECT_EQ(chain->stats().failed_moves, 0u);
+}
+
+// Redis as the last tier goes away: what dram holds stays readable, what needs
+// Redis is Unavailable (not lost, not NoSpace), and all works again once it is back.
+TEST_F(RedisTierTest, ChainKeepsWorkingWhileRedisIsDown) {
+  auto chain = make_chain({"dram:16KiB", redis.url()});
+  const auto a = random_bytes(6000, 1), b = random_bytes(6000, 2);
+  PutItem pa = test::put_item("a", a), pb = test::put_item("b", b);
+  chain->put({&pa, 1});
+  chain->put({&pb, 1});
+  ASSERT_EQ(pa.status, XferStatus::Ok);
+  ASSERT_EQ(pb.status, XferStatus::Ok);
+  redis.stop();
+  const auto c = random_bytes(6000, 3);
+  PutItem pc = test::put_item("c", c);
+  chain->put({&pc, 1});
+  EXPECT_EQ(pc.status, XferStatus::Unavailable) << pc.error;
+  std::vector<std::uint8_t> buf(1 << 16);
+  for (const char* k : {"a", "b"}) {
+    GetItem g = test::get_item(k, {buf.data(), buf.size()});
+    chain->get({&g, 1});
+    EXPECT_EQ(g.status, XferStatus::Ok) << k << ": " << g.error;
+    EXPECT_EQ(g.tier, 0);
+  }
+  GetItem gc = test::get_item("c", {buf.data(), buf.size()});
+  chain->get({&gc, 1});
+  EXPECT_EQ(gc.status, XferStatus::Unavailable) << "not in dram; Redis cannot say";
+  redis.start();
+  chain->put({&pc, 1});
+  ASSERT_EQ(pc.status, XferStatus::Ok) << pc.error;
+  chain->get({&gc, 1});
+  EXPECT_EQ(gc.status, XferStatus::Ok) << gc.error;
+  EXPECT_EQ(chain->stats().moved_objects, 1u) << "one of a, b went down to make room";
 }
 
 }  // namespace

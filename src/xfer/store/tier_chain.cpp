@@ -1,0 +1,351 @@
+#include "xfer/store/tier_chain.h"
+
+#include <algorithm>
+#include <bitset>
+
+#include "core/log.h"
+#include "ferry/core/status.h"
+#include "xfer/store/quote_key.h"
+#include "xfer/store/sizes.h"
+
+namespace ferry::xfer::store {
+namespace {
+
+// Rounds of "put, make room, put again" in one tier before an object goes down.
+// Each round asks for twice as many victim bytes, which also gets past the dram
+// tier's fragmentation (freed ranges that are not contiguous).
+constexpr int kRounds = 4;
+
+}  // namespace
+
+// One object on its way into the chain: a new put (item set, source -1) or a
+// victim moving down from tier `source`.
+struct TierChain::Job {
+  std::string_view key;
+  ByteView data;
+  std::uint64_t checksum = 0;
+  PutItem* item = nullptr;
+  int source = -1;
+  int placed = -1;
+  XferStatus hard = XferStatus::Ok;  // the first refusal that was not NoSpace
+  std::string errors;                // every tier's answer, for the final message
+};
+
+// The stripes this thread holds: its batch's (locked in order) and its victims'
+// (try-locked).
+struct TierChain::Op {
+  std::bitset<kStripes> held;
+};
+
+TierChain::TierChain(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::move(tiers)) {
+  if (tiers_.empty()) throw Error("tier chain: no tiers (give at least one --tier)");
+  if (tiers_.size() > 32) throw Error("tier chain: at most 32 tiers");
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    if (!tiers_[i]) throw Error("tier chain: tier " + std::to_string(i) + " is null");
+    for (const auto& [key, meta] : tiers_[i]->list()) where_[key] |= 1u << i;
+  }
+  std::size_t dup = 0;
+  for (const auto& [key, mask] : where_) dup += (mask & (mask - 1)) != 0;
+  if (dup > 0)
+    log::app().warn("tier chain: {} key(s) are in more than one tier (a move was cut short); the topmost copy wins",
+                    dup);
+}
+
+TierChain::~TierChain() = default;
+
+std::size_t TierChain::stripe_of(std::string_view key) const { return KeyHash{}(key) % kStripes; }
+
+std::uint32_t TierChain::where(std::string_view key) {
+  std::lock_guard lock(where_mu_);
+  auto it = where_.find(key);
+  return it == where_.end() ? 0 : it->second;
+}
+
+void TierChain::set_where(std::string_view key, std::uint32_t mask) {
+  std::lock_guard lock(where_mu_);
+  auto it = where_.find(key);
+  if (mask == 0) {
+    if (it != where_.end()) where_.erase(it);
+  } else if (it == where_.end()) {
+    where_.emplace(std::string(key), mask);
+  } else {
+    it->second = mask;
+  }
+}
+
+TierChain::Stats TierChain::stats() const {
+  return Stats{moved_objects_.load(), moved_bytes_.load(), failed_moves_.load(), dropped_corrupt_.load()};
+}
+
+// ---- put ----------------------------------------------------------------------
+
+void TierChain::put(std::span<PutItem> items) {
+  Op op;
+  std::vector<Job> jobs;
+  jobs.reserve(items.size());
+  std::vector<std::size_t> stripes;
+  for (auto& item : items) {
+    if (item.key.empty()) {
+      item.status = XferStatus::InvalidDesc;
+      item.error = "tier chain: empty key";
+      continue;
+    }
+    Job j;
+    j.key = item.key;
+    j.data = item.data;
+    j.checksum = item.checksum;
+    j.item = &item;
+    jobs.push_back(j);
+    stripes.push_back(stripe_of(item.key));
+  }
+  // Ascending order: two batches that share stripes cannot wait for each other.
+  std::sort(stripes.begin(), stripes.end());
+  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
+  for (const std::size_t s : stripes) {
+    stripes_[s].lock();
+    op.held.set(s);
+  }
+  std::vector<Job*> todo;
+  for (auto& j : jobs) todo.push_back(&j);
+  place(0, std::move(todo), op);
+  for (const std::size_t s : stripes) stripes_[s].unlock();
+
+  for (auto& j : jobs) {
+    if (j.placed >= 0) {
+      j.item->status = XferStatus::Ok;
+      j.item->error.clear();
+      continue;
+    }
+    // Refused everywhere: NoSpace when every tier was full, else the first other
+    // reason (a broken disk, Redis down ...).
+    j.item->status = j.hard == XferStatus::Ok ? XferStatus::NoSpace : j.hard;
+    j.item->error = "no tier took " + quote_key(j.key) + " (" + format_size(j.data.size) + "): " + j.errors;
+  }
+}
+
+// Offers the jobs to tiers `level`, `level + 1`, ... in turn.
+void TierChain::place(std::size_t level, std::vector<Job*> jobs, Op& op) {
+  for (std::size_t i = level; i < tiers_.size() && !jobs.empty(); ++i) {
+    Tier& t = *tiers_[i];
+    std::vector<Job*> fits, down;
+    const auto refused = [&](Job* j, XferStatus s, const std::string& why) {
+      if (s != XferStatus::NoSpace && j->hard == XferStatus::Ok) j->hard = s;
+      if (!j->errors.empty()) j->errors += "; ";
+      j->errors += t.describe() + ": " + why;
+    };
+    for (Job* j : jobs) {
+      if (j->data.size > t.capacity()) {
+        refused(j, XferStatus::NoSpace, "larger than its capacity " + format_size(t.capacity()));
+        down.push_back(j);
+      } else {
+        fits.push_back(j);
+      }
+    }
+    for (int round = 0; !fits.empty(); ++round) {
+      std::vector<PutItem> batch(fits.size());
+      for (std::size_t k = 0; k < fits.size(); ++k) {
+        batch[k].key = fits[k]->key;
+        batch[k].data = fits[k]->data;
+        batch[k].checksum = fits[k]->checksum;
+      }
+      t.put(batch);
+      std::vector<Job*> full;
+      std::uint64_t need = 0;
+      for (std::size_t k = 0; k < fits.size(); ++k) {
+        Job* j = fits[k];
+        if (batch[k].status == XferStatus::Ok) {
+          placed(*j, i);
+        } else if (batch[k].status == XferStatus::NoSpace) {
+          full.push_back(j);
+          need += std::max<std::uint64_t>(j->data.size, 1);
+        } else {
+          refused(j, batch[k].status, batch[k].error);
+          down.push_back(j);
+        }
+      }
+      fits.clear();
+      if (full.empty()) break;
+      // The last tier has nowhere to send victims; past kRounds, give up here.
+      if (i + 1 < tiers_.size() && round + 1 < kRounds && make_room(i, need << round, op)) {
+        fits = std::move(full);
+        continue;
+      }
+      for (Job* j : full) {
+        refused(j, XferStatus::NoSpace, "full");
+        down.push_back(j);
+      }
+    }
+    // A new object going below this tier must not leave its old version here,
+    // above it. A victim keeps its source copy until it is placed.
+    for (Job* j : down)
+      if (j->source < 0) drop_copy(j->key, i);
+    jobs = std::move(down);
+  }
+}
+
+// The job is in tier `level`: remove every other copy (the source of a move, or
+// stale versions of a new object).
+void TierChain::placed(Job& job, std::size_t level) {
+  job.placed = static_cast<int>(level);
+  const std::uint32_t others = where(job.key) & ~(1u << level);
+  for (std::size_t b = 0; b < tiers_.size(); ++b)
+    if (others & (1u << b)) tiers_[b]->remove(job.key);
+  set_where(job.key, 1u << level);
+}
+
+void TierChain::drop_copy(std::string_view key, std::size_t level) {
+  const std::uint32_t mask = where(key);
+  if (!(mask & (1u << level))) return;
+  tiers_[level]->remove(key);
+  set_where(key, mask & ~(1u << level));
+}
+
+// Moves least recently used objects of tier `level` down until about `bytes`
+// are free. Returns whether anything left the tier.
+bool TierChain::make_room(std::size_t level, std::uint64_t bytes, Op& op) {
+  Tier& t = *tiers_[level];
+  std::vector<std::string> victims = t.lru_victims(bytes);
+  std::vector<std::size_t> locked_here;
+  std::vector<std::string> keys;
+  for (auto& v : victims) {
+    const std::size_t s = stripe_of(v);
+    if (!op.held.test(s)) {
+      // Busy with another put, move or remove: it is not idle, leave it.
+      if (!stripes_[s].try_lock()) continue;
+      op.held.set(s);
+      locked_here.push_back(s);
+    }
+    keys.push_back(std::move(v));
+  }
+
+  // Read the victims (a get verifies each one's checksum on the way).
+  std::vector<std::vector<std::uint8_t>> bufs;
+  std::vector<GetItem> reads;
+  std::vector<std::uint64_t> sums;
+  bufs.reserve(keys.size());
+  for (const auto& k : keys) {
+    const auto meta = t.stat(k);  // stable: we hold the key's stripe
+    if (!meta) continue;          // already gone
+    sums.push_back(meta->checksum);
+    bufs.emplace_back(meta->size);
+    GetItem g;
+    g.key = k;
+    g.out = {bufs.back().data(), bufs.back().size()};
+    reads.push_back(g);
+  }
+  t.get(reads);
+
+  bool progress = false;
+  std::vector<Job> moves;
+  moves.reserve(reads.size());
+  for (std::size_t k = 0; k < reads.size(); ++k) {
+    const GetItem& g = reads[k];
+    if (g.status == XferStatus::Ok) {
+      Job j;
+      j.key = g.key;
+      j.data = {g.out.data, g.size};
+      j.checksum = sums[k];
+      j.source = static_cast<int>(level);
+      moves.push_back(j);
+    } else if (g.status == XferStatus::ChecksumMismatch) {
+      // Its bytes are lost already; moving them would only spread the damage.
+      log::app().error("tier chain: dropping {} from {}: {}", quote_key(g.key), t.describe(), g.error);
+      drop_copy(g.key, level);
+      dropped_corrupt_.fetch_add(1, std::memory_order_relaxed);
+      progress = true;
+    }
+  }
+  std::vector<Job*> todo;
+  for (auto& j : moves) todo.push_back(&j);
+  place(level + 1, todo, op);
+  std::string first_error;
+  for (const auto& j : moves) {
+    if (j.placed >= 0) {
+      progress = true;
+      moved_objects_.fetch_add(1, std::memory_order_relaxed);
+      moved_bytes_.fetch_add(j.data.size, std::memory_order_relaxed);
+    } else {
+      failed_moves_.fetch_add(1, std::memory_order_relaxed);
+      if (first_error.empty()) first_error = j.errors;
+    }
+  }
+  if (!first_error.empty())
+    log::app().warn("tier chain: cannot move victims out of {}: {}", t.describe(), first_error);
+  for (const std::size_t s : locked_here) {
+    op.held.reset(s);
+    stripes_[s].unlock();
+  }
+  return progress;
+}
+
+// ---- get, stat, remove, list ----------------------------------------------------
+
+void TierChain::get(std::span<GetItem> items) {
+  std::vector<std::size_t> pending;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    items[k].tier = -1;
+    if (items[k].key.empty()) {
+      items[k].status = XferStatus::InvalidDesc;
+      items[k].error = "tier chain: empty key";
+    } else {
+      pending.push_back(k);
+    }
+  }
+  // Top-down: a move puts the lower copy before it removes the upper one, so a
+  // key that is moving is always found in one of the two.
+  for (std::size_t i = 0; i < tiers_.size() && !pending.empty(); ++i) {
+    std::vector<GetItem> batch(pending.size());
+    for (std::size_t k = 0; k < pending.size(); ++k) {
+      batch[k].key = items[pending[k]].key;
+      batch[k].out = items[pending[k]].out;
+    }
+    tiers_[i]->get(batch);
+    std::vector<std::size_t> next;
+    for (std::size_t k = 0; k < pending.size(); ++k) {
+      GetItem& item = items[pending[k]];
+      if (batch[k].status == XferStatus::NotFound) {
+        next.push_back(pending[k]);
+        continue;
+      }
+      item.status = batch[k].status;
+      item.error = std::move(batch[k].error);
+      item.size = batch[k].size;
+      item.tier = static_cast<int>(i);
+    }
+    pending = std::move(next);
+  }
+  for (const std::size_t k : pending) {
+    items[k].status = XferStatus::NotFound;
+    items[k].error = "no tier holds " + quote_key(items[k].key);
+  }
+}
+
+std::optional<TierChain::Found> TierChain::stat(std::string_view key) {
+  for (std::size_t i = 0; i < tiers_.size(); ++i)
+    if (auto meta = tiers_[i]->stat(key)) return Found{static_cast<int>(i), *meta};
+  return std::nullopt;
+}
+
+bool TierChain::remove(std::string_view key) {
+  std::lock_guard lock(stripes_[stripe_of(key)]);
+  bool any = false;
+  for (auto& t : tiers_) any = t->remove(key) || any;  // every tier, whatever the map says
+  set_where(key, 0);
+  return any;
+}
+
+std::vector<TierChain::Listed> TierChain::list() {
+  std::vector<Listed> out;
+  KeyMap<std::size_t> seen;
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    const std::string name = tiers_[i]->describe();
+    for (auto& [key, meta] : tiers_[i]->list()) {
+      if (seen.find(key) != seen.end()) continue;  // a copy above wins
+      seen.emplace(key, out.size());
+      out.push_back(Listed{std::move(key), meta, static_cast<int>(i), name});
+    }
+  }
+  return out;
+}
+
+}  // namespace ferry::xfer::store

@@ -1,0 +1,109 @@
+#pragma once
+// The agent's tiers in order (fastest first): dram -> file -> redis, say.
+//
+// put: an object goes to the first tier that takes it. A tier that is full makes
+// room by moving its least recently used objects down to the next tier (which
+// may in turn move its own, recursively); an object larger than a tier's
+// capacity, or refused by a tier for another reason, goes further down. NoSpace
+// only when no tier can take it; the message names every tier's answer.
+//
+// Invariants, and why they hold:
+// - At most one version of a key is visible, and never an old one above a new
+//   one. A new object about to go below a tier first removes its old copy there
+//   (so a crash in between cannot leave the old version shadowing the new one);
+//   once it is placed, copies of it in other tiers are removed.
+// - A move never loses an object and never exposes a half-written one: the copy
+//   is put into the lower tier (atomically, by the tier's contract) before it is
+//   removed from the upper one. A get searches top-down, so a reader that misses
+//   the upper copy finds the lower one.
+// - Puts, moves and removes of one key never interleave: each holds the key's
+//   stripe lock (256 stripes). A put locks its batch's stripes in ascending order;
+//   a move only try-locks its victims' stripes and skips a victim that is busy,
+//   so no thread ever waits while holding a lock out of order: no deadlock.
+// - Gets take no chain lock: they see the old object, the new one, or (while a
+//   put moves a key to a lower tier) briefly neither: a cache miss, never stale
+//   or torn data.
+//
+// The chain remembers which tiers hold each key (rebuilt from every tier's list()
+// at construction), so that removing stale copies costs nothing when there are
+// none (no Redis round trip per put). It assumes it is the only writer of its
+// tiers: the file tier locks its directory; give each agent its own Redis prefix.
+
+#include <array>
+#include <atomic>
+#include <bitset>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "xfer/store/key_map.h"
+#include "xfer/store/tier.h"
+
+namespace ferry::xfer::store {
+
+class TierChain {
+ public:
+  // Takes ownership; throws ferry::Error for no tiers or more than 32.
+  explicit TierChain(std::vector<std::unique_ptr<Tier>> tiers);
+  ~TierChain();
+
+  // Stores each item (status and error per item, as Tier::put).
+  void put(std::span<PutItem> items);
+  // Reads each item from the topmost tier that has it; sets item.tier.
+  void get(std::span<GetItem> items);
+
+  struct Found {
+    int tier = -1;
+    ObjectMeta meta;
+  };
+  std::optional<Found> stat(std::string_view key);
+  // Removes the key from every tier; false when no tier had it.
+  bool remove(std::string_view key);
+
+  struct Listed {
+    std::string key;
+    ObjectMeta meta;
+    int tier = -1;
+    std::string tier_name;  // the tier's describe()
+  };
+  // Every key once, with the topmost tier that holds it.
+  std::vector<Listed> list();
+
+  std::size_t size() const { return tiers_.size(); }
+  Tier& tier(std::size_t i) const { return *tiers_.at(i); }
+
+  struct Stats {
+    std::uint64_t moved_objects = 0;  // moved down to make room
+    std::uint64_t moved_bytes = 0;
+    std::uint64_t failed_moves = 0;  // victims no lower tier would take (they stay put)
+    std::uint64_t dropped_corrupt = 0;  // victims that failed their checksum (removed)
+  };
+  Stats stats() const;
+
+ private:
+  static constexpr std::size_t kStripes = 256;
+  struct Job;
+  struct Op;
+
+  std::size_t stripe_of(std::string_view key) const;
+  void place(std::size_t level, std::vector<Job*> jobs, Op& op);
+  bool make_room(std::size_t level, std::uint64_t bytes, Op& op);
+  void placed(Job& job, std::size_t level);
+  void drop_copy(std::string_view key, std::size_t level);
+
+  std::uint32_t where(std::string_view key);
+  void set_where(std::string_view key, std::uint32_t mask);
+
+  std::vector<std::unique_ptr<Tier>> tiers_;
+  std::array<std::mutex, kStripes> stripes_;
+
+  std::mutex where_mu_;  // guards where_ (a key's mask changes only under its stripe)
+  KeyMap<std::uint32_t> where_;  // bit i: tier i holds the key
+
+  std::atomic<std::uint64_t> moved_objects_{0}, moved_bytes_{0}, failed_moves_{0}, dropped_corrupt_{0};
+};
+
+}  // namespace ferry::xfer::store

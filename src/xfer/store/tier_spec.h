@@ -1,0 +1,41 @@
+#pragma once
+// The agent's --tier flags, one tier each, fastest first:
+//
+//   dram:8GiB                                  capacity (K/M/G/T = KiB/MiB/GiB/TiB, KB/MB/GB = 10^3...)
+//   file:/var/lib/ferry                        a directory, unbounded, buffered, queue depth 32
+//   file:/mnt/nvme/kv,direct,capacity=10GiB,qd=64,fsync
+//   redis://127.0.0.1:6379                     host and port (default 127.0.0.1:6379)
+//   redis://cache:6380/2?prefix=llama:&connections=8&timeout_ms=500
+//
+// A spec that cannot be parsed throws ferry::Error with the spec, what is wrong
+// and the accepted forms.
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xfer/store/file_tier.h"
+#include "xfer/store/redis_tier.h"
+#include "xfer/store/tier.h"
+#include "xfer/store/tier_chain.h"
+
+namespace ferry::xfer::store {
+
+struct TierSpec {
+  enum class Kind { Dram, File, Redis } kind = Kind::Dram;
+  std::uint64_t dram_capacity = 0;
+  FileTierOptions file;
+  RedisTierOptions redis;
+  std::string text;  // the spec as given
+};
+
+TierSpec parse_tier_spec(std::string_view spec);
+
+// Builds the tier (the file tier opens and scans its directory here). Throws
+// ferry::Error.
+std::unique_ptr<Tier> make_tier(const TierSpec& spec);
+std::unique_ptr<Tier> make_tier(std::string_view spec);
+std::unique_ptr<TierChain> make_chain(const std::vector<std::string>& specs);
+
+}  // namespace ferry::xfer::store

@@ -1,0 +1,73 @@
+// Concurrent put/get/remove through each tier and through chains that evict.
+// CI runs it under ASan+UBSan as well (and it is quick enough to).
+
+#include <gtest/gtest.h>
+
+#include "ferry/core/status.h"
+#include "xfer/store/dram_tier.h"
+#include "xfer/store/file_tier.h"
+#include "xfer/store/store_stress.h"
+#include "xfer/store/tier_chain.h"
+
+namespace ferry::xfer::store {
+namespace {
+
+using test::run_stress;
+using test::StressParams;
+using test::TempDir;
+
+std::unique_ptr<FileTier> file_tier(const std::string& dir, bool direct = false) {
+  FileTierOptions o;
+  o.dir = dir;
+  o.queue_depth = 8;
+  o.direct = direct;
+  return std::make_unique<FileTier>(o);
+}
+
+TEST(StoreStress, DramTier) {
+  DramTier t(16 << 20);
+  run_stress(t, StressParams{});
+}
+
+TEST(StoreStress, FileTier) {
+  TempDir dir;
+  auto t = file_tier(dir.path());
+  run_stress(*t, StressParams{});
+}
+
+// A dram tier far smaller than the working set: most puts evict, and evictions
+// race with the owners' gets and removes.
+TEST(StoreStress, ChainThatEvictsAllTheTime) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(std::make_unique<DramTier>(96 << 10));
+  tiers.push_back(file_tier(dir.path()));
+  TierChain c(std::move(tiers));
+  run_stress(c, StressParams{});
+  EXPECT_GT(c.stats().moved_objects, 100u);
+  EXPECT_EQ(c.stats().failed_moves, 0u);
+}
+
+TEST(StoreStress, ThreeTierChainWithDirectIo) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(std::make_unique<DramTier>(64 << 10));
+  FileTierOptions o;
+  o.dir = dir.sub("mid");
+  o.capacity = 128 << 10;
+  o.queue_depth = 4;
+  tiers.push_back(std::make_unique<FileTier>(o));
+  std::unique_ptr<FileTier> last;
+  try {
+    last = file_tier(dir.sub("last"), true);
+  } catch (const Error&) {
+    last = file_tier(dir.sub("last"), false);  // tmpfs: no O_DIRECT; still three tiers
+  }
+  tiers.push_back(std::move(last));
+  TierChain c(std::move(tiers));
+  run_stress(c, StressParams{});
+  EXPECT_GT(c.stats().moved_objects, 100u);
+}
+
+}  // namespace
+}  // namespace ferry::xfer::store

@@ -1,0 +1,203 @@
+#include "xfer/store/tier_chain.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+#include "ferry/core/status.h"
+#include "xfer/store/dram_tier.h"
+#include "xfer/store/file_tier.h"
+#include "xfer/store/store_test_util.h"
+
+namespace ferry::xfer::store {
+namespace {
+
+using test::get_one;
+using test::random_bytes;
+using test::TempDir;
+
+std::unique_ptr<FileTier> file_tier(const std::string& dir, std::uint64_t capacity = kUnbounded) {
+  FileTierOptions o;
+  o.dir = dir;
+  o.capacity = capacity;
+  o.queue_depth = 8;
+  return std::make_unique<FileTier>(o);
+}
+
+TierChain dram_file(std::uint64_t dram, const std::string& dir, std::uint64_t file = kUnbounded) {
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(std::make_unique<DramTier>(dram));
+  tiers.push_back(file_tier(dir, file));
+  return TierChain(std::move(tiers));
+}
+
+XferStatus put(TierChain& c, std::string_view key, const std::vector<std::uint8_t>& data,
+               std::string* error = nullptr) {
+  PutItem item = test::put_item(key, data);
+  c.put({&item, 1});
+  if (error != nullptr) *error = item.error;
+  return item.status;
+}
+
+test::GetResult get(TierChain& c, std::string_view key, std::size_t capacity = 1 << 20) {
+  test::GetResult r;
+  r.data.resize(capacity);
+  GetItem item = test::get_item(key, {r.data.data(), r.data.size()});
+  c.get({&item, 1});
+  r.status = item.status;
+  r.error = item.error;
+  r.tier = item.tier;
+  r.data.resize(item.status == XferStatus::Ok ? item.size : 0);
+  return r;
+}
+
+TEST(TierChain, FullDramMovesLeastRecentlyUsedToFile) {
+  TempDir dir;
+  TierChain c = dram_file(64 << 10, dir.path());  // 16 pages: 8 objects of 2 pages
+  std::map<std::string, std::vector<std::uint8_t>> data;
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = "obj" + std::to_string(i);
+    data[key] = random_bytes(5000 + i, i);
+    ASSERT_EQ(put(c, key, data[key]), XferStatus::Ok) << i;
+  }
+  EXPECT_GT(c.stats().moved_objects, 0u);
+  EXPECT_EQ(c.list().size(), 40u);
+  EXPECT_LE(c.tier(0).used(), 64u << 10);
+  for (const auto& [key, bytes] : data) {
+    const auto got = get(c, key);
+    ASSERT_EQ(got.status, XferStatus::Ok) << key << ": " << got.error;
+    EXPECT_EQ(got.data, bytes);
+    // Every key lives in exactly one tier.
+    EXPECT_NE(c.tier(0).stat(key).has_value(), c.tier(1).stat(key).has_value()) << key;
+  }
+  EXPECT_EQ(get(c, "obj39").tier, 0) << "the newest object is still in dram";
+  EXPECT_EQ(get(c, "obj0").tier, 1) << "the oldest went down";
+}
+
+TEST(TierChain, GetsKeepHotObjectsUp) {
+  TempDir dir;
+  TierChain c = dram_file(4 * 8192, dir.path());
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(put(c, "k" + std::to_string(i), random_bytes(8000, i)), XferStatus::Ok);
+  ASSERT_EQ(get(c, "k0").tier, 0);  // k0 is now the most recently used
+  ASSERT_EQ(put(c, "k4", random_bytes(8000, 4)), XferStatus::Ok);
+  EXPECT_EQ(get(c, "k0").tier, 0);
+  EXPECT_EQ(get(c, "k1").tier, 1) << "the least recently used one went down";
+}
+
+TEST(TierChain, LargerThanATierGoesFurtherDown) {
+  TempDir dir;
+  TierChain c = dram_file(16 << 10, dir.path());
+  const auto big = random_bytes(100 << 10, 1);
+  ASSERT_EQ(put(c, "big", big), XferStatus::Ok);
+  const auto got = get(c, "big");
+  EXPECT_EQ(got.tier, 1);
+  EXPECT_EQ(got.data, big);
+  EXPECT_EQ(c.stats().moved_objects, 0u) << "nothing was evicted for an object dram can never hold";
+}
+
+TEST(TierChain, NewVersionRemovesStaleCopies) {
+  TempDir dir;
+  TierChain c = dram_file(16 << 10, dir.path());
+  const auto small = random_bytes(1000, 1), big = random_bytes(50 << 10, 2), small2 = random_bytes(900, 3);
+  ASSERT_EQ(put(c, "k", small), XferStatus::Ok);
+  ASSERT_EQ(get(c, "k").tier, 0);
+  ASSERT_EQ(put(c, "k", big), XferStatus::Ok);  // too big for dram: the old dram copy must go
+  EXPECT_FALSE(c.tier(0).stat("k"));
+  auto got = get(c, "k");
+  EXPECT_EQ(got.tier, 1);
+  EXPECT_EQ(got.data, big);
+  ASSERT_EQ(put(c, "k", small2), XferStatus::Ok);  // back in dram: the file copy must go
+  EXPECT_FALSE(c.tier(1).stat("k"));
+  got = get(c, "k");
+  EXPECT_EQ(got.tier, 0);
+  EXPECT_EQ(got.data, small2);
+  ASSERT_EQ(c.list().size(), 1u);
+  EXPECT_TRUE(c.remove("k"));
+  EXPECT_FALSE(c.remove("k"));
+  EXPECT_EQ(get(c, "k").status, XferStatus::NotFound);
+}
+
+TEST(TierChain, NoSpaceOnlyWhenEveryTierIsFull) {
+  TempDir dir;
+  TierChain c = dram_file(16 << 10, dir.path(), 40 << 10);
+  int ok = 0;
+  std::string error;
+  XferStatus s = XferStatus::Ok;
+  for (int i = 0; i < 20 && s == XferStatus::Ok; ++i) {
+    s = put(c, "k" + std::to_string(i), random_bytes(8000, i), &error);
+    ok += s == XferStatus::Ok;
+  }
+  EXPECT_EQ(s, XferStatus::NoSpace);
+  EXPECT_GE(ok, 6) << "2 in dram and 5 in the file tier, give or take a page";
+  EXPECT_NE(error.find("dram:"), std::string::npos) << error;
+  EXPECT_NE(error.find("file:"), std::string::npos) << error;
+  for (int i = 0; i < ok; ++i) EXPECT_EQ(get(c, "k" + std::to_string(i)).status, XferStatus::Ok) << i;
+}
+
+TEST(TierChain, BatchesSpillAcrossTiers) {
+  TempDir dir;
+  TierChain c = dram_file(32 << 10, dir.path());
+  std::vector<std::vector<std::uint8_t>> data;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 30; ++i) {
+    data.push_back(random_bytes(3000 * (i % 5) + 1, i));
+    keys.push_back("b" + std::to_string(i));
+  }
+  std::vector<PutItem> puts;
+  for (int i = 0; i < 30; ++i) puts.push_back(test::put_item(keys[i], data[i]));
+  puts[3].key = "";
+  c.put(puts);
+  std::vector<std::vector<std::uint8_t>> out(30, std::vector<std::uint8_t>(20000));
+  std::vector<GetItem> gets;
+  for (int i = 0; i < 30; ++i) gets.push_back(test::get_item(keys[i], {out[i].data(), out[i].size()}));
+  c.get(gets);
+  for (int i = 0; i < 30; ++i) {
+    if (i == 3) {
+      EXPECT_EQ(puts[i].status, XferStatus::InvalidDesc);
+      EXPECT_EQ(gets[i].status, XferStatus::NotFound);
+      continue;
+    }
+    ASSERT_EQ(puts[i].status, XferStatus::Ok) << puts[i].error;
+    ASSERT_EQ(gets[i].status, XferStatus::Ok) << gets[i].error;
+    out[i].resize(gets[i].size);
+    EXPECT_EQ(out[i], data[i]);
+  }
+}
+
+TEST(TierChain, CorruptVictimIsDroppedNotMoved) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  auto dram = std::make_unique<DramTier>(2 * 4096);
+  DramTier* d = dram.get();
+  tiers.push_back(std::move(dram));
+  tiers.push_back(file_tier(dir.path()));
+  TierChain c(std::move(tiers));
+  const auto a = random_bytes(4000, 1);
+  ASSERT_EQ(put(c, "a", a), XferStatus::Ok);
+  ASSERT_EQ(put(c, "b", random_bytes(4000, 2)), XferStatus::Ok);
+  // Damage a's bytes in the pool, then force a out.
+  std::byte* pool = d->pool().data();
+  for (std::size_t off = 0; off < d->pool().size(); off += 4096)
+    if (std::memcmp(pool + off, a.data(), 64) == 0) pool[off + 100] ^= std::byte{1};
+  ASSERT_EQ(put(c, "c", random_bytes(4000, 3)), XferStatus::Ok);
+  EXPECT_EQ(c.stats().dropped_corrupt, 1u);
+  EXPECT_EQ(get(c, "a").status, XferStatus::NotFound) << "corrupt bytes never reach the file tier";
+  EXPECT_EQ(get(c, "b").status, XferStatus::Ok);
+}
+
+TEST(TierChain, RestartKeepsWhatTheFileTierHolds) {
+  TempDir dir;
+  const auto big = random_bytes(40 << 10, 1), small = random_bytes(100, 2);
+  {
+    TierChain c = dram_file(16 << 10, dir.path());
+    ASSERT_EQ(put(c, "big", big), XferStatus::Ok);
+    ASSERT_EQ(put(c, "small", small), XferStatus::Ok);
+  }
+  TierChain c = dram_file(16 << 10, dir.path());
+  EXPECT_EQ(get(c, "big").data, big);
+  EXPECT_EQ(get(c, "small").status, XferStatus::NotFound) << "dram does not survive a restart";
+}
+
+}  // namespace
+}  // namespace ferry::xfer::store
