@@ -9,7 +9,7 @@ endif()
 add_library(route_common STATIC ${CMAKE_CURRENT_LIST_DIR}/common.cpp)
 target_link_libraries(route_common PUBLIC ferry_route CLI11::CLI11 PRIVATE nlohmann_json::nlohmann_json)
 
-set(FERRY_ROUTE_APPS histogram)
+set(FERRY_ROUTE_APPS histogram index_gather transpose qs_mini randperm)
 foreach(app ${FERRY_ROUTE_APPS})
   add_executable(route_${app} ${CMAKE_CURRENT_LIST_DIR}/${app}.cpp)
   target_link_libraries(route_${app} PRIVATE route_common ferry_route_sanitizer_support)
