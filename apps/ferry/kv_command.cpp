@@ -37,7 +37,7 @@ void register_kv(CLI::App& app, GeneralFlags& general, Command& command) {
   add_general_flags(*ls, general);
   endpoint(ls, o.endpoint);
   ls->add_option("prefix", o.prefix, "Only keys starting with this");
-  ls->add_flag("--json", o.json, "One JSON object per line");
+  ls->add_flag("--json-lines", o.json, "One JSON object per line");
   ls->callback(run("kv", xfer::kv_ls));
 
   CLI::App* rm = kv->add_subcommand("rm", "Remove keys from every tier");

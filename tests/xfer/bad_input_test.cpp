@@ -104,7 +104,7 @@ TEST(XferBadInput, ForgedDescriptorsAndGarbageFramesAreRefusedAndTheAgentGoesOn)
   }
   {  // garbage: an oversized frame header
     auto sock = xfer::proto::connect_to(ep, 5000);
-    const std::string junk = "\xff\xff\xff\xff\x00\x00\x00\x01";
+    const std::string junk("\xff\xff\xff\xff\x00\x00\x00\x01", 8);
     ASSERT_TRUE(sock.send(junk));
     EXPECT_FALSE(sock.recv().has_value());  // the agent closes this session
   }

@@ -36,7 +36,9 @@ struct TempDir {
 std::vector<fs::path> object_files(const fs::path& dir) {
   std::vector<fs::path> out;
   for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file() && e.path().string().find(".tmp") == std::string::npos) out.push_back(e.path());
+    if (e.is_regular_file() && e.path().filename().string()[0] != '.' &&  // the tier's lock file
+        e.path().string().find(".tmp") == std::string::npos)
+      out.push_back(e.path());
   return out;
 }
 

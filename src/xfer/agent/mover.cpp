@@ -173,7 +173,10 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
   for (std::size_t k = 0; k < count; ++k) {
     const JobDesc& d = job.descs[first + k];
     const ByteView data{slot + offsets[k], d.len};
-    items.push_back(store::PutItem{d.key, data, store::checksum(data)});
+    store::PutItem& it = items.emplace_back();
+    it.key = d.key;
+    it.data = data;
+    it.checksum = store::checksum(data);
   }
   chain_.put(items);
   for (std::size_t k = 0; k < count; ++k) {
@@ -183,7 +186,7 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
     r.error = std::move(it.error);
     if (it.status == XferStatus::Ok) {
       r.size = it.data.size;
-      r.tier = chain_.tier_name(it.tier);
+      r.tier = it.tier >= 0 ? chain_.tier(static_cast<std::size_t>(it.tier)).describe() : std::string();
       bytes_written_.fetch_add(it.data.size, std::memory_order_relaxed);
       objects_written_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -200,7 +203,9 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
   for (std::size_t k = 0; k < count; ++k) {
     const JobDesc& d = job.descs[first + k];
     offsets.push_back(off);
-    items.push_back(store::GetItem{d.key, MutableByteView{slot + off, d.len}});
+    store::GetItem& it = items.emplace_back();
+    it.key = d.key;
+    it.out = MutableByteView{slot + off, d.len};
     off += align_up(d.len);
   }
   chain_.get(items);
@@ -211,7 +216,7 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
     r.error = std::move(it.error);
     if (it.status == XferStatus::Ok) {
       r.size = it.size;
-      r.tier = chain_.tier_name(it.tier);
+      r.tier = it.tier >= 0 ? chain_.tier(static_cast<std::size_t>(it.tier)).describe() : std::string();
     }
   }
   std::string error;

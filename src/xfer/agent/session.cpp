@@ -180,7 +180,7 @@ void Session::on_call(const proto::Frame& f) {
     case proto::Type::List:
       for (auto& o : ctx_.chain->list())
         if (o.key.compare(0, m.prefix.size(), m.prefix) == 0)
-          r.objects.push_back({o.key, o.meta.size, ctx_.chain->tier_name(o.tier)});
+          r.objects.push_back({o.key, o.meta.size, o.tier_name});
       send(proto::encode(proto::Type::ListReply, r));
       return;
     case proto::Type::Remove:

@@ -114,6 +114,7 @@ void TierChain::put(std::span<PutItem> items) {
     if (j.placed >= 0) {
       j.item->status = XferStatus::Ok;
       j.item->error.clear();
+      j.item->tier = j.placed;
       continue;
     }
     // Refused everywhere: NoSpace when every tier was full, else the first other

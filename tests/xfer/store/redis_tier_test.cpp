@@ -193,14 +193,16 @@ TEST_F(RedisTierTest, ThreeTierChainSpillsIntoRedis) {
   std::vector<std::vector<std::uint8_t>> data;
   for (int i = 0; i < 40; ++i) {
     data.push_back(random_bytes(5000 + 100 * i, i));
-    PutItem item = test::put_item("c" + std::to_string(i), data.back());
+    const std::string key = "c" + std::to_string(i);  // PutItem::key is a view: keep the string alive
+    PutItem item = test::put_item(key, data.back());
     chain->put({&item, 1});
     ASSERT_EQ(item.status, XferStatus::Ok) << item.error;
   }
   int per_tier[3] = {0, 0, 0};
   std::vector<std::uint8_t> buf(1 << 20);
   for (int i = 0; i < 40; ++i) {
-    GetItem item = test::get_item("c" + std::to_string(i), {buf.data(), buf.size()});
+    const std::string key = "c" + std::to_string(i);
+    GetItem item = test::get_item(key, {buf.data(), buf.size()});
     chain->get({&item, 1});
     ASSERT_EQ(item.status, XferStatus::Ok) << item.error;
     ASSERT_EQ(std::vector<std::uint8_t>(buf.begin(), buf.begin() + item.size), data[i]);
