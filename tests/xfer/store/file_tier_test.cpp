@@ -125,7 +125,9 @@ TEST_P(FileTierModes, RoundTripsEverySizeAlignedOrNot) {
       t->get({&g, 1});
       ASSERT_EQ(g.status, XferStatus::Ok) << g.error;
       ASSERT_EQ(g.size, n);
-      if (n > 0) EXPECT_EQ(std::memcmp(dst.data() + misalign, data.data(), n), 0) << key;
+      if (n > 0) {
+        EXPECT_EQ(std::memcmp(dst.data() + misalign, data.data(), n), 0) << key;
+      }
     }
   }
   EXPECT_EQ(temp_files_in(dir.path()), 0u);
