@@ -7,6 +7,7 @@ set -euo pipefail
 B=${1:-build}
 C=.carry
 rm -rf "$C"
+mkdir -p "$C/lib"
 files="apps/ferry/ferry bench/ferry-echo-baseline tests/core/core_unit_test tests/core/slot_ring_fuzz_test
        tests/offload/e2e_test tests/worker/worker_unit_test tests/xfer/xfer_e2e_test ${CARRY_EXTRA:-}"
 for f in $files; do
