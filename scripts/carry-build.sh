@@ -17,4 +17,11 @@ done
 for f in $files; do
   ldd "$B/$f" | awk '/spdlog|fmt|hiredis|liburing|xxhash/ {print $3}'
 done | sort -u | while read -r lib; do cp -L "$lib" "$C/lib/"; done
+# redis-server for the redis tier's tests (the GPU machine has none), with the two
+# libraries Ubuntu lacks; libssl and the rest come from the machine.
+if [ -x /usr/bin/redis-server ]; then
+  mkdir -p "$C/redis"
+  cp -L /usr/bin/redis-server "$C/redis/"
+  ldd /usr/bin/redis-server | awk '/liblzf|libjemalloc/ {print $3}' | while read -r lib; do cp -L "$lib" "$C/lib/"; done
+fi
 du -sh "$C"

@@ -13,6 +13,7 @@ C=$PWD/.carry
 export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 export FERRY_BIN=$C/build/apps/ferry/ferry
 FERRY=$FERRY_BIN
+[ -x "$C/redis/redis-server" ] && export FERRY_REDIS_SERVER=$C/redis/redis-server
 log() { echo "== $(date +%T) $*"; }
 status=0
 step() {  # step NAME CMD...: runs, logs to $OUT/NAME.log, records pass/fail
