@@ -8,6 +8,7 @@
 #include <fstream>
 #include <optional>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "core/log.h"
@@ -181,6 +182,14 @@ int run_orchestrator(const OrchestratorOptions& opts) {
   backend->stop();
   // Closing the link (by returning) tells a live server that its workers are gone.
   log::app().info("orchestrator stopped after {} message(s)", backend->handled());
+  if (backend->stuck()) {
+    // Destroying the backend would free GPU memory under a kernel that never
+    // ends, and cudaFree waits for it: leave now and let the driver reclaim the
+    // context (closing the link on exit tells the server, as usual).
+    log::app().error("workers are stuck ({}); exiting without GPU teardown", backend->failure());
+    log::app().flush();
+    std::_Exit(exit_code != 0 ? exit_code : 1);
+  }
   return exit_code;
 }
 

@@ -97,6 +97,7 @@ void CpuBackend::stop() {
   if (exited_.load() < threads_.size()) {
     fail(std::to_string(threads_.size() - exited_.load()) + " worker thread(s) did not stop within 5 s of the stop flag");
     for (auto& t : threads_) t.detach();
+    stuck_ = true;
   } else {
     for (auto& t : threads_) t.join();
   }

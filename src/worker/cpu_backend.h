@@ -22,6 +22,7 @@ class CpuBackend final : public Backend {
   std::string failure() const override;
   std::uint64_t handled() const override;
   std::string describe() const override;
+  bool stuck() const override { return stuck_; }
 
  private:
   template <typename Handler>
@@ -31,6 +32,7 @@ class CpuBackend final : public Backend {
   Arena* arena_ = nullptr;
   std::vector<std::thread> threads_;
   std::atomic<std::size_t> exited_{0};  // worker threads that have returned
+  bool stuck_ = false;                  // stop() left threads behind
   void fail(const std::string& why);
 
   mutable std::mutex failure_mutex_;  // control path only: taken once per failure

@@ -50,6 +50,11 @@ class Backend {
   // Messages answered so far, summed over channels (progress, for hang detection).
   virtual std::uint64_t handled() const = 0;
   virtual std::string describe() const = 0;
+  // True when stop() had to leave workers running (a hung kernel or handler that
+  // ignores the stop flag). The process must then exit without tearing down the
+  // GPU context: cudaFree and context destruction wait for the kernel forever,
+  // while process exit lets the driver reclaim it.
+  virtual bool stuck() const { return false; }
 };
 
 // Throws ferry::Error when the backend is not available in this build/machine.

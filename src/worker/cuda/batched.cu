@@ -108,6 +108,8 @@ class BatchedBackend final : public Backend {
     }
   }
 
+  bool stuck() const override { return stream_busy_; }
+
   std::string failure() const override {
     if (failed_.load(std::memory_order_acquire)) return failure_;
     const std::uint32_t code =

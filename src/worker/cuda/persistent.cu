@@ -59,11 +59,14 @@ class PersistentBackend final : public Backend {
       }
       if (std::chrono::steady_clock::now() > deadline) {
         set_failure("persistent kernel did not stop within 5 s of the stop flag");
+        stuck_ = true;
         return;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
+
+  bool stuck() const override { return stuck_; }
 
   std::string failure() const override {
     if (!failure_.empty()) return failure_;
@@ -112,6 +115,7 @@ class PersistentBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   bool running_ = false;
   std::string failure_;  // set by stop() on the orchestrator's thread only
+  bool stuck_ = false;   // likewise
 };
 
 }  // namespace
