@@ -92,12 +92,12 @@ void Engine::send_bytes(int dest, std::uint16_t handler, const void* data, std::
 }
 
 void Engine::progress() {
-  if (backend_->in_handler()) throw Error("progress() called from inside a handler");
+  if (backend_->in_handler()) detail::fatal("progress() called from inside a handler");
   backend_->progress();
 }
 
 void Engine::barrier() {
-  if (backend_->in_handler()) throw Error("barrier() called from inside a handler");
+  if (backend_->in_handler()) detail::fatal("barrier() called from inside a handler");
   backend_->barrier();
 }
 

@@ -22,6 +22,12 @@ void check_mpi(int rc, const char* call, const char* context);
 
 #define FERRY_MPI_CHECK(call, context) ::ferry::route::detail::check_mpi((call), #call, (context))
 
+// "no quiescence round completed" or "last totals: S sent, H handled" (~0 means none yet).
+inline std::string totals_text(std::uint64_t sent, std::uint64_t handled) {
+  if (sent == ~0ull) return "no quiescence round completed: some rank is not taking part";
+  return "last totals: " + std::to_string(sent) + " sent, " + std::to_string(handled) + " handled";
+}
+
 // Monotonic nanoseconds (vDSO clock_gettime, about 20 ns).
 inline std::uint64_t now_ns() noexcept {
   timespec ts;

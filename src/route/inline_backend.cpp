@@ -105,8 +105,8 @@ void InlineBackend::barrier() {
     }
     if (stall.stalled())
       fatal("rank " + std::to_string(me_) + ": barrier made no progress for " + std::to_string(stall.seconds()) +
-            " s (last totals: " + std::to_string(last_sent) + " sent, " + std::to_string(last_handled) +
-            " handled); a rank is dead, stuck in a handler, or not calling barrier()");
+            " s (" + totals_text(last_sent, last_handled) +
+            "); a rank is dead, stuck in a handler, or not calling barrier()");
     backoff.idle();
   }
   stats_.comm_ns += (now_ns() - t0) - (stats_.handler_ns - h0);

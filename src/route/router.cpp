@@ -241,9 +241,8 @@ void Router::run(std::uint64_t (*cpu_time)()) {
     if (cfg_.check_client_pids) check_clients();
     if (in_barrier_ && now - barrier_progress_ns_ > stall_ns)
       fatal(std::string(cfg_.name) + ": barrier " + std::to_string(epoch_ + 1) + " made no progress for " +
-            std::to_string((now - barrier_progress_ns_) / 1'000'000'000ull) + " s (last totals: " +
-            std::to_string(last_sent_) + " sent, " + std::to_string(last_handled_) +
-            " handled); a rank or router is dead or stuck");
+            std::to_string((now - barrier_progress_ns_) / 1'000'000'000ull) + " s (" +
+            totals_text(last_sent_, last_handled_) + "); a rank or router is dead or stuck");
   }
   if (cpu_time != nullptr) stats_.cpu_ns = cpu_time();
   store_router_stats(cfg_.mailbox->stats_block(), stats());

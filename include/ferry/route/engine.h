@@ -14,7 +14,8 @@
 // - Every rank registers the same handlers in the same order (ids are indices),
 //   before its first progress() or barrier().
 // - Handlers run on the application thread, inside progress() and barrier()
-//   only; they may send(), but not call progress() or barrier().
+//   only; they may send(), must not throw, and must not call progress() or
+//   barrier() (that aborts the job with a message).
 // - No ordering between messages, not even between one pair of ranks.
 // - A message sent after barrier() returned on one rank may be handled by
 //   another rank that is still leaving the same barrier.

@@ -1,0 +1,268 @@
+// Unit tests of the route's parts that need no MPI job: options, the frame
+// format, the routing arithmetic, the quiescence rule, the mailbox ABI, and
+// the router with its application ports in one thread (aggregation into
+// chunks, parking when an app falls behind, the barrier handshake).
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <set>
+#include <vector>
+
+#include "ferry/core/status.h"
+#include "ferry/route/options.h"
+#include "route/client_port.h"
+#include "route/frame.h"
+#include "route/mailbox.h"
+#include "route/quiescence.h"
+#include "route/router.h"
+#include "route/topology.h"
+
+namespace ferry::route::detail {
+namespace {
+
+TEST(RouteOptions, FlagsOverrideAndAreStripped) {
+  Options o;
+  std::vector<std::string> args = {"app", "--route-mode=process", "--updates", "5", "--route-buffer-bytes", "4096",
+                                   "--route-app-cpus=0-2,5", "x"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int argc = static_cast<int>(args.size());
+  char** p = argv.data();
+  o.apply_args(&argc, &p);
+  EXPECT_EQ(o.mode, Mode::Process);
+  EXPECT_EQ(o.buffer_bytes, 4096u);
+  EXPECT_EQ(o.app_cpus, (std::vector<int>{0, 1, 2, 5}));
+  ASSERT_EQ(argc, 4);
+  EXPECT_STREQ(p[1], "--updates");
+  EXPECT_STREQ(p[2], "5");
+  EXPECT_STREQ(p[3], "x");
+}
+
+TEST(RouteOptions, EnvironmentIsRead) {
+  setenv("FERRY_ROUTE_MODE", "thread", 1);
+  setenv("FERRY_ROUTE_FLUSH_US", "7", 1);
+  const Options o = Options::from_env();
+  unsetenv("FERRY_ROUTE_MODE");
+  unsetenv("FERRY_ROUTE_FLUSH_US");
+  EXPECT_EQ(o.mode, Mode::Thread);
+  EXPECT_EQ(o.flush_us, 7u);
+  setenv("FERRY_ROUTE_BUFFER_BYTES", "lots", 1);
+  EXPECT_THROW(Options::from_env(), Error);
+  unsetenv("FERRY_ROUTE_BUFFER_BYTES");
+}
+
+TEST(RouteOptions, BadValuesAreRefusedWithTheirName) {
+  Options o;
+  EXPECT_THROW(o.set("mode", "dpu"), Error);
+  EXPECT_THROW(o.set("no_such_option", "1"), Error);
+  o.ring_slots = 3;
+  try {
+    o.validate();
+    FAIL() << "ring_slots 3 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ring_slots"), std::string::npos);
+  }
+  Options big;
+  big.ring_slot_bytes = big.buffer_bytes * 2;
+  EXPECT_NO_THROW(big.validate());  // inline mode has no rings
+  big.mode = Mode::Process;
+  EXPECT_THROW(big.validate(), Error);
+  EXPECT_EQ(Options{}.max_payload(), Options{}.buffer_bytes - kFrameHeaderBytes);
+}
+
+TEST(RouteFrame, RoundTripAndCorruption) {
+  std::uint8_t buf[64] = {};
+  const char payload[] = "hello";
+  write_frame(buf, 3, 1, 9, payload, 5);
+  FrameHeader h;
+  EXPECT_EQ(read_frame(buf, sizeof buf, 0, &h), frame_bytes(5));
+  EXPECT_EQ(frame_bytes(5), 24u);
+  EXPECT_EQ(h.dest, 3u);
+  EXPECT_EQ(h.src, 1u);
+  EXPECT_EQ(h.handler, 9u);
+  EXPECT_EQ(std::memcmp(buf + kFrameHeaderBytes, payload, 5), 0);
+  EXPECT_EQ(read_frame(buf, 20, 0, &h), 0u);  // truncated
+  buf[14] ^= 1;                               // magic
+  EXPECT_EQ(read_frame(buf, sizeof buf, 0, &h), 0u);
+}
+
+TEST(RouteTopology, NodeLocalRemoteReachesEveryRankInTwoHops) {
+  // Three nodes of four, two and three ranks (keys in rank order).
+  const std::vector<int> keys = {7, 7, 7, 7, 2, 2, 9, 9, 9};
+  const int n = static_cast<int>(keys.size());
+  for (int src = 0; src < n; ++src) {
+    const Topology t = Topology::from_keys(keys, src);
+    std::set<int> remote_peers;
+    for (int dest = 0; dest < n; ++dest) {
+      int at = src, hops = 0;
+      while (at != dest && hops < 3) {
+        const int next = Topology::from_keys(keys, at).next_hop(dest, Routing::NodeLocalRemote);
+        if (t.node_of[next] != t.node_of[at] && at == src) remote_peers.insert(next);
+        at = next;
+        ++hops;
+      }
+      EXPECT_EQ(at, dest) << src << " -> " << dest;
+      EXPECT_LE(hops, 2) << src << " -> " << dest;
+      EXPECT_EQ(t.next_hop(dest, Routing::Direct), dest);
+    }
+    // A rank talks across nodes only to ranks with its local index (mod size).
+    for (int p : remote_peers) EXPECT_EQ(t.local_of[p] % static_cast<int>(t.apps_of[t.my_node()].size()), t.local_of[src]);
+  }
+  const Topology t = Topology::from_keys(keys, 0);
+  EXPECT_EQ(t.num_nodes, 3);
+  EXPECT_EQ(t.apps_of[1], (std::vector<int>{4, 5}));
+}
+
+TEST(RouteQuiescence, NeedsTwoEqualBalancedRounds) {
+  Quiescence q;
+  EXPECT_FALSE(q.complete_round(0, 0));  // one round is never enough
+  EXPECT_TRUE(q.complete_round(0, 0));   // empty phase: two quiet rounds
+  q.reset();
+  EXPECT_FALSE(q.complete_round(10, 10));
+  EXPECT_FALSE(q.complete_round(12, 11));  // a handler sent more in between
+  EXPECT_FALSE(q.complete_round(12, 12));  // balanced, but moved since the last round
+  EXPECT_TRUE(q.complete_round(12, 12));
+  q.reset();
+  EXPECT_FALSE(q.complete_round(5, 4));
+  EXPECT_FALSE(q.complete_round(5, 4));  // stable but unbalanced: messages in flight
+}
+
+TEST(RouteMailbox, SharedMailboxValidatesItsHeader) {
+  const std::string name = "/ferry-route-unit-" + std::to_string(getpid());
+  {
+    Mailbox m = Mailbox::create_shared(name, 3, 8, 1024);
+    Mailbox a = Mailbox::attach_shared(name);
+    EXPECT_EQ(a.num_clients(), 3u);
+    EXPECT_EQ(a.header()->ring_slot_bytes, 1024u);
+    ClientSlot c = a.client(2);
+    EXPECT_EQ(c.requests.capacity(), 8u);
+    EXPECT_THROW(a.client(3), Error);
+    m.header()->version = 99;
+    EXPECT_THROW(Mailbox::attach_shared(name), Error);
+    Mailbox::unlink(name);
+  }
+  EXPECT_THROW(Mailbox::attach_shared(name), Error);
+  RouterStatsBlock block{};
+  RouterStats s;
+  s.frames_routed = 5;
+  s.world_rank = 3;
+  s.wire.rounds = 7;
+  store_router_stats(&block, s);
+  const RouterStats back = load_router_stats(&block);
+  EXPECT_EQ(back.frames_routed, 5u);
+  EXPECT_EQ(back.world_rank, 3u);
+  EXPECT_EQ(back.wire.rounds, 7u);
+}
+
+// Two apps and a router with no transport, driven by hand in one thread.
+struct Loopback {
+  Mailbox mailbox = Mailbox::create_private(2, 4, 256);
+  BufferPool pool{4096};
+  WireStats wire;
+  std::unique_ptr<Router> router;
+  std::vector<ClientPort> ports;
+  Loopback() {
+    RouterConfig cfg;
+    cfg.options.buffer_bytes = 4096;
+    cfg.mailbox = &mailbox;
+    cfg.client_of_app = {0, 1};
+    cfg.peer_of_app = {-1, -1};
+    router = std::make_unique<Router>(cfg, &pool, &wire);
+    for (std::uint32_t i = 0; i < 2; ++i) ports.emplace_back(mailbox.client(i), mailbox.header(), 10'000'000'000ull);
+  }
+  void send(int from, int to, std::uint64_t value) {
+    std::uint8_t* at = ports[static_cast<std::size_t>(from)].reserve(frame_bytes(8));
+    write_frame(at, static_cast<std::uint32_t>(to), static_cast<std::uint32_t>(from), 0, &value, 8);
+    ports[static_cast<std::size_t>(from)].count_sent();
+  }
+  // Reads every delivered frame of app `to`; returns their values.
+  std::vector<std::uint64_t> drain(int to) {
+    std::vector<std::uint64_t> out;
+    SlotMessage m;
+    ClientPort& p = ports[static_cast<std::size_t>(to)];
+    while (p.peek(&m)) {
+      for (std::size_t off = 0; off < m.payload.size;) {
+        FrameHeader h;
+        const std::uint32_t fb = read_frame(m.payload.data, m.payload.size, off, &h);
+        EXPECT_NE(fb, 0u);
+        if (fb == 0) return out;
+        EXPECT_EQ(h.dest, static_cast<std::uint32_t>(to));
+        std::uint64_t v;
+        std::memcpy(&v, m.payload.data + off + kFrameHeaderBytes, 8);
+        out.push_back(v);
+        off += fb;
+      }
+      p.advance();
+    }
+    p.release();
+    return out;
+  }
+};
+
+TEST(RouteRouter, FramesAreAggregatedIntoChunks) {
+  Loopback lb;
+  for (std::uint64_t v = 0; v < 20; ++v) lb.send(0, 1, v);  // 24-byte frames, 10 per 256-byte chunk
+  lb.ports[0].publish_chunk();
+  for (int i = 0; i < 3; ++i) lb.router->step();
+  const auto got = lb.drain(1);
+  ASSERT_EQ(got.size(), 20u);
+  for (std::uint64_t v = 0; v < 20; ++v) EXPECT_EQ(got[v], v);
+  EXPECT_EQ(lb.ports[0].chunks(), 2u);
+  EXPECT_EQ(lb.router->stats().frames_routed, 20u);
+  EXPECT_EQ(lb.router->stats().chunks_out, 2u);
+}
+
+TEST(RouteRouter, AnAppThatFallsBehindIsParkedNotWaitedFor) {
+  Loopback lb;
+  // Far more than app 1's 4 delivery slots hold; app 1 reads nothing yet.
+  std::uint64_t v = 0;
+  for (int round = 0; round < 10; ++round) {
+    for (int i = 0; i < 25; ++i) lb.send(0, 1, v++);
+    lb.ports[0].publish_chunk();
+    lb.router->step();  // never blocks: what does not fit is parked
+  }
+  EXPECT_GT(lb.router->stats().pending_max, 0u);
+  std::vector<std::uint64_t> got;
+  for (int i = 0; i < 200 && got.size() < v; ++i) {
+    const auto part = lb.drain(1);
+    got.insert(got.end(), part.begin(), part.end());
+    lb.router->step();
+  }
+  ASSERT_EQ(got.size(), v);
+  for (std::uint64_t i = 0; i < v; ++i) EXPECT_EQ(got[i], i);  // one sender, one receiver: order kept
+}
+
+TEST(RouteRouter, BarrierWaitsForEveryAppAndForTheirReplies) {
+  Loopback lb;
+  lb.send(0, 1, 42);
+  lb.ports[0].publish_chunk();
+  lb.ports[0].publish_handled(0);
+  lb.ports[0].request_barrier(1);
+  for (int i = 0; i < 5; ++i) lb.router->step();
+  EXPECT_FALSE(lb.ports[0].barrier_done(1)) << "app 1 has not entered the barrier";
+  lb.ports[1].publish_handled(0);
+  lb.ports[1].request_barrier(1);
+  for (int i = 0; i < 5; ++i) lb.router->step();
+  EXPECT_FALSE(lb.ports[1].barrier_done(1)) << "a message is not handled yet";
+  // App 1 handles it and replies: the reply is unpublished while handled stays unpublished too (Q2).
+  EXPECT_EQ(lb.drain(1).size(), 1u);
+  lb.send(1, 0, 43);
+  lb.ports[1].publish_handled(1);  // refused: the reply is not published yet
+  for (int i = 0; i < 5; ++i) lb.router->step();
+  EXPECT_FALSE(lb.ports[1].barrier_done(1));
+  lb.ports[1].publish_chunk();
+  lb.ports[1].publish_handled(1);
+  for (int i = 0; i < 5; ++i) lb.router->step();
+  EXPECT_FALSE(lb.ports[0].barrier_done(1)) << "the reply is not handled yet";
+  EXPECT_EQ(lb.drain(0).size(), 1u);
+  lb.ports[0].publish_handled(1);
+  for (int i = 0; i < 5; ++i) lb.router->step();
+  EXPECT_TRUE(lb.ports[0].barrier_done(1));
+  EXPECT_TRUE(lb.ports[1].barrier_done(1));
+  EXPECT_EQ(lb.router->epoch(), 1u);
+}
+
+}  // namespace
+}  // namespace ferry::route::detail
