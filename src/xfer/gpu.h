@@ -38,6 +38,10 @@ void close_ipc(void* base, int device) noexcept;
 void* alloc_pinned(std::size_t size);
 void free_pinned(void* p) noexcept;
 
+// Pins existing host memory for DMA (the dram tier's pool), and unpins it.
+void register_host(void* p, std::size_t size);
+void unregister_host(void* p) noexcept;
+
 // One copy segment; the direction is implied by which side is device memory.
 struct Segment {
   void* dst;

@@ -17,6 +17,8 @@ IpcExport export_ipc(const void*) { no_gpu(); }
 void* open_ipc(const std::uint8_t (&)[kIpcHandleSize], int) { no_gpu(); }
 void close_ipc(void*, int) noexcept {}
 void* alloc_pinned(std::size_t) { no_gpu(); }
+void register_host(void*, std::size_t) { no_gpu(); }
+void unregister_host(void*) noexcept {}
 void free_pinned(void*) noexcept {}
 Lanes::Lanes(int device, int count, bool use_batch) : device_(device), use_batch_(use_batch), count_(count) {
   no_gpu();

@@ -18,6 +18,14 @@ std::size_t align_up(std::size_t n) { return (n + kStageAlign - 1) & ~(kStageAli
 }  // namespace
 
 DataMover::DataMover(const MoverOptions& options, store::TierChain& chain) : options_(options), chain_(chain) {
+  // A DRAM tier on top is the fast path: blocks go straight into (and out of) its pool.
+  if (chain_.size() > 0) dram_ = dynamic_cast<store::DramTier*>(&chain_.tier(0));
+  if (dram_ != nullptr && options_.gpu) {
+    const auto pool = dram_->pool();
+    log::app().info("pinning the dram tier's {} MiB for DMA (the GPU copies straight into it)", pool.size() >> 20);
+    gpu::register_host(pool.data(), pool.size());
+    pool_registered_ = true;
+  }
   if (options_.queue_depth < 1 || options_.queue_depth > 256) throw Error("--queue-depth must be in 1..256");
   slot_bytes_ = (options_.staging_bytes / static_cast<std::size_t>(options_.queue_depth)) & ~(kStageAlign - 1);
   if (slot_bytes_ < kStageAlign)
@@ -51,6 +59,7 @@ DataMover::~DataMover() {
     finish_batch(b.job);
   }
   lanes_.reset();
+  if (pool_registered_) gpu::unregister_host(dram_->pool().data());
   if (options_.gpu)
     gpu::free_pinned(staging_);
   else
@@ -130,23 +139,21 @@ void DataMover::process(int lane, const Batch& b) {
 }
 
 bool DataMover::copy(int lane, Job& job, std::size_t first, std::size_t count,
-                     const std::vector<std::size_t>& offsets, bool to_app, std::string* error) {
-  std::uint8_t* slot = staging_ + static_cast<std::size_t>(lane) * slot_bytes_;
+                     const std::vector<std::uint8_t*>& host, bool to_app, std::string* error) {
   thread_local std::vector<gpu::Segment> device_segs;
   device_segs.clear();
   for (std::size_t k = 0; k < count; ++k) {
     const JobDesc& d = job.descs[first + k];
     if (to_app && job.results[first + k].status != XferStatus::Ok) continue;
     std::uint8_t* app = d.region->base() + d.offset;
-    std::uint8_t* staged = slot + offsets[k];
     const std::size_t len = to_app ? job.results[first + k].size : d.len;
     if (len == 0) continue;
     if (d.region->on_device()) {
-      device_segs.push_back(to_app ? gpu::Segment{app, staged, len} : gpu::Segment{staged, app, len});
+      device_segs.push_back(to_app ? gpu::Segment{app, host[k], len} : gpu::Segment{host[k], app, len});
     } else if (to_app) {
-      std::memcpy(app, staged, len);
+      std::memcpy(app, host[k], len);
     } else {
-      std::memcpy(staged, app, len);
+      std::memcpy(host[k], app, len);
     }
   }
   if (device_segs.empty()) return true;
@@ -155,63 +162,106 @@ bool DataMover::copy(int lane, Job& job, std::size_t first, std::size_t count,
 
 void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t count) {
   std::uint8_t* slot = staging_ + static_cast<std::size_t>(lane) * slot_bytes_;
-  thread_local std::vector<std::size_t> offsets;
-  offsets.clear();
+  // Each block lands where it will be stored when the top tier is DRAM and has
+  // room (a reserved pool range the tier then adopts: no second copy), else in
+  // this lane's staging slot.
+  thread_local std::vector<std::uint8_t*> host;
+  thread_local std::vector<MutableByteView> reserved;
+  host.clear();
+  reserved.clear();
   std::size_t off = 0;
   for (std::size_t k = 0; k < count; ++k) {
-    offsets.push_back(off);
-    off += align_up(job.descs[first + k].len);
-  }
-  std::string error;
-  if (!copy(lane, job, first, count, offsets, false, &error)) {
-    for (std::size_t k = 0; k < count; ++k)
-      job.results[first + k] = {XferStatus::IoError, 0, "", "'" + job.descs[first + k].key + "': " + error};
-    return;
-  }
-  thread_local std::vector<store::PutItem> items;
-  items.clear();
-  for (std::size_t k = 0; k < count; ++k) {
     const JobDesc& d = job.descs[first + k];
-    const ByteView data{slot + offsets[k], d.len};
-    store::PutItem& it = items.emplace_back();
-    it.key = d.key;
-    it.data = data;
-    it.checksum = store::checksum(data);
-  }
-  chain_.put(items);
-  for (std::size_t k = 0; k < count; ++k) {
-    store::PutItem& it = items[k];
-    DescResult& r = job.results[first + k];
-    r.status = it.status;
-    r.error = std::move(it.error);
-    if (it.status == XferStatus::Ok) {
-      r.size = it.data.size;
-      r.tier = it.tier >= 0 ? chain_.tier(static_cast<std::size_t>(it.tier)).describe() : std::string();
-      bytes_written_.fetch_add(it.data.size, std::memory_order_relaxed);
-      objects_written_.fetch_add(1, std::memory_order_relaxed);
+    std::optional<MutableByteView> r;
+    if (dram_ != nullptr) r = dram_->reserve(d.len);
+    if (r) {
+      reserved.push_back(*r);
+      host.push_back(r->data);
+    } else {
+      host.push_back(slot + off);
+      off += align_up(d.len);
     }
   }
+  std::string error;
+  if (!copy(lane, job, first, count, host, false, &error)) {
+    for (std::size_t k = 0; k < count; ++k)
+      job.results[first + k] = {XferStatus::IoError, 0, "", "'" + job.descs[first + k].key + "': " + error};
+  } else {
+    thread_local std::vector<store::PutItem> items;
+    items.clear();
+    for (std::size_t k = 0; k < count; ++k) {
+      const JobDesc& d = job.descs[first + k];
+      const ByteView data{host[k], d.len};
+      store::PutItem& it = items.emplace_back();
+      it.key = d.key;
+      it.data = data;
+      it.checksum = store::checksum(data);
+    }
+    chain_.put(items);
+    for (std::size_t k = 0; k < count; ++k) {
+      store::PutItem& it = items[k];
+      DescResult& r = job.results[first + k];
+      r.status = it.status;
+      r.error = std::move(it.error);
+      if (it.status == XferStatus::Ok) {
+        r.size = it.data.size;
+        r.tier = it.tier >= 0 ? chain_.tier(static_cast<std::size_t>(it.tier)).describe() : std::string();
+        bytes_written_.fetch_add(it.data.size, std::memory_order_relaxed);
+        objects_written_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+  for (const auto& r : reserved) dram_->unreserve(r);  // no-op for the ranges the tier adopted
 }
 
 void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t count) {
   std::uint8_t* slot = staging_ + static_cast<std::size_t>(lane) * slot_bytes_;
-  thread_local std::vector<std::size_t> offsets;
+  // Objects in the DRAM tier are copied out of its pool in place (verified
+  // first); the rest are read from the chain into this lane's staging slot.
+  thread_local std::vector<std::uint8_t*> host;
+  thread_local std::vector<std::shared_ptr<const void>> holds;
+  thread_local std::vector<std::size_t> staged;
   thread_local std::vector<store::GetItem> items;
-  offsets.clear();
+  host.assign(count, nullptr);
+  holds.clear();
+  staged.clear();
   items.clear();
+  const std::string dram_name = dram_ != nullptr ? dram_->describe() : std::string();
   std::size_t off = 0;
   for (std::size_t k = 0; k < count; ++k) {
     const JobDesc& d = job.descs[first + k];
-    offsets.push_back(off);
+    DescResult& r = job.results[first + k];
+    if (dram_ != nullptr) {
+      if (auto b = dram_->borrow(d.key)) {
+        r.size = b->bytes.size;
+        r.tier = dram_name;
+        if (b->bytes.size > d.len) {
+          r.status = XferStatus::TooLarge;
+          r.error = "'" + d.key + "' has " + std::to_string(b->bytes.size) + " bytes, the buffer holds " +
+                    std::to_string(d.len);
+        } else if (const std::uint64_t sum = store::checksum(b->bytes); sum != b->checksum) {
+          r.status = XferStatus::ChecksumMismatch;
+          r.error = "'" + d.key + "' fails its checksum in " + dram_name + " (stored " +
+                    store::checksum_hex(b->checksum) + ", computed " + store::checksum_hex(sum) + ")";
+        } else {
+          r.status = XferStatus::Ok;
+          host[k] = const_cast<std::uint8_t*>(b->bytes.data);
+          holds.push_back(std::move(b->hold));  // the bytes stay valid until the copy is done
+        }
+        continue;
+      }
+    }
+    host[k] = slot + off;
+    staged.push_back(k);
     store::GetItem& it = items.emplace_back();
     it.key = d.key;
     it.out = MutableByteView{slot + off, d.len};
     off += align_up(d.len);
   }
   chain_.get(items);
-  for (std::size_t k = 0; k < count; ++k) {
-    store::GetItem& it = items[k];
-    DescResult& r = job.results[first + k];
+  for (std::size_t i = 0; i < staged.size(); ++i) {
+    store::GetItem& it = items[i];
+    DescResult& r = job.results[first + staged[i]];
     r.status = it.status;
     r.error = std::move(it.error);
     if (it.status == XferStatus::Ok) {
@@ -220,7 +270,7 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
     }
   }
   std::string error;
-  if (!copy(lane, job, first, count, offsets, true, &error)) {
+  if (!copy(lane, job, first, count, host, true, &error)) {
     for (std::size_t k = 0; k < count; ++k) {
       DescResult& r = job.results[first + k];
       if (r.status == XferStatus::Ok) r = {XferStatus::IoError, 0, "", "'" + job.descs[first + k].key + "': " + error};

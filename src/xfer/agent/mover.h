@@ -5,6 +5,10 @@
 //   application memory ──copy lane──► staging slot ──checksum, put──► tier chain   (Write, push)
 //   application memory ◄──copy lane── staging slot ◄──get, verify──── tier chain   (Read, pull)
 //
+// When the top tier is DRAM, blocks skip the staging slot: they are copied
+// straight into a pool range the tier reserves and then adopts (push), or out of
+// the pool in place (pull); the pool is pinned for DMA where there is a GPU.
+//
 // The staging buffer (--staging-mib; pinned where there is a GPU) is cut into
 // queue_depth slots, one per copy thread, and each thread owns one copy lane (a
 // CUDA stream). A batch gathers consecutive descriptors up to --chunk-kib, so many
@@ -26,6 +30,7 @@
 #include "ferry/xfer/types.h"
 #include "xfer/agent/region.h"
 #include "xfer/gpu.h"
+#include "xfer/store/dram_tier.h"
 #include "xfer/store/tier_chain.h"
 
 namespace ferry::xfer::agent {
@@ -84,12 +89,15 @@ class DataMover {
   void write_batch(int lane, Job& job, std::size_t first, std::size_t count);
   void read_batch(int lane, Job& job, std::size_t first, std::size_t count);
   // Copies between application memory and staging; false with *error on failure.
-  bool copy(int lane, Job& job, std::size_t first, std::size_t count, const std::vector<std::size_t>& offsets,
+  // host[k]: where descriptor first+k is (or goes) in host memory.
+  bool copy(int lane, Job& job, std::size_t first, std::size_t count, const std::vector<std::uint8_t*>& host,
             bool to_app, std::string* error);
   void finish_batch(const std::shared_ptr<Job>& job);
 
   MoverOptions options_;
   store::TierChain& chain_;
+  store::DramTier* dram_ = nullptr;  // the chain's top tier, when it is DRAM
+  bool pool_registered_ = false;
   std::size_t slot_bytes_ = 0;
   std::uint8_t* staging_ = nullptr;
   std::unique_ptr<gpu::Lanes> lanes_;

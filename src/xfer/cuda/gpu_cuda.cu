@@ -104,6 +104,12 @@ void free_pinned(void* p) noexcept {
   if (p != nullptr) cudaFreeHost(p);
 }
 
+void register_host(void* p, std::size_t size) {
+  FERRY_CUDA_CHECK(cudaHostRegister(p, size, cudaHostRegisterPortable));
+}
+
+void unregister_host(void* p) noexcept { cudaHostUnregister(p); }
+
 Lanes::Lanes(int device, int count, bool use_batch) : device_(device), use_batch_(use_batch), count_(count) {
   FERRY_CUDA_CHECK(cudaSetDevice(device));
   auto* s = new cudaStream_t[count];

@@ -97,6 +97,53 @@ std::shared_ptr<const DramTier::Block> DramTier::make_block(std::uint64_t size, 
   return std::make_shared<const Block>(this, offset, size, sum);
 }
 
+std::optional<MutableByteView> DramTier::reserve(std::uint64_t size) {
+  if (size == 0) return std::nullopt;
+  std::lock_guard lock(alloc_mu_);
+  const auto at = alloc_.allocate(size);
+  if (!at) return std::nullopt;
+  reserved_.emplace(*at, size);
+  return MutableByteView{static_cast<std::uint8_t*>(base_) + *at, static_cast<std::size_t>(size)};
+}
+
+void DramTier::unreserve(MutableByteView range) noexcept {
+  const auto offset = static_cast<std::uint64_t>(range.data - static_cast<std::uint8_t*>(base_));
+  std::lock_guard lock(alloc_mu_);
+  auto it = reserved_.find(offset);
+  if (it == reserved_.end()) return;  // adopted by put()
+  alloc_.free(offset, it->second);
+  reserved_.erase(it);
+}
+
+std::optional<DramTier::Borrowed> DramTier::borrow(std::string_view key) {
+  std::shared_ptr<const Block> block;
+  {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return std::nullopt;
+    block = it->second.block;
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+  }
+  Borrowed b;
+  b.bytes = ByteView{block->data(), static_cast<std::size_t>(block->size)};
+  b.checksum = block->checksum;
+  b.hold = std::move(block);
+  return b;
+}
+
+// An item whose bytes are exactly a reserved range becomes a Block over that
+// range (no copy); nullptr for any other item.
+std::shared_ptr<const DramTier::Block> DramTier::adopt(const PutItem& item) {
+  const auto* base = static_cast<const std::uint8_t*>(base_);
+  if (item.data.size == 0 || item.data.data < base || item.data.data >= base + pool_size_) return nullptr;
+  const auto offset = static_cast<std::uint64_t>(item.data.data - base);
+  std::lock_guard lock(alloc_mu_);
+  auto it = reserved_.find(offset);
+  if (it == reserved_.end() || it->second != item.data.size) return nullptr;
+  reserved_.erase(it);
+  return std::make_shared<const Block>(this, offset, item.data.size, item.checksum);
+}
+
 void DramTier::put(std::span<PutItem> items) {
   for (auto& item : items) put_one(item);
 }
@@ -107,13 +154,16 @@ void DramTier::put_one(PutItem& item) {
     item.error = "dram tier: empty key";
     return;
   }
-  auto block = make_block(item.data.size, item.checksum, &item.error);
+  auto block = adopt(item);
   if (!block) {
-    item.status = XferStatus::NoSpace;
-    return;
+    block = make_block(item.data.size, item.checksum, &item.error);
+    if (!block) {
+      item.status = XferStatus::NoSpace;
+      return;
+    }
+    // The copy runs without a lock: nobody else can see this block yet.
+    if (item.data.size > 0) std::memcpy(block->data(), item.data.data, item.data.size);
   }
-  // The copy runs without a lock: nobody else can see this block yet.
-  if (item.data.size > 0) std::memcpy(block->data(), item.data.data, item.data.size);
 
   std::shared_ptr<const Block> old;  // released after the lock, so a free never runs under mu_
   {

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 
 #include "xfer/store/key_map.h"
 #include "xfer/store/pool_allocator.h"
@@ -53,6 +54,26 @@ class DramTier final : public Tier {
   std::vector<std::pair<std::string, ObjectMeta>> list() override;
   std::vector<std::string> lru_victims(std::uint64_t bytes) override;
 
+  // Zero-copy for the agent's DMA engine. reserve() sets aside a pool range that
+  // nobody can see yet; the agent fills it (the GPU DMAs straight into it once
+  // pool() is registered) and then put()s an item whose data is exactly that
+  // range: the tier adopts the range instead of copying. unreserve() frees a
+  // range that was not adopted (the chain stored the object elsewhere, or the
+  // copy failed) and does nothing for one that was. nullopt when the pool has no
+  // free range of that size (the caller stages instead).
+  std::optional<MutableByteView> reserve(std::uint64_t size);
+  void unreserve(MutableByteView range) noexcept;
+
+  // A stored object's bytes in place, for a zero-copy read: valid while `hold`
+  // lives, even if the key is removed or overwritten meanwhile. Counts as a use.
+  // The caller verifies `checksum` (this call does not read the bytes).
+  struct Borrowed {
+    ByteView bytes;
+    std::uint64_t checksum = 0;
+    std::shared_ptr<const void> hold;
+  };
+  std::optional<Borrowed> borrow(std::string_view key);
+
   // The whole pool (for cudaHostRegister): stable for the tier's lifetime.
   std::span<std::byte> pool() const { return {static_cast<std::byte*>(base_), pool_size_}; }
   // Free pool bytes and the longest free range (fragmentation shows as the gap).
@@ -67,6 +88,7 @@ class DramTier final : public Tier {
   };
 
   void put_one(PutItem& item);
+  std::shared_ptr<const Block> adopt(const PutItem& item);
   void get_one(GetItem& item);
   std::shared_ptr<const Block> make_block(std::uint64_t size, std::uint64_t checksum, std::string* error);
   void release_range(std::uint64_t offset, std::uint64_t len) noexcept;
@@ -76,8 +98,9 @@ class DramTier final : public Tier {
   std::size_t pool_size_ = 0;
   void* base_ = nullptr;
 
-  mutable std::mutex alloc_mu_;  // guards alloc_; taken after mu_ when both are held
+  mutable std::mutex alloc_mu_;  // guards alloc_ and reserved_; taken after mu_ when both are held
   PoolAllocator alloc_;
+  std::unordered_map<std::uint64_t, std::uint64_t> reserved_;  // offset -> size of ranges not yet adopted
 
   mutable std::mutex mu_;  // guards index_, lru_, used_
   KeyMap<Entry> index_;

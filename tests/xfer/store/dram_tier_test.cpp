@@ -105,5 +105,52 @@ TEST(DramTier, CorruptedPoolIsDetected) {
 
 TEST(DramTier, RejectsZeroCapacity) { EXPECT_THROW(DramTier(0), Error); }
 
+// The agent's zero-copy path: fill a reserved range, put it, and the tier adopts
+// it in place; a range the tier did not adopt goes back to the pool.
+TEST(DramTier, AReservedRangeIsAdoptedWithoutACopyAndUnreserveThenDoesNothing) {
+  DramTier t(1 << 20);
+  const auto data = random_bytes(100000, 3);
+  auto r = t.reserve(data.size());
+  ASSERT_TRUE(r);
+  EXPECT_GE(r->data, reinterpret_cast<std::uint8_t*>(t.pool().data()));
+  std::memcpy(r->data, data.data(), data.size());
+  PutItem item = test::put_item("adopted", ByteView{r->data, data.size()}, checksum({data.data(), data.size()}));
+  t.put({&item, 1});
+  ASSERT_EQ(item.status, XferStatus::Ok) << item.error;
+  t.unreserve(*r);  // adopted: must not free the object's range
+  const auto free_after = t.free_bytes();
+  auto other = t.reserve(1 << 19);  // would land on the object if its range had been freed
+  ASSERT_TRUE(other);
+  std::memset(other->data, 0xee, 1 << 19);
+  t.unreserve(*other);
+  EXPECT_EQ(t.free_bytes(), free_after);
+  const auto got = get_one(t, "adopted");
+  ASSERT_EQ(got.status, XferStatus::Ok) << got.error;
+  EXPECT_EQ(got.data, data);
+}
+
+TEST(DramTier, AnUnadoptedReservationReturnsItsRangeAndHoldsSpaceMeanwhile) {
+  DramTier t(1 << 20);
+  auto r = t.reserve(1 << 20);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(t.reserve(4096)) << "the pool is fully reserved";
+  EXPECT_EQ(put_one(t, "k", random_bytes(4096, 1)), XferStatus::NoSpace);
+  t.unreserve(*r);
+  EXPECT_EQ(put_one(t, "k", random_bytes(4096, 1)), XferStatus::Ok);
+}
+
+TEST(DramTier, ABorrowedObjectStaysReadableAfterItIsRemoved) {
+  DramTier t(1 << 20);
+  const auto data = random_bytes(5000, 9);
+  ASSERT_EQ(put_one(t, "b", data), XferStatus::Ok);
+  auto b = t.borrow("b");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->checksum, checksum({data.data(), data.size()}));
+  ASSERT_TRUE(t.remove("b"));
+  ASSERT_EQ(put_one(t, "c", random_bytes(5000, 10)), XferStatus::Ok);  // must not reuse b's range yet
+  EXPECT_EQ(std::memcmp(b->bytes.data, data.data(), data.size()), 0);
+  EXPECT_FALSE(t.borrow("b"));
+}
+
 }  // namespace
 }  // namespace ferry::xfer::store
