@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -92,13 +93,21 @@ RedisServer::RedisServer() : bin_(find_binary()) {
 }
 
 RedisServer::~RedisServer() {
-  proc_.kill();
+  stop();
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }
 
 void RedisServer::launch() {
-  const std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$@\" >>\"$0\" 2>&1", dir_ + "/redis.log",
+  // A shell watches over redis-server: it kills it when stop() sends SIGTERM, and
+  // also when this test process dies without running destructors (an ASan abort,
+  // a crash), so no orphaned server outlives the test.
+  const std::string watchdog =
+      "trap 'kill -9 $r 2>/dev/null; wait $r; exit 0' TERM; "
+      "\"$@\" >>\"$0\" 2>&1 & r=$!; "
+      "while kill -0 " + std::to_string(getpid()) + " 2>/dev/null && kill -0 $r 2>/dev/null; do sleep 0.1; done; "
+      "kill -9 $r 2>/dev/null; wait $r";
+  const std::vector<std::string> argv = {"/bin/sh", "-c", watchdog, dir_ + "/redis.log",
                                          bin_, "--port", std::to_string(port_), "--bind", "127.0.0.1",
                                          "--save", "", "--appendonly", "no", "--dir", dir_,
                                          "--daemonize", "no", "--protected-mode", "no"};
@@ -109,11 +118,15 @@ void RedisServer::launch() {
     if (proc_.wait(0.0)) throw std::runtime_error("redis-server exited at start-up:\n" + log());
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  proc_.kill();
+  stop();
   throw std::runtime_error("redis-server did not answer PING within 10 s:\n" + log());
 }
 
-void RedisServer::stop() { proc_.kill(); }
+void RedisServer::stop() {
+  if (!proc_.running()) return;
+  proc_.signal(SIGTERM);  // the watchdog kills redis-server (SIGKILL: as abrupt as a crash) and waits for it
+  if (!proc_.wait(5.0)) proc_.kill();
+}
 
 void RedisServer::start() {
   if (proc_.running()) return;

@@ -26,7 +26,7 @@ class RedisServer {
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
   bool running() const { return proc_.running(); }
 
-  void stop();   // SIGKILL: as abrupt as a crash
+  void stop();   // kills redis-server with SIGKILL: as abrupt as a crash
   void start();  // on the same port; waits for PING
   std::string log() const;
 

@@ -15,7 +15,7 @@ timeval to_timeval(int ms) { return timeval{ms / 1000, (ms % 1000) * 1000}; }
 
 }  // namespace
 
-RedisPool::RedisPool(RedisEndpoint endpoint, unsigned size) : ep_(std::move(endpoint)), conns_(size, nullptr) {
+RedisPool::RedisPool(RedisEndpoint endpoint, unsigned size) : ep_(std::move(endpoint)), conns_(size) {
   if (size == 0) throw Error("redis tier: the connection pool needs at least one connection");
   for (std::size_t i = size; i-- > 0;) idle_.push_back(i);
   // hiredis writes with write(2): a server that went away would raise SIGPIPE and
@@ -25,8 +25,8 @@ RedisPool::RedisPool(RedisEndpoint endpoint, unsigned size) : ep_(std::move(endp
 }
 
 RedisPool::~RedisPool() {
-  for (auto* c : conns_)
-    if (c != nullptr) redisFree(c);
+  for (auto& c : conns_)
+    if (c.ctx != nullptr) redisFree(c.ctx);
 }
 
 RedisPool::Lease RedisPool::lease() {
@@ -46,7 +46,7 @@ void RedisPool::give_back(std::size_t slot) {
 }
 
 redisContext* RedisPool::Lease::connect(std::string* error) {
-  redisContext*& c = pool_->conns_[slot_];  // this slot is ours until the lease ends
+  redisContext*& c = pool_->conns_[slot_].ctx;  // this slot is ours until the lease ends
   if (c != nullptr && c->err == 0) return c;
   drop();
   const RedisEndpoint& ep = pool_->ep_;
@@ -74,9 +74,10 @@ redisContext* RedisPool::Lease::connect(std::string* error) {
 }
 
 void RedisPool::Lease::drop() {
-  redisContext*& c = pool_->conns_[slot_];
+  redisContext*& c = pool_->conns_[slot_].ctx;
   if (c != nullptr) redisFree(c);
   c = nullptr;
+  pool_->conns_[slot_].reader.clear();
 }
 
 }  // namespace ferry::xfer::store

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "xfer/store/resp_io.h"
+
 struct redisContext;
 
 namespace ferry::xfer::store {
@@ -40,6 +42,8 @@ class RedisPool {
     redisContext* connect(std::string* error);
     // Drops the connection after an I/O error: the next lease reconnects.
     void drop();
+    // The reply reader of this connection (resp_io.h).
+    RespReader& reader() { return pool_->conns_[slot_].reader; }
 
    private:
     RedisPool* pool_;
@@ -56,7 +60,11 @@ class RedisPool {
   RedisEndpoint ep_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<redisContext*> conns_;  // nullptr: not connected
+  struct Conn {
+    redisContext* ctx = nullptr;  // nullptr: not connected
+    RespReader reader;
+  };
+  std::vector<Conn> conns_;
   std::vector<std::size_t> idle_;
 };
 

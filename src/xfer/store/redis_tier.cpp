@@ -3,11 +3,13 @@
 #include <hiredis/hiredis.h>
 
 #include <cstring>
+#include <deque>
 
 #include "core/log.h"
 #include "ferry/core/status.h"
 #include "xfer/store/checksum.h"
 #include "xfer/store/quote_key.h"
+#include "xfer/store/resp_io.h"
 
 namespace ferry::xfer::store {
 namespace {
@@ -41,7 +43,7 @@ struct ReplyDeleter {
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
-// Reads the next pipelined reply; nullptr when the connection failed.
+// Reads the next pipelined reply through hiredis; nullptr when the connection failed.
 Reply next_reply(redisContext* c) {
   void* r = nullptr;
   if (redisGetReply(c, &r) != REDIS_OK) return nullptr;
@@ -58,45 +60,81 @@ std::string glob_escape(std::string_view s) {
   return out;
 }
 
-// Runs n items through one connection in pipeline windows. queue(i) appends item
-// i's command and returns its payload bytes, or nullopt when it settled the item
-// without a command; settle(i, reply) handles the reply. When the connection
-// fails, every item not yet answered gets fail(i, message).
+// RESP bulk string header: "$<n>\r\n".
+void append_bulk_head(std::string& out, std::size_t n) {
+  out += '$';
+  out += std::to_string(n);
+  out += "\r\n";
+}
+
+// The commands of one pipeline window, written with one writev (resp_io.h).
+struct Window {
+  std::vector<iovec> iov;
+  std::deque<std::string> text;  // command text the iovecs point into (a deque never moves it)
+  std::vector<std::size_t> sent;
+  std::uint64_t bytes = 0;
+
+  void clear() {
+    iov.clear();
+    text.clear();
+    sent.clear();
+    bytes = 0;
+  }
+  std::string& add_text() {
+    text.emplace_back();
+    return text.back();
+  }
+  void add(const void* p, std::size_t n) {
+    if (n > 0) iov.push_back({const_cast<void*>(p), n});
+  }
+};
+
+// Runs n items through one connection in pipeline windows. queue(i, window)
+// adds item i's command and returns true, or settles the item without one and
+// returns false; settle(i, reader, fd) reads item i's reply and returns "" or
+// why the connection failed. When the connection fails, every item not yet
+// answered gets fail(i, message), and so does the rest of the call: the next
+// call connects again.
 template <class Queue, class Settle, class Fail>
 void pipeline(RedisPool::Lease& lease, const std::string& address, std::size_t n, Queue queue, Settle settle,
               Fail fail) {
   std::string error;
   redisContext* c = lease.connect(&error);
+  if (c == nullptr) error += "; the tier tries again on its next call";
+  RespReader& reader = lease.reader();
+  Window w;
   std::size_t i = 0;
-  std::vector<std::size_t> sent;
+  const auto lost = [&](const std::string& why) {
+    error = "redis " + address + " unavailable: " + why + "; the tier reconnects on its next call";
+    lease.drop();
+    c = nullptr;
+  };
   while (i < n) {
     if (c == nullptr) {
-      // Down: the rest of this call fails fast; the next call tries to connect.
       for (; i < n; ++i) fail(i, error);
       return;
     }
-    sent.clear();
-    std::uint64_t bytes = 0;
-    while (i < n && sent.size() < kWindowItems && bytes < kWindowBytes) {
-      if (const auto b = queue(c, i)) {
-        sent.push_back(i);
-        bytes += *b;
-      }
+    w.clear();
+    while (i < n && w.sent.size() < kWindowItems && w.bytes < kWindowBytes) {
+      if (queue(i, w)) w.sent.push_back(i);
       ++i;
     }
-    for (std::size_t k = 0; k < sent.size(); ++k) {
-      Reply r = next_reply(c);
-      if (!r) {
-        error = "redis " + address + " unavailable: " + (c->errstr[0] ? c->errstr : "connection lost") +
-                "; the tier reconnects on its next call";
-        for (; k < sent.size(); ++k) fail(sent[k], error);
-        lease.drop();
-        c = nullptr;
+    if (w.sent.empty()) continue;
+    if (auto why = resp_write_all(c->fd, w.iov); !why.empty()) {
+      lost(why);
+      for (const std::size_t k : w.sent) fail(k, error);
+      continue;
+    }
+    for (std::size_t k = 0; k < w.sent.size(); ++k) {
+      if (auto why = settle(w.sent[k], reader, c->fd); !why.empty()) {
+        lost(why);
+        for (; k < w.sent.size(); ++k) fail(w.sent[k], error);
         break;
       }
-      settle(sent[k], r.get());
     }
   }
+  // Every reply was read: anything more would put hiredis out of step.
+  if (c != nullptr && reader.buffered() != 0) lost("unexpected bytes after the last reply");
 }
 
 }  // namespace
@@ -114,10 +152,6 @@ RedisTier::RedisTier(RedisTierOptions options) : opts_(std::move(options)) {
 RedisTier::~RedisTier() = default;
 
 std::string RedisTier::full_key(std::string_view key) const { return opts_.prefix + std::string(key); }
-
-std::string RedisTier::unavailable(const std::string& why) const {
-  return why.find("unavailable") != std::string::npos ? why : why + "; the tier reconnects on its next call";
-}
 
 std::uint64_t RedisTier::used() const {
   std::lock_guard lock(mu_);
@@ -150,46 +184,52 @@ void RedisTier::forget(std::string_view key) {
 void RedisTier::put(std::span<PutItem> items) {
   if (items.empty()) return;
   auto lease = pool_->lease();
-  std::vector<std::string> keys(items.size());
+  std::vector<ValueHeader> headers(items.size());
   pipeline(
       lease, pool_->address(), items.size(),
-      [&](redisContext* c, std::size_t i) -> std::optional<std::uint64_t> {
+      [&](std::size_t i, Window& w) {
         PutItem& item = items[i];
         if (item.key.empty()) {
           item.status = XferStatus::InvalidDesc;
           item.error = "redis tier: empty key";
-          return std::nullopt;
+          return false;
         }
-        keys[i] = full_key(item.key);
-        // SET <key> <header + data>, written as RESP by hand so that the object's
-        // bytes are copied once, straight into hiredis's output buffer (it appends
-        // formatted commands as raw bytes, so one command may come in pieces).
-        const ValueHeader h{kValueMagic, item.data.size, item.checksum, 0};
-        std::string head = "*3\r\n$3\r\nSET\r\n$" + std::to_string(keys[i].size()) + "\r\n" + keys[i] + "\r\n$" +
-                           std::to_string(kValueHeader + item.data.size) + "\r\n";
-        head.append(reinterpret_cast<const char*>(&h), sizeof(h));
-        redisAppendFormattedCommand(c, head.data(), head.size());
-        if (item.data.size > 0)
-          redisAppendFormattedCommand(c, reinterpret_cast<const char*>(item.data.data), item.data.size);
-        redisAppendFormattedCommand(c, "\r\n", 2);
-        return item.data.size;
+        // SET <prefix><key> <header><data>: the data goes from the caller's
+        // buffer to the socket, uncopied.
+        headers[i] = ValueHeader{kValueMagic, item.data.size, item.checksum, 0};
+        std::string& t = w.add_text();
+        t = "*3\r\n$3\r\nSET\r\n";
+        append_bulk_head(t, opts_.prefix.size() + item.key.size());
+        t += opts_.prefix;
+        t += item.key;
+        t += "\r\n";
+        append_bulk_head(t, kValueHeader + item.data.size);
+        w.add(t.data(), t.size());
+        w.add(&headers[i], kValueHeader);
+        w.add(item.data.data, item.data.size);
+        w.add("\r\n", 2);
+        w.bytes += item.data.size;
+        return true;
       },
-      [&](std::size_t i, redisReply* r) {
+      [&](std::size_t i, RespReader& reader, int fd) -> std::string {
         PutItem& item = items[i];
-        if (r->type == REDIS_REPLY_STATUS) {
+        RespReader::Head h;
+        if (auto why = reader.read_head(fd, &h); !why.empty()) return why;
+        if (h.kind == RespReader::Kind::Status) {
           item.status = XferStatus::Ok;
           item.error.clear();
           touch(item.key, item.data.size);
-          return;
+          return {};
         }
-        const std::string msg = r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "unexpected reply";
+        if (h.kind != RespReader::Kind::Error) return "unexpected reply to SET";
         // maxmemory reached: the chain sends the object (or victims) further down.
-        item.status = msg.rfind("OOM", 0) == 0 ? XferStatus::NoSpace : XferStatus::IoError;
-        item.error = "redis " + pool_->address() + ": SET " + quote_key(item.key) + ": " + msg;
+        item.status = h.text.rfind("OOM", 0) == 0 ? XferStatus::NoSpace : XferStatus::IoError;
+        item.error = "redis " + pool_->address() + ": SET " + quote_key(item.key) + ": " + h.text;
+        return {};
       },
       [&](std::size_t i, const std::string& error) {
         items[i].status = XferStatus::Unavailable;
-        items[i].error = unavailable(error);
+        items[i].error = error;
       });
 }
 
@@ -198,60 +238,85 @@ void RedisTier::get(std::span<GetItem> items) {
   auto lease = pool_->lease();
   pipeline(
       lease, pool_->address(), items.size(),
-      [&](redisContext* c, std::size_t i) -> std::optional<std::uint64_t> {
+      [&](std::size_t i, Window& w) {
         GetItem& item = items[i];
         if (item.key.empty()) {
           item.status = XferStatus::InvalidDesc;
           item.error = "redis tier: empty key";
-          return std::nullopt;
+          return false;
         }
-        const std::string k = full_key(item.key);
-        redisAppendCommand(c, "GET %b", k.data(), k.size());
-        return item.out.size;
+        std::string& t = w.add_text();
+        t = "*2\r\n$3\r\nGET\r\n";
+        append_bulk_head(t, opts_.prefix.size() + item.key.size());
+        t += opts_.prefix;
+        t += item.key;
+        t += "\r\n";
+        w.add(t.data(), t.size());
+        w.bytes += item.out.size;
+        return true;
       },
-      [&](std::size_t i, redisReply* r) {
+      [&](std::size_t i, RespReader& reader, int fd) -> std::string {
         GetItem& item = items[i];
-        if (r->type == REDIS_REPLY_NIL) {
-          item.status = XferStatus::NotFound;
-          item.error = "redis tier: no object " + quote_key(item.key);
-          forget(item.key);
-          return;
+        RespReader::Head head;
+        if (auto why = reader.read_head(fd, &head); !why.empty()) return why;
+        switch (head.kind) {
+          case RespReader::Kind::Nil:
+            item.status = XferStatus::NotFound;
+            item.error = "redis tier: no object " + quote_key(item.key);
+            forget(item.key);
+            return {};
+          case RespReader::Kind::Error:
+            item.status = XferStatus::IoError;
+            item.error = "redis " + pool_->address() + ": GET " + quote_key(item.key) + ": " + head.text;
+            return {};
+          case RespReader::Kind::Bulk: break;
+          default: return "unexpected reply to GET";
         }
-        if (r->type != REDIS_REPLY_STRING) {
-          item.status = XferStatus::IoError;
-          item.error = "redis " + pool_->address() + ": GET " + quote_key(item.key) + ": " +
-                       (r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "unexpected reply");
-          return;
-        }
-        ValueHeader h;
-        const auto corrupt = [&](const std::string& why) {
-          item.status = XferStatus::ChecksumMismatch;
-          item.error = "redis " + pool_->address() + ": key " + quote_key(opts_.prefix + std::string(item.key)) +
-                       ": " + why;
+        const auto len = static_cast<std::uint64_t>(head.n);
+        // Settles the item with `status` after reading (or discarding) the rest of
+        // the value, so the next reply starts where it should.
+        const auto finish = [&](std::uint64_t rest, XferStatus status, std::string why) -> std::string {
+          if (auto e = reader.read_payload(fd, nullptr, rest); !e.empty()) return e;
+          if (auto e = reader.read_crlf(fd); !e.empty()) return e;
+          item.status = status;
+          item.error = std::move(why);
+          return {};
         };
-        if (auto why = parse_header(r->str, r->len, &h); !why.empty()) return corrupt(why);
-        if (h.size != r->len - kValueHeader)
-          return corrupt("the header says " + std::to_string(h.size) + " bytes, the value holds " +
-                         std::to_string(r->len - kValueHeader));
+        const auto where = "redis " + pool_->address() + ": key " + quote_key(opts_.prefix + std::string(item.key));
+        if (len < kValueHeader)
+          return finish(len, XferStatus::ChecksumMismatch,
+                        where + ": value of " + std::to_string(len) + " bytes is shorter than a header");
+        ValueHeader h;
+        if (auto e = reader.read_payload(fd, &h, kValueHeader); !e.empty()) return e;
+        const std::uint64_t rest = len - kValueHeader;
+        if (h.magic != kValueMagic)
+          return finish(rest, XferStatus::ChecksumMismatch, where + ": not a ferry value (bad magic)");
+        if (h.size != rest)
+          return finish(rest, XferStatus::ChecksumMismatch,
+                        where + ": the header says " + std::to_string(h.size) + " bytes, the value holds " +
+                            std::to_string(rest));
         item.size = h.size;
-        if (item.out.size < h.size) {
-          item.status = XferStatus::TooLarge;
-          item.error = "redis tier: object " + quote_key(item.key) + " has " + std::to_string(h.size) +
-                       " bytes, the buffer holds " + std::to_string(item.out.size);
-          return;
-        }
-        if (h.size > 0) std::memcpy(item.out.data, r->str + kValueHeader, h.size);
+        if (item.out.size < h.size)
+          return finish(rest, XferStatus::TooLarge,
+                        "redis tier: object " + quote_key(item.key) + " has " + std::to_string(h.size) +
+                            " bytes, the buffer holds " + std::to_string(item.out.size));
+        if (auto e = reader.read_payload(fd, item.out.data, h.size); !e.empty()) return e;
+        if (auto e = reader.read_crlf(fd); !e.empty()) return e;
         const std::uint64_t got = checksum({item.out.data, h.size});
-        if (got != h.checksum)
-          return corrupt("checksum mismatch (stored " + checksum_hex(h.checksum) + ", computed " + checksum_hex(got) +
-                         ")");
+        if (got != h.checksum) {
+          item.status = XferStatus::ChecksumMismatch;
+          item.error = where + ": checksum mismatch (stored " + checksum_hex(h.checksum) + ", computed " +
+                       checksum_hex(got) + ")";
+          return {};
+        }
         item.status = XferStatus::Ok;
         item.error.clear();
         touch(item.key, h.size);
+        return {};
       },
       [&](std::size_t i, const std::string& error) {
         items[i].status = XferStatus::Unavailable;
-        items[i].error = unavailable(error);
+        items[i].error = error;
       });
 }
 

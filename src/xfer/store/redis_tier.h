@@ -73,7 +73,6 @@ class RedisTier final : public Tier {
   std::string full_key(std::string_view key) const;
   void touch(std::string_view key, std::uint64_t size);
   void forget(std::string_view key);
-  std::string unavailable(const std::string& why) const;
 
   RedisTierOptions opts_;
   std::string spec_;

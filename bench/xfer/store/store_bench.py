@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""The storage tiers against the tools everyone trusts, in one run.
+
+(a) The file tier against fio: same block size, queue depth and O_DIRECT
+    setting, io_uring in both (fio --ioengine=io_uring --rw=write, then
+    --rw=read). fio writes one preallocated-as-it-goes file; the tier writes a
+    file per object (create, write header + data, rename), so the ratio is the
+    price of that layout.
+(b) The redis tier against redis-benchmark (-t set,get -d <size> -P <pipeline>
+    -c <clients>), on a redis-server this script starts. redis-benchmark SETs and
+    GETs one key over and over (no -r); the tier is run the same way (--keys 1)
+    for the ratio, and once more with a key per object, as a cache really runs.
+
+Every point is measured --repeat times, the tools interleaved, and the median
+kept. Ratios are ours / theirs, both from this run. Prints a table and writes
+every number to JSON (--json-out). Standard library only.
+
+  python3 bench/xfer/store/store_bench.py --build-dir /work/build-store \\
+      --json-out docs/bench/store.json
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
+         "g": 1 << 30, "gib": 1 << 30}
+
+
+class BenchError(Exception):
+    pass
+
+
+def parse_size(text):
+    t = text.strip().lower()
+    i = len(t)
+    while i > 0 and not t[i - 1].isdigit():
+        i -= 1
+    if t[i:] not in UNITS or i == 0:
+        raise BenchError(f"'{text}' is not a size like 4096, 64KiB or 1MiB")
+    return int(t[:i]) * UNITS[t[i:]]
+
+
+def fmt_size(n):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n}B"
+
+
+def run(argv, timeout=600):
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise BenchError(f"{' '.join(argv[:8])} ... exited with {p.returncode}:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return p.stdout
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def fs_type(path):
+    best, fstype = "", "unknown"
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                mnt = parts[1]
+                if os.path.abspath(path).startswith(mnt) and len(mnt) > len(best):
+                    best, fstype = mnt, f"{parts[2]} on {parts[0]}"
+    except OSError:
+        pass
+    return fstype
+
+
+def git_commit(path):
+    try:
+        return subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=5).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def tool_version(argv):
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=5).stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def ours(bench, tier, size, qd, total, direct=False, threads=1, keys=0):
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        argv = [bench, "--tier", tier, "--block-size", str(size), "--qd", str(qd), "--total", str(total),
+                "--threads", str(threads), "--json-out", out.name]
+        if direct:
+            argv.append("--direct")
+        if keys:
+            argv += ["--keys", str(keys)]
+        run(argv)
+        d = json.load(open(out.name))
+    return {"put": d["put"]["gbps"], "get": d["get"]["gbps"], "checksum_gbps": d["checksum_gbps"]}
+
+
+def fio(path, rw, size, qd, total, direct):
+    out = run(["fio", "--name=" + rw, "--filename=" + path, "--ioengine=io_uring", "--rw=" + rw,
+               f"--bs={size}", f"--iodepth={qd}", f"--direct={1 if direct else 0}", f"--size={total}",
+               "--output-format=json"])
+    job = json.loads(out[out.index("{"):])["jobs"][0]
+    return job["write" if rw == "write" else "read"]["bw_bytes"] / 1e9
+
+
+def sync_disk():
+    os.sync()  # earlier runs' dirty pages must not be written back during the next measurement
+
+
+def file_points(args, bench):
+    rows = []
+    root = tempfile.mkdtemp(prefix="ferry-store-bench-", dir=args.dir)
+    try:
+        for direct in args.direct:
+            for size in args.file_sizes:
+                samples = {"ours_put": [], "ours_get": [], "fio_write": [], "fio_read": []}
+                for rep in range(args.repeat):
+                    order = ["ours", "fio"] if rep % 2 == 0 else ["fio", "ours"]
+                    for who in order:
+                        sync_disk()
+                        if who == "ours":
+                            tier_dir = os.path.join(root, "tier")
+                            r = ours(bench, "file:" + tier_dir, size, args.file_qd, args.file_total, direct)
+                            shutil.rmtree(tier_dir, ignore_errors=True)
+                            samples["ours_put"].append(r["put"])
+                            samples["ours_get"].append(r["get"])
+                        else:
+                            path = os.path.join(root, "fio.dat")
+                            samples["fio_write"].append(fio(path, "write", size, args.file_qd, args.file_total, direct))
+                            samples["fio_read"].append(fio(path, "read", size, args.file_qd, args.file_total, direct))
+                            os.unlink(path)
+                med = {k: statistics.median(v) for k, v in samples.items()}
+                row = {"tier": "file", "direct": direct, "size": size, "qd": args.file_qd, "samples": samples,
+                       "median": med, "put_ratio": med["ours_put"] / med["fio_write"],
+                       "get_ratio": med["ours_get"] / med["fio_read"]}
+                rows.append(row)
+                print(f"  file {'direct ' if direct else 'buffered'} {fmt_size(size):>7}: put {med['ours_put']:.3f} "
+                      f"vs fio {med['fio_write']:.3f} ({row['put_ratio']:.2f}x), get {med['ours_get']:.3f} vs "
+                      f"{med['fio_read']:.3f} ({row['get_ratio']:.2f}x)", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return rows
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_cmd(port, *args):
+    return run(["redis-cli", "-p", str(port)] + list(args))
+
+
+def redis_benchmark(port, size, pipeline, clients, requests):
+    out = run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", "set,get", "-d", str(size),
+               "-P", str(pipeline), "-c", str(clients), "-n", str(requests), "--csv", "-q"])
+    rps = {}
+    for line in out.splitlines():
+        cells = [c.strip('"') for c in line.split(",")]
+        if len(cells) > 1 and cells[0] in ("SET", "GET"):
+            rps[cells[0]] = float(cells[1])
+    if set(rps) != {"SET", "GET"}:
+        raise BenchError(f"cannot read redis-benchmark's output:\n{out}")
+    return {"set": rps["SET"] * size / 1e9, "get": rps["GET"] * size / 1e9}
+
+
+def redis_points(args, bench):
+    rows = []
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="ferry-redis-bench-")
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", workdir, "--protected-mode", "no"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if "PONG" in redis_cmd(port, "ping"):
+                    break
+            except BenchError:
+                pass
+            if time.monotonic() > deadline:
+                raise BenchError("redis-server did not start")
+            time.sleep(0.05)
+        url = f"redis://127.0.0.1:{port}"
+        for size in args.redis_sizes:
+            requests = max(args.redis_min_requests, args.redis_total // size)
+            total = requests * size
+            samples = {"ours_set": [], "ours_get": [], "rb_set": [], "rb_get": [], "ours_set_distinct": [],
+                       "ours_get_distinct": []}
+            for rep in range(args.repeat):
+                order = ["ours", "rb"] if rep % 2 == 0 else ["rb", "ours"]
+                for who in order:
+                    redis_cmd(port, "flushall")
+                    if who == "ours":
+                        r = ours(bench, url, size, args.redis_pipeline, total, threads=args.redis_clients, keys=1)
+                        samples["ours_set"].append(r["put"])
+                        samples["ours_get"].append(r["get"])
+                        redis_cmd(port, "flushall")
+                        r = ours(bench, url, size, args.redis_pipeline, total, threads=args.redis_clients)
+                        samples["ours_set_distinct"].append(r["put"])
+                        samples["ours_get_distinct"].append(r["get"])
+                    else:
+                        r = redis_benchmark(port, size, args.redis_pipeline, args.redis_clients, requests)
+                        samples["rb_set"].append(r["set"])
+                        samples["rb_get"].append(r["get"])
+            med = {k: statistics.median(v) for k, v in samples.items()}
+            row = {"tier": "redis", "size": size, "pipeline": args.redis_pipeline, "clients": args.redis_clients,
+                   "requests": requests, "samples": samples, "median": med,
+                   "set_ratio": med["ours_set"] / med["rb_set"], "get_ratio": med["ours_get"] / med["rb_get"]}
+            rows.append(row)
+            print(f"  redis {fmt_size(size):>7}: set {med['ours_set']:.3f} vs {med['rb_set']:.3f} "
+                  f"({row['set_ratio']:.2f}x), get {med['ours_get']:.3f} vs {med['rb_get']:.3f} "
+                  f"({row['get_ratio']:.2f}x); a key per object: set {med['ours_set_distinct']:.3f}, "
+                  f"get {med['ours_get_distinct']:.3f}", flush=True)
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return rows
+
+
+def table(rows):
+    lines = []
+    files = [r for r in rows if r["tier"] == "file"]
+    if files:
+        lines += ["| file tier | block | qd | put GB/s | fio write GB/s | **put ratio** | get GB/s | fio read GB/s "
+                  "| **get ratio** |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in files:
+            m = r["median"]
+            lines.append(f"| {'O_DIRECT' if r['direct'] else 'buffered'} | {fmt_size(r['size'])} | {r['qd']} "
+                         f"| {m['ours_put']:.3f} | {m['fio_write']:.3f} | **{r['put_ratio']:.2f}** "
+                         f"| {m['ours_get']:.3f} | {m['fio_read']:.3f} | **{r['get_ratio']:.2f}** |")
+    reds = [r for r in rows if r["tier"] == "redis"]
+    if reds:
+        if lines:
+            lines.append("")
+        lines += ["| redis tier | value | pipeline | SET GB/s | redis-benchmark SET | **ratio** | GET GB/s "
+                  "| redis-benchmark GET | **ratio** | SET, key per object | GET, key per object |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in reds:
+            m = r["median"]
+            lines.append(f"| c={r['clients']} | {fmt_size(r['size'])} | {r['pipeline']} | {m['ours_set']:.3f} "
+                         f"| {m['rb_set']:.3f} | **{r['set_ratio']:.2f}** | {m['ours_get']:.3f} | {m['rb_get']:.3f} "
+                         f"| **{r['get_ratio']:.2f}** | {m['ours_set_distinct']:.3f} | {m['ours_get_distinct']:.3f} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-dir", default="build", help="where ferry-store-bench was built")
+    ap.add_argument("--dir", default="/var/tmp", help="a directory on the disk to measure (not tmpfs)")
+    ap.add_argument("--file-sizes", default="64KiB,1MiB,4MiB")
+    ap.add_argument("--file-qd", type=int, default=32)
+    ap.add_argument("--file-total", default="1GiB")
+    ap.add_argument("--direct", default="on,off", help="on, off or on,off")
+    ap.add_argument("--redis-sizes", default="4KiB,64KiB,1MiB")
+    ap.add_argument("--redis-pipeline", type=int, default=16)
+    ap.add_argument("--redis-clients", type=int, default=1)
+    ap.add_argument("--redis-total", default="512MiB")
+    ap.add_argument("--redis-min-requests", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--skip-file", action="store_true")
+    ap.add_argument("--skip-redis", action="store_true")
+    ap.add_argument("--json-out")
+    args = ap.parse_args()
+    try:
+        args.file_sizes = [parse_size(s) for s in args.file_sizes.split(",")]
+        args.redis_sizes = [parse_size(s) for s in args.redis_sizes.split(",")]
+        args.file_total = parse_size(args.file_total)
+        args.redis_total = parse_size(args.redis_total)
+        args.direct = [{"on": True, "off": False}[d] for d in args.direct.split(",")]
+        bench = os.path.join(args.build_dir, "bench/xfer/store/ferry-store-bench")
+        if not os.access(bench, os.X_OK):
+            raise BenchError(f"{bench} not found: build the ferry-store-bench target first")
+        for tool in (["fio"] if not args.skip_file else []) + (
+                ["redis-server", "redis-benchmark", "redis-cli"] if not args.skip_redis else []):
+            if shutil.which(tool) is None:
+                raise BenchError(f"{tool} not found (scripts/install-deps.sh installs it)")
+        rows = []
+        started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        if not args.skip_file:
+            print(f"file tier vs fio in {args.dir} ({fs_type(args.dir)}):", flush=True)
+            rows += file_points(args, bench)
+        if not args.skip_redis:
+            print("redis tier vs redis-benchmark:", flush=True)
+            rows += redis_points(args, bench)
+    except (BenchError, KeyError, subprocess.TimeoutExpired) as e:
+        print(f"store_bench: {e}", file=sys.stderr)
+        return 1
+    print()
+    print(table(rows))
+    if args.json_out:
+        meta = {"started": started, "command": " ".join(sys.argv), "commit": git_commit(os.path.dirname(__file__)),
+                "cpu": cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(),
+                "filesystem": fs_type(args.dir), "fio": tool_version(["fio", "--version"]),
+                "redis": tool_version(["redis-server", "--version"])}
+        with open(args.json_out, "w") as f:
+            json.dump({"machine": meta, "results": rows}, f, indent=2)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
