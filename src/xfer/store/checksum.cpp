@@ -6,7 +6,17 @@
 
 namespace ferry::xfer::store {
 
-std::uint64_t checksum(ByteView data) noexcept { return XXH3_64bits(data.data, data.size); }
+#if defined(__x86_64__)
+std::uint64_t checksum_avx2(const void* data, std::size_t size) noexcept;  // checksum_avx2.cpp
+#endif
+
+std::uint64_t checksum(ByteView data) noexcept {
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return checksum_avx2(data.data, data.size);
+#endif
+  return XXH3_64bits(data.data, data.size);
+}
 
 std::string checksum_hex(std::uint64_t sum) {
   char buf[24];

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cstring>
+#include <vector>
 
 #include "ferry/core/status.h"
 #include "xfer/store/checksum.h"
@@ -145,42 +146,51 @@ std::shared_ptr<const DramTier::Block> DramTier::adopt(const PutItem& item) {
 }
 
 void DramTier::put(std::span<PutItem> items) {
-  for (auto& item : items) put_one(item);
-}
-
-void DramTier::put_one(PutItem& item) {
-  if (item.key.empty()) {
-    item.status = XferStatus::InvalidDesc;
-    item.error = "dram tier: empty key";
-    return;
-  }
-  auto block = adopt(item);
-  if (!block) {
-    block = make_block(item.data.size, item.checksum, &item.error);
-    if (!block) {
-      item.status = XferStatus::NoSpace;
-      return;
+  // Place and copy every item first, without the index lock (nobody can see the
+  // new blocks yet), then publish the whole batch under one acquisition of mu_:
+  // the agent's lanes put batches of many small blocks concurrently, and a lock
+  // per block is where they would queue.
+  thread_local std::vector<std::shared_ptr<const Block>> blocks;
+  blocks.assign(items.size(), nullptr);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    PutItem& item = items[i];
+    if (item.key.empty()) {
+      item.status = XferStatus::InvalidDesc;
+      item.error = "dram tier: empty key";
+      continue;
     }
-    // The copy runs without a lock: nobody else can see this block yet.
-    if (item.data.size > 0) std::memcpy(block->data(), item.data.data, item.data.size);
+    auto block = adopt(item);
+    if (!block) {
+      block = make_block(item.data.size, item.checksum, &item.error);
+      if (!block) {
+        item.status = XferStatus::NoSpace;
+        continue;
+      }
+      if (item.data.size > 0) std::memcpy(block->data(), item.data.data, item.data.size);
+    }
+    blocks[i] = std::move(block);
   }
-
-  std::shared_ptr<const Block> old;  // released after the lock, so a free never runs under mu_
+  std::vector<std::shared_ptr<const Block>> old;  // released after the lock, so a free never runs under mu_
   {
     std::lock_guard lock(mu_);
-    auto it = index_.find(item.key);
-    if (it == index_.end()) {
-      lru_.emplace_front(item.key);
-      index_.emplace(std::string(item.key), Entry{std::move(block), lru_.begin()});
-    } else {
-      used_ -= it->second.block->size;
-      old = std::exchange(it->second.block, std::move(block));
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (!blocks[i]) continue;
+      PutItem& item = items[i];
+      auto it = index_.find(item.key);
+      if (it == index_.end()) {
+        lru_.emplace_front(item.key);
+        index_.emplace(std::string(item.key), Entry{std::move(blocks[i]), lru_.begin()});
+      } else {
+        used_ -= it->second.block->size;
+        old.push_back(std::exchange(it->second.block, std::move(blocks[i])));
+        lru_.splice(lru_.begin(), lru_, it->second.lru);
+      }
+      used_ += item.data.size;
+      item.status = XferStatus::Ok;
+      item.error.clear();
     }
-    used_ += item.data.size;
   }
-  item.status = XferStatus::Ok;
-  item.error.clear();
+  blocks.clear();
 }
 
 void DramTier::get(std::span<GetItem> items) {

@@ -87,7 +87,6 @@ class DramTier final : public Tier {
     std::list<std::string>::iterator lru;  // position in lru_ (front = most recent)
   };
 
-  void put_one(PutItem& item);
   std::shared_ptr<const Block> adopt(const PutItem& item);
   void get_one(GetItem& item);
   std::shared_ptr<const Block> make_block(std::uint64_t size, std::uint64_t checksum, std::string* error);
