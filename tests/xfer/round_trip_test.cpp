@@ -41,6 +41,27 @@ TEST(XferRoundTrip, SizesFromOneByteToMegabytesComeBackIdentical) {
   }
 }
 
+// A caching allocator (PyTorch's) hands out blocks inside larger cudaMalloc
+// allocations: registering such a block must reach the right bytes.
+TEST(XferRoundTrip, ABlockInsideALargerAllocationCanBeRegisteredByItself) {
+  FerryAgent agent_proc({"dram:16MiB"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  Buffer big = Buffer::allocate(xfer_env().mem, 1 << 20);
+  if (!big.on_gpu()) agent.register_memory(big);  // host memory is reached through its Buffer's memfd
+  const auto data = random_bytes(65536, 12);
+  big.write(196608, data.data(), data.size());
+  auto* block = static_cast<std::uint8_t*>(big.data()) + 196608;
+  const auto region = agent.register_memory(xfer_env().mem, block, 65536);
+  EXPECT_EQ(region.addr, reinterpret_cast<std::uint64_t>(block));
+  const std::vector<xfer::MemDesc> d{{reinterpret_cast<std::uint64_t>(block), 65536, 0}};
+  ASSERT_EQ(run_request(agent, XferOp::Write, d, {"inner"}), XferStatus::Ok);
+  big.write(196608, std::vector<std::uint8_t>(65536, 0).data(), 65536);
+  ASSERT_EQ(run_request(agent, XferOp::Read, d, {"inner"}), XferStatus::Ok);
+  std::vector<std::uint8_t> back(65536);
+  big.read(196608, back.data(), back.size());
+  EXPECT_EQ(back, data);
+}
+
 TEST(XferRoundTrip, ManySmallBlocksInOneRequestAreBatchedAndStayInOrder) {
   FerryAgent agent_proc({"dram:64MiB"});
   Agent agent(config_for(agent_proc.endpoint()));

@@ -125,5 +125,19 @@ TEST(XferTiers, ACorruptedFileIsReportedNeverReturnedAsData) {
   ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, kSize), {"fine"}), XferStatus::Ok);
 }
 
+TEST(XferTiers, AFullFileTierFailsOnlyTheTransfersThatDoNotFitAndTheAgentGoesOn) {
+  TempDir dir;
+  FerryAgent agent_proc({"file:" + dir.path.string() + ",capacity=1MiB"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  Buffer buf = Buffer::allocate(xfer_env().mem, 2 << 20);
+  agent.register_memory(buf);
+  std::vector<xfer::DescResult> results;
+  EXPECT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, 2 << 20), {"too-big"}, &results), XferStatus::NoSpace);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_NE(results[0].error.find("too-big"), std::string::npos) << results[0].error;
+  EXPECT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, 512 << 10), {"fits"}), XferStatus::Ok);
+  EXPECT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, 512 << 10), {"fits"}), XferStatus::Ok);
+}
+
 }  // namespace
 }  // namespace ferry::test
