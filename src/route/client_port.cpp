@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <string>
 
-#include "ferry/core/backoff.h"
+#include "route/idle.h"
 
 namespace ferry::route::detail {
 
@@ -29,7 +29,7 @@ std::uint8_t* ClientPort::reserve_slow(std::uint32_t bytes) {
     // router never waits for us, it parks what it cannot deliver).
     ++full_waits_;
     const std::uint64_t start = now_ns();
-    Backoff backoff;
+    Backoff backoff = idle_backoff(options_);
     StallClock stall(stall_ns_);
     std::uint64_t next_check = start + 100'000'000ull;
     while ((slot = producer_.try_claim()).data == nullptr) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "ferry/core/slot_ring.h"
+#include "ferry/route/options.h"
 #include "route/fatal.h"
 #include "route/mailbox.h"
 
@@ -25,14 +26,14 @@ namespace ferry::route::detail {
 
 class ClientPort {
  public:
-  // router_pid 0: the router is a thread of this process (no liveness check needed).
-  ClientPort(ClientSlot slot, const MailboxHeader* header, std::uint64_t stall_ns)
-      : slot_(slot),
+  ClientPort(ClientSlot slot, const MailboxHeader* header, const Options& options)
+      : options_(options),
+        slot_(slot),
         header_(header),
         producer_(slot.requests),
         consumer_(slot.deliveries),
         capacity_(slot.requests.slot_size()),
-        stall_ns_(stall_ns) {}
+        stall_ns_(std::uint64_t{options.stall_timeout_ms} * 1'000'000ull) {}
 
   // Room for a frame of `bytes` in the open chunk; publishes the chunk and
   // claims the next slot when it is full, waiting while the ring is full.
@@ -100,6 +101,7 @@ class ClientPort {
  private:
   std::uint8_t* reserve_slow(std::uint32_t bytes);
 
+  Options options_;
   ClientSlot slot_;
   const MailboxHeader* header_;
   RingProducer producer_;

@@ -7,6 +7,7 @@
 #include "ferry/route/runtime.h"
 #include "route/backend.h"
 #include "route/fatal.h"
+#include "route/idle.h"
 #include "route/inline_backend.h"
 #include "route/ring_backend.h"
 #include "route/router_thread.h"
@@ -39,6 +40,8 @@ void Engine::init(MPI_Comm comm, const Options& options, Runtime* runtime) {
   Topology topology;
   if (runtime != nullptr) topology = runtime->state().topology;
   else topology = Topology::from_keys(all_node_keys(comm_, options_.node_size), rank_);
+  resolve_idle_spins(options_, topology.apps_of[static_cast<std::size_t>(topology.my_node())].size() *
+                                   (options_.mode == Mode::Thread ? 2 : 1));
 
   switch (options_.mode) {
     case Mode::Inline:

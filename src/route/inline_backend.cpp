@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "ferry/core/backoff.h"
+#include "route/idle.h"
 #include "ferry/route/engine.h"
 #include "route/fatal.h"
 
@@ -77,7 +77,7 @@ void InlineBackend::barrier() {
   const std::uint64_t h0 = stats_.handler_ns;
   ++stats_.barriers;
   Quiescence q;
-  Backoff backoff;
+  Backoff backoff = idle_backoff(options_);
   StallClock stall(stall_ns_);
   std::uint64_t last_sent = ~0ull, last_handled = ~0ull;
   for (;;) {

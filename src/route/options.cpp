@@ -16,7 +16,7 @@ namespace {
 constexpr const char* kNames[] = {"mode",       "routing",       "buffer_bytes",  "max_outstanding",
                                   "flush_us",   "recv_buffers",  "ring_slots",    "ring_slot_bytes",
                                   "node_size",  "app_cpus",      "progress_cpus", "router_cpus",
-                                  "stall_timeout_ms"};
+                                  "stall_timeout_ms", "idle_spins"};
 
 std::string env_name(const std::string& name) {
   std::string out = "FERRY_ROUTE_";
@@ -108,6 +108,8 @@ void Options::set(const std::string& raw_name, const std::string& value) {
     router_cpus = parse_cpu_list(value);
   } else if (name == "stall_timeout_ms") {
     stall_timeout_ms = to_u32(name, value);
+  } else if (name == "idle_spins") {
+    idle_spins = to_u32(name, value);
   } else {
     throw Error("unknown route option '" + raw_name + "'");
   }
@@ -189,7 +191,8 @@ std::string Options::describe() const {
     << " max_outstanding=" << max_outstanding << " flush_us=" << flush_us << " recv_buffers=" << recv_buffers
     << " ring_slots=" << ring_slots << " ring_slot_bytes=" << ring_slot_bytes << " node_size=" << node_size
     << " app_cpus=" << join(app_cpus) << " progress_cpus=" << join(progress_cpus)
-    << " router_cpus=" << join(router_cpus) << " stall_timeout_ms=" << stall_timeout_ms;
+    << " router_cpus=" << join(router_cpus) << " stall_timeout_ms=" << stall_timeout_ms
+    << " idle_spins=" << idle_spins;
   return s.str();
 }
 

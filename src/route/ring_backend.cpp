@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "ferry/core/backoff.h"
+#include "route/idle.h"
 #include "ferry/route/engine.h"
 #include "route/fatal.h"
 #include "route/router_thread.h"
@@ -19,7 +19,7 @@ RingBackend::RingBackend(Engine& engine, const Options& options, int app_rank, c
       options_(options),
       me_(static_cast<std::uint32_t>(app_rank)),
       router_block_(mailbox.stats_block()),
-      port_(mailbox.client(client), mailbox.header(), std::uint64_t{options.stall_timeout_ms} * 1'000'000ull),
+      port_(mailbox.client(client), mailbox.header(), options),
       flush_ns_(std::uint64_t{options.flush_us} * 1000ull),
       stall_ns_(std::uint64_t{options.stall_timeout_ms} * 1'000'000ull) {
   stats_.chunk_bytes = port_.capacity();
@@ -31,8 +31,7 @@ RingBackend::RingBackend(Engine& engine, const Options& options, int app_rank, s
       me_(static_cast<std::uint32_t>(app_rank)),
       router_(std::move(router)),
       router_block_(router_->mailbox().stats_block()),
-      port_(router_->mailbox().client(0), router_->mailbox().header(),
-            std::uint64_t{options.stall_timeout_ms} * 1'000'000ull),
+      port_(router_->mailbox().client(0), router_->mailbox().header(), options),
       flush_ns_(std::uint64_t{options.flush_us} * 1000ull),
       stall_ns_(std::uint64_t{options.stall_timeout_ms} * 1'000'000ull) {
   stats_.chunk_bytes = port_.capacity();
@@ -89,7 +88,7 @@ void RingBackend::barrier() {
   port_.publish_chunk();
   port_.publish_handled(stats_.msgs_received);
   port_.request_barrier(epoch_);
-  Backoff backoff;
+  Backoff backoff = idle_backoff(options_);
   StallClock stall(stall_ns_);
   std::uint64_t next_check = t0 + kCheckEveryNs;
   for (;;) {

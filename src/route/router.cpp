@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "ferry/core/backoff.h"
+#include "route/idle.h"
 #include "route/fatal.h"
 #include "route/frame.h"
 
@@ -216,7 +216,7 @@ void Router::check_clients() {
 }
 
 void Router::run(std::uint64_t (*cpu_time)()) {
-  Backoff backoff;
+  Backoff backoff = idle_backoff(cfg_.options);
   const std::uint64_t stall_ns = std::uint64_t{cfg_.options.stall_timeout_ms} * 1'000'000ull;
   std::uint64_t next_check = now_ns() + kCheckEveryNs;
   std::uint32_t published_epoch = 0;

@@ -11,6 +11,7 @@
 
 #include "ferry/core/status.h"
 #include "route/fatal.h"
+#include "route/idle.h"
 #include "route/router_process.h"
 #include "route/runtime_state.h"
 
@@ -63,6 +64,14 @@ Runtime::Runtime(int* argc, char*** argv) : state_(std::make_unique<detail::Runt
           std::to_string(required) + ", this MPI provides " + std::to_string(provided));
 
   const std::vector<int> keys = all_node_keys(MPI_COMM_WORLD, st.options.node_size);
+  // Pollers per node: every rank, plus a progress thread per rank in thread mode
+  // (process mode's routers are ranks already).
+  {
+    std::map<int, std::size_t> per_node;
+    for (int k : keys) ++per_node[k];
+    const std::size_t ranks = per_node[keys[static_cast<std::size_t>(st.world_rank)]];
+    resolve_idle_spins(st.options, ranks * (st.options.mode == Mode::Thread ? 2 : 1));
+  }
   if (st.options.mode != Mode::Process) {
     FERRY_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &st.app_comm), "creating the application communicator");
     st.topology = Topology::from_keys(keys, st.world_rank);

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "ferry/core/backoff.h"
+#include "route/idle.h"
 #include "route/fatal.h"
 
 namespace ferry::route::detail {
@@ -11,7 +11,8 @@ constexpr int kDataTag = 0x7e1;
 }
 
 Transport::Transport(MPI_Comm comm, const Options& options, BufferPool* pool, WireStats* stats)
-    : capacity_(options.buffer_bytes),
+    : options_(options),
+      capacity_(options.buffer_bytes),
       max_outstanding_(options.max_outstanding),
       stall_ns_(std::uint64_t{options.stall_timeout_ms} * 1'000'000ull),
       pool_(pool),
@@ -75,7 +76,7 @@ std::uint8_t* Transport::reserve_slow(int peer, std::uint32_t bytes) {
 int Transport::acquire_send_slot(int peer) {
   if (free_send_slots_.empty()) {
     ++stats_->send_slot_waits;
-    Backoff backoff;
+    Backoff backoff = idle_backoff(options_);
     StallClock stall(stall_ns_);
     while (free_send_slots_.empty()) {
       if (poll()) {

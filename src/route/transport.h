@@ -88,6 +88,7 @@ class Transport {
   int acquire_send_slot(int peer);
   void post_receive(int k);
 
+  Options options_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;

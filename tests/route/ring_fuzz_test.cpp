@@ -19,6 +19,7 @@
 #include "ferry/core/backoff.h"
 #include "route/client_port.h"
 #include "route/frame.h"
+#include "route/idle.h"
 #include "route/mailbox.h"
 #include "route/router.h"
 
@@ -29,9 +30,9 @@ constexpr int kApps = 3;
 constexpr std::uint16_t kRequest = 1, kReply = 2, kOneWay = 3;
 
 std::uint64_t messages_per_app() {
-  std::uint64_t total = 400'000;
+  std::uint64_t total = 800'000;
   if (const char* env = std::getenv("FERRY_FUZZ_MESSAGES")) total = std::strtoull(env, nullptr, 10);
-  return std::max<std::uint64_t>(kApps * 100, total / 4) / kApps;
+  return std::max<std::uint64_t>(kApps * 100, total / 8) / kApps;
 }
 
 std::uint64_t mix(std::uint64_t x) {
@@ -54,6 +55,8 @@ bool check(const std::uint8_t* p, std::uint32_t len) {
     if (p[i] != byte_of(key, i)) return false;
   return true;
 }
+
+Options port_options;
 
 struct App {
   int id;
@@ -96,7 +99,7 @@ struct App {
     port.publish_chunk();
     port.publish_handled(handled);
     port.request_barrier(epoch);
-    Backoff backoff;
+    Backoff backoff = idle_backoff(port_options);
     for (;;) {
       const bool did = deliver();
       port.publish_chunk();
@@ -117,15 +120,17 @@ TEST(RouteRingFuzz, QuiescenceIsRealUnderConcurrency) {
   RouterConfig cfg;
   cfg.options.buffer_bytes = 4096;
   cfg.options.stall_timeout_ms = 120'000;
+  resolve_idle_spins(cfg.options, kApps + 1);
   cfg.mailbox = &mailbox;
   cfg.client_of_app = {0, 1, 2};
   cfg.peer_of_app = {-1, -1, -1};
+  port_options = cfg.options;
   Router router(cfg, &pool, &wire);
   std::thread router_thread([&] { router.run(nullptr); });
 
   std::vector<App> apps;
   for (int i = 0; i < kApps; ++i) {
-    apps.push_back(App{i, ClientPort(mailbox.client(static_cast<std::uint32_t>(i)), mailbox.header(), 120'000'000'000ull)});
+    apps.push_back(App{i, ClientPort(mailbox.client(static_cast<std::uint32_t>(i)), mailbox.header(), cfg.options)});
     mailbox.client(static_cast<std::uint32_t>(i)).app->state = static_cast<std::uint32_t>(ClientState::Attached);
   }
   std::atomic<std::uint64_t> imbalance{0};

@@ -170,7 +170,9 @@ struct Loopback {
     cfg.client_of_app = {0, 1};
     cfg.peer_of_app = {-1, -1};
     router = std::make_unique<Router>(cfg, &pool, &wire);
-    for (std::uint32_t i = 0; i < 2; ++i) ports.emplace_back(mailbox.client(i), mailbox.header(), 10'000'000'000ull);
+    Options o;
+    o.stall_timeout_ms = 10'000;
+    for (std::uint32_t i = 0; i < 2; ++i) ports.emplace_back(mailbox.client(i), mailbox.header(), o);
   }
   void send(int from, int to, std::uint64_t value) {
     std::uint8_t* at = ports[static_cast<std::size_t>(from)].reserve(frame_bytes(8));

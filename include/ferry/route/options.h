@@ -19,6 +19,9 @@
 //   router_cpus        FERRY_ROUTE_ROUTER_CPUS             ""      pin the router of virtual node i likewise
 //   stall_timeout_ms   FERRY_ROUTE_STALL_TIMEOUT_MS        60000   a wait that makes no progress this long
 //                                                                   aborts the job with a message
+//   idle_spins         FERRY_ROUTE_IDLE_SPINS              0       pause rounds before an idle wait yields;
+//                                                                   0: 2000, or 20 when the node has more
+//                                                                   polling threads than CPUs
 //
 // Every env name has a flag spelled --route-<name with dashes>, e.g.
 // --route-buffer-bytes=4096. CPU lists are "0-3,8,10".
@@ -58,6 +61,7 @@ struct Options {
   std::vector<int> progress_cpus;
   std::vector<int> router_cpus;
   std::uint32_t stall_timeout_ms = 60'000;
+  std::uint32_t idle_spins = 0;
 
   // Defaults overridden by FERRY_ROUTE_* variables. Throws ferry::Error naming
   // the variable and the value it could not use.
