@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints the Markdown tables of docs/bench/ from the benchmarks' JSON, so the
 documents carry exactly the measured numbers.
-Usage: bench_tables.py tcp FILE.json | launch FILE.json | scaling FILE.json..."""
+Usage: bench_tables.py tcp FILE.json | launch FILE.json | scaling FILE.json... | kv FILE.json"""
 import json
 import sys
 
@@ -51,6 +51,30 @@ def scaling(paths):
         print(f"| {d['channels']} | {m['rtt_p50_us']:.2f} µs | {m['rtt_p50_us'] / d['floor']['p50_us']:.2f} | {rate / 1e6:.2f} |")
 
 
+def kv(path):
+    """ferry kv bench: push/pull through the agent against the application's own
+    copies of the same blocks in the same run (batch API where there is a GPU)."""
+    d = json.load(open(path))
+    rows = {(r["what"], r["block_bytes"]): r for r in d["rows"]}
+    base = "cudaMemcpyBatchAsync" if d["on_gpu"] else "memcpy loop"
+    loop = "cudaMemcpyAsync loop" if d["on_gpu"] else None
+    print(f"| block | batch | push GB/s | {base} D2H | push / batch API | pull GB/s | {base} H2D "
+          f"| pull / batch API |" + (" loop D2H / H2D |" if loop else ""))
+    print("|---|---|---|---|---|---|---|---|" + ("---|" if loop else ""))
+    for block in sorted({b for _, b in rows}):
+        push, pull = rows[("ferry push", block)], rows[("ferry pull", block)]
+        d2h, h2d = rows.get((base + " D2H", block)), rows.get((base + " H2D", block))
+        line = (f"| {block >> 10} KiB | {push['batch']} | **{push['gbps']:.1f}** | {d2h['gbps']:.1f} "
+                f"| {push['gbps'] / d2h['gbps']:.2f} | **{pull['gbps']:.1f}** | {h2d['gbps']:.1f} "
+                f"| {pull['gbps'] / h2d['gbps']:.2f} |") if d2h else (
+                f"| {block >> 10} KiB | {push['batch']} | **{push['gbps']:.1f}** | | | **{pull['gbps']:.1f}** | | |")
+        if loop:
+            ld, lh = rows.get((loop + " D2H", block)), rows.get((loop + " H2D", block))
+            line += f" {ld['gbps']:.1f} / {lh['gbps']:.1f} |" if ld else " |"
+        print(line)
+
+
 if __name__ == "__main__":
     kind, files = sys.argv[1], sys.argv[2:]
-    {"tcp": lambda: tcp(files[0]), "launch": lambda: launch(files[0]), "scaling": lambda: scaling(files)}[kind]()
+    {"tcp": lambda: tcp(files[0]), "launch": lambda: launch(files[0]), "scaling": lambda: scaling(files),
+     "kv": lambda: kv(files[0])}[kind]()

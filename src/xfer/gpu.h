@@ -59,12 +59,23 @@ class Lanes {
   Lanes& operator=(const Lanes&) = delete;
   // Copies every segment on lane `lane` and waits for them. False with *error on failure.
   bool copy(int lane, std::span<const Segment> segs, bool to_device, std::string* error) noexcept;
+  // Pipelining: start() queues copies on the lane's stream and returns at once;
+  // mark() returns a ticket for everything queued so far, and wait() blocks until
+  // the work before a ticket is done (at most kMarks tickets outstanding per lane);
+  // finish() waits for all of it.
+  static constexpr int kMarks = 64;
+  bool start(int lane, std::span<const Segment> segs, bool to_device, std::string* error) noexcept;
+  std::uint64_t mark(int lane) noexcept;
+  bool wait(int lane, std::uint64_t ticket, std::string* error) noexcept;
+  bool finish(int lane, std::string* error) noexcept;
   bool uses_batch() const noexcept { return use_batch_; }
 
  private:
   int device_;
   bool use_batch_;
   void* streams_ = nullptr;  // cudaStream_t[count], opaque here
+  void* events_ = nullptr;   // cudaEvent_t[count][kMarks]
+  std::uint64_t* next_mark_ = nullptr;  // per lane
   int count_;
 };
 

@@ -28,5 +28,18 @@ bool Lanes::copy(int, std::span<const Segment>, bool, std::string* error) noexce
   *error = "no GPU in this build";
   return false;
 }
+bool Lanes::start(int, std::span<const Segment>, bool, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
+std::uint64_t Lanes::mark(int) noexcept { return 0; }
+bool Lanes::wait(int, std::uint64_t, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
+bool Lanes::finish(int, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
 
 }  // namespace ferry::xfer::gpu

@@ -1,6 +1,7 @@
 #include "xfer/agent/mover.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 #include "core/log.h"
@@ -14,6 +15,9 @@ namespace {
 // engines both prefer aligned buffers.
 constexpr std::size_t kStageAlign = 4096;
 std::size_t align_up(std::size_t n) { return (n + kStageAlign - 1) & ~(kStageAlign - 1); }
+
+// The unit of pipelining: a block is copied, and hashed, in pieces of this size.
+constexpr std::size_t kPieceBytes = 1u << 20;
 
 }  // namespace
 
@@ -138,28 +142,6 @@ void DataMover::process(int lane, const Batch& b) {
     if (is_error(b.job->results[i].status)) failures_.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool DataMover::copy(int lane, Job& job, std::size_t first, std::size_t count,
-                     const std::vector<std::uint8_t*>& host, bool to_app, std::string* error) {
-  thread_local std::vector<gpu::Segment> device_segs;
-  device_segs.clear();
-  for (std::size_t k = 0; k < count; ++k) {
-    const JobDesc& d = job.descs[first + k];
-    if (to_app && job.results[first + k].status != XferStatus::Ok) continue;
-    std::uint8_t* app = d.region->base() + d.offset;
-    const std::size_t len = to_app ? job.results[first + k].size : d.len;
-    if (len == 0) continue;
-    if (d.region->on_device()) {
-      device_segs.push_back(to_app ? gpu::Segment{app, host[k], len} : gpu::Segment{host[k], app, len});
-    } else if (to_app) {
-      std::memcpy(app, host[k], len);
-    } else {
-      std::memcpy(host[k], app, len);
-    }
-  }
-  if (device_segs.empty()) return true;
-  return lanes_->copy(lane, device_segs, to_app, error);
-}
-
 void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t count) {
   std::uint8_t* slot = staging_ + static_cast<std::size_t>(lane) * slot_bytes_;
   // Each block lands where it will be stored when the top tier is DRAM and has
@@ -169,9 +151,10 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
   thread_local std::vector<MutableByteView> reserved;
   host.clear();
   reserved.clear();
-  std::size_t off = 0;
+  std::size_t off = 0, batch_bytes = 0;
   for (std::size_t k = 0; k < count; ++k) {
     const JobDesc& d = job.descs[first + k];
+    batch_bytes += d.len;
     std::optional<MutableByteView> r;
     if (dram_ != nullptr) r = dram_->reserve(d.len);
     if (r) {
@@ -182,20 +165,89 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
       off += align_up(d.len);
     }
   }
+
+  // Copy in waves of pieces, and checksum each piece as soon as its wave has
+  // landed, while the later waves are still crossing PCIe: a large block is
+  // hashed behind its own DMA instead of after it (the reference's chunked,
+  // pipelined DMA).
+  struct Piece {
+    std::size_t k, offset, len, wave;
+  };
+  constexpr std::size_t kNoWave = ~std::size_t{0};
+  thread_local std::vector<Piece> pieces;
+  thread_local std::vector<gpu::Segment> segs;
+  thread_local std::vector<std::uint64_t> tickets;
+  pieces.clear();
+  segs.clear();
+  tickets.clear();
+  const std::size_t wave_target = std::max(kPieceBytes, batch_bytes / (gpu::Lanes::kMarks / 2));
+  std::size_t wave_bytes = 0;
   std::string error;
-  if (!copy(lane, job, first, count, host, false, &error)) {
+  bool ok = true;
+  const auto close_wave = [&] {
+    if (segs.empty()) return;
+    ok = ok && lanes_->start(lane, segs, false, &error);
+    tickets.push_back(lanes_->mark(lane));
+    segs.clear();
+    wave_bytes = 0;
+  };
+  for (std::size_t k = 0; k < count; ++k) {
+    const JobDesc& d = job.descs[first + k];
+    const std::uint8_t* app = d.region->base() + d.offset;
+    for (std::size_t at = 0; at < d.len; at += kPieceBytes) {
+      const std::size_t len = std::min<std::size_t>(kPieceBytes, d.len - at);
+      if (d.region->on_device()) {
+        segs.push_back({host[k] + at, app + at, len});
+        pieces.push_back({k, at, len, tickets.size()});
+        if ((wave_bytes += len) >= wave_target) close_wave();
+      } else {
+        std::memcpy(host[k] + at, app + at, len);
+        pieces.push_back({k, at, len, kNoWave});
+      }
+    }
+  }
+  close_wave();
+
+  thread_local std::vector<std::uint64_t> sums;
+  sums.assign(count, 0);
+  std::unique_ptr<store::ChecksumStream> stream;
+  std::size_t waited = 0;
+  for (const Piece& p : pieces) {
+    if (!ok) break;
+    if (p.wave != kNoWave && p.wave >= waited) {
+      ok = lanes_->wait(lane, tickets[p.wave], &error);
+      waited = p.wave + 1;
+      if (!ok) break;
+    }
+    const std::size_t len = job.descs[first + p.k].len;
+    const ByteView bytes{host[p.k] + p.offset, p.len};
+    if (p.len == len) {
+      sums[p.k] = store::checksum(bytes);
+      continue;
+    }
+    if (p.offset == 0) stream = std::make_unique<store::ChecksumStream>();
+    stream->update(bytes);
+    if (p.offset + p.len == len) sums[p.k] = stream->digest();
+  }
+  if (!tickets.empty()) {  // drain the lane even after a failure: the next batch reuses its slot
+    std::string drain_error;
+    if (!lanes_->finish(lane, &drain_error) && ok) {
+      ok = false;
+      error = drain_error;
+    }
+  }
+
+  if (!ok) {
     for (std::size_t k = 0; k < count; ++k)
       job.results[first + k] = {XferStatus::IoError, 0, "", "'" + job.descs[first + k].key + "': " + error};
   } else {
     thread_local std::vector<store::PutItem> items;
     items.clear();
     for (std::size_t k = 0; k < count; ++k) {
-      const JobDesc& d = job.descs[first + k];
-      const ByteView data{host[k], d.len};
       store::PutItem& it = items.emplace_back();
-      it.key = d.key;
-      it.data = data;
-      it.checksum = store::checksum(data);
+      it.key = job.descs[first + k].key;
+      it.data = ByteView{host[k], job.descs[first + k].len};
+      it.checksum = sums[k];
     }
     chain_.put(items);
     for (std::size_t k = 0; k < count; ++k) {
@@ -216,16 +268,21 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
 
 void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t count) {
   std::uint8_t* slot = staging_ + static_cast<std::size_t>(lane) * slot_bytes_;
-  // Objects in the DRAM tier are copied out of its pool in place (verified
-  // first); the rest are read from the chain into this lane's staging slot.
+  // Objects in the DRAM tier are copied out of its pool in place, and verified
+  // while the copy runs; the rest are read (and verified) from the chain into
+  // this lane's staging slot first.
   thread_local std::vector<std::uint8_t*> host;
   thread_local std::vector<std::shared_ptr<const void>> holds;
+  thread_local std::vector<std::uint64_t> expected;  // borrowed objects' stored checksums
   thread_local std::vector<std::size_t> staged;
   thread_local std::vector<store::GetItem> items;
   host.assign(count, nullptr);
+  expected.assign(count, 0);
   holds.clear();
   staged.clear();
   items.clear();
+  thread_local std::vector<bool> borrowed;
+  borrowed.assign(count, false);
   const std::string dram_name = dram_ != nullptr ? dram_->describe() : std::string();
   std::size_t off = 0;
   for (std::size_t k = 0; k < count; ++k) {
@@ -239,13 +296,11 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
           r.status = XferStatus::TooLarge;
           r.error = "'" + d.key + "' has " + std::to_string(b->bytes.size) + " bytes, the buffer holds " +
                     std::to_string(d.len);
-        } else if (const std::uint64_t sum = store::checksum(b->bytes); sum != b->checksum) {
-          r.status = XferStatus::ChecksumMismatch;
-          r.error = "'" + d.key + "' fails its checksum in " + dram_name + " (stored " +
-                    store::checksum_hex(b->checksum) + ", computed " + store::checksum_hex(sum) + ")";
         } else {
           r.status = XferStatus::Ok;
           host[k] = const_cast<std::uint8_t*>(b->bytes.data);
+          expected[k] = b->checksum;
+          borrowed[k] = true;
           holds.push_back(std::move(b->hold));  // the bytes stay valid until the copy is done
         }
         continue;
@@ -269,8 +324,35 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
       r.tier = it.tier >= 0 ? chain_.tier(static_cast<std::size_t>(it.tier)).describe() : std::string();
     }
   }
+
+  thread_local std::vector<gpu::Segment> segs;
+  segs.clear();
+  for (std::size_t k = 0; k < count; ++k) {
+    const DescResult& r = job.results[first + k];
+    if (r.status != XferStatus::Ok || r.size == 0) continue;
+    const JobDesc& d = job.descs[first + k];
+    std::uint8_t* app = d.region->base() + d.offset;
+    if (d.region->on_device())
+      segs.push_back({app, host[k], r.size});
+    else
+      std::memcpy(app, host[k], r.size);
+  }
   std::string error;
-  if (!copy(lane, job, first, count, host, true, &error)) {
+  bool ok = lanes_ == nullptr || lanes_->start(lane, segs, true, &error);
+  // The DMA reads the pool while the CPU verifies the same bytes. A mismatch
+  // fails the descriptor: the application must not use what landed in its buffer.
+  for (std::size_t k = 0; k < count; ++k) {
+    if (!borrowed[k]) continue;
+    DescResult& r = job.results[first + k];
+    const std::uint64_t sum = store::checksum({host[k], r.size});
+    if (sum != expected[k]) {
+      r.status = XferStatus::ChecksumMismatch;
+      r.error = "'" + job.descs[first + k].key + "' fails its checksum in " + dram_name + " (stored " +
+                store::checksum_hex(expected[k]) + ", computed " + store::checksum_hex(sum) + ")";
+    }
+  }
+  if (!segs.empty() && !lanes_->finish(lane, &error)) ok = false;
+  if (!ok) {
     for (std::size_t k = 0; k < count; ++k) {
       DescResult& r = job.results[first + k];
       if (r.status == XferStatus::Ok) r = {XferStatus::IoError, 0, "", "'" + job.descs[first + k].key + "': " + error};

@@ -89,9 +89,6 @@ class DataMover {
   void write_batch(int lane, Job& job, std::size_t first, std::size_t count);
   void read_batch(int lane, Job& job, std::size_t first, std::size_t count);
   // Copies between application memory and staging; false with *error on failure.
-  // host[k]: where descriptor first+k is (or goes) in host memory.
-  bool copy(int lane, Job& job, std::size_t first, std::size_t count, const std::vector<std::uint8_t*>& host,
-            bool to_app, std::string* error);
   void finish_batch(const std::shared_ptr<Job>& job);
 
   MoverOptions options_;

@@ -115,6 +115,10 @@ Lanes::Lanes(int device, int count, bool use_batch) : device_(device), use_batch
   auto* s = new cudaStream_t[count];
   for (int i = 0; i < count; ++i) FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking));
   streams_ = s;
+  auto* e = new cudaEvent_t[static_cast<std::size_t>(count) * kMarks];
+  for (int i = 0; i < count * kMarks; ++i) FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&e[i], cudaEventDisableTiming));
+  events_ = e;
+  next_mark_ = new std::uint64_t[count]();
 }
 
 Lanes::~Lanes() {
@@ -122,9 +126,21 @@ Lanes::~Lanes() {
   cudaSetDevice(device_);
   for (int i = 0; i < count_; ++i) cudaStreamDestroy(s[i]);
   delete[] s;
+  auto* e = static_cast<cudaEvent_t*>(events_);
+  for (int i = 0; i < count_ * kMarks; ++i) cudaEventDestroy(e[i]);
+  delete[] e;
+  delete[] next_mark_;
 }
 
-bool Lanes::copy(int lane, std::span<const Segment> segs, bool to_device, std::string* error) noexcept {
+namespace {
+std::string copy_error(bool to_device, cudaError_t err) {
+  return std::string(to_device ? "host-to-device" : "device-to-host") + " copy failed: " + cudaGetErrorName(err) +
+         " (" + cudaGetErrorString(err) + ")";
+}
+}  // namespace
+
+bool Lanes::start(int lane, std::span<const Segment> segs, bool to_device, std::string* error) noexcept {
+  if (segs.empty()) return true;
   cudaStream_t stream = static_cast<cudaStream_t*>(streams_)[lane];
   cudaSetDevice(device_);
   cudaError_t err = cudaSuccess;
@@ -156,13 +172,41 @@ bool Lanes::copy(int lane, std::span<const Segment> segs, bool to_device, std::s
       if (err != cudaSuccess) break;
     }
   }
-  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
   if (err != cudaSuccess) {
-    *error = std::string(to_device ? "host-to-device" : "device-to-host") + " copy failed: " +
-             cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+    *error = copy_error(to_device, err);
     return false;
   }
   return true;
+}
+
+std::uint64_t Lanes::mark(int lane) noexcept {
+  const std::uint64_t ticket = next_mark_[lane]++;
+  cudaEvent_t ev = static_cast<cudaEvent_t*>(events_)[lane * kMarks + static_cast<int>(ticket % kMarks)];
+  cudaEventRecord(ev, static_cast<cudaStream_t*>(streams_)[lane]);
+  return ticket;
+}
+
+bool Lanes::wait(int lane, std::uint64_t ticket, std::string* error) noexcept {
+  cudaEvent_t ev = static_cast<cudaEvent_t*>(events_)[lane * kMarks + static_cast<int>(ticket % kMarks)];
+  const cudaError_t err = cudaEventSynchronize(ev);
+  if (err != cudaSuccess) {
+    *error = copy_error(false, err);
+    return false;
+  }
+  return true;
+}
+
+bool Lanes::finish(int lane, std::string* error) noexcept {
+  const cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t*>(streams_)[lane]);
+  if (err != cudaSuccess) {
+    *error = copy_error(false, err);
+    return false;
+  }
+  return true;
+}
+
+bool Lanes::copy(int lane, std::span<const Segment> segs, bool to_device, std::string* error) noexcept {
+  return start(lane, segs, to_device, error) && finish(lane, error);
 }
 
 }  // namespace ferry::xfer::gpu

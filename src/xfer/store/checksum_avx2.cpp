@@ -14,4 +14,17 @@ namespace ferry::xfer::store {
 
 std::uint64_t checksum_avx2(const void* data, std::size_t size) noexcept { return XXH3_64bits(data, size); }
 
+void* checksum_stream_new_avx2() noexcept {
+  XXH3_state_t* s = XXH3_createState();
+  if (s != nullptr) XXH3_64bits_reset(s);
+  return s;
+}
+void checksum_stream_update_avx2(void* s, const void* data, std::size_t size) noexcept {
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(s), data, size);
+}
+std::uint64_t checksum_stream_digest_avx2(const void* s) noexcept {
+  return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(s));
+}
+void checksum_stream_free_avx2(void* s) noexcept { XXH3_freeState(static_cast<XXH3_state_t*>(s)); }
+
 }  // namespace ferry::xfer::store

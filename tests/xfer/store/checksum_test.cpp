@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <algorithm>
+
 #include "xfer/store/checksum.h"
 #include "xfer/store/store_test_util.h"
 
@@ -16,6 +18,16 @@ TEST(Checksum, EqualsTheLibrarysXxh3ForEverySizeClass) {
       if (n + offset > data.size()) continue;
       EXPECT_EQ(checksum({data.data() + offset, n}), XXH3_64bits(data.data() + offset, n)) << n << "+" << offset;
     }
+  }
+}
+
+TEST(Checksum, AStreamInPiecesEqualsTheOneShotChecksum) {
+  const auto data = test::random_bytes(5 << 20, 23);
+  for (std::size_t piece : {std::size_t{1} << 20, std::size_t{4096} + 3, std::size_t{5} << 20}) {
+    ChecksumStream s;
+    for (std::size_t off = 0; off < data.size(); off += piece)
+      s.update({data.data() + off, std::min(piece, data.size() - off)});
+    EXPECT_EQ(s.digest(), checksum({data.data(), data.size()})) << piece;
   }
 }
 
