@@ -376,7 +376,6 @@ bool FileTier::start_put(PutOp& op) {
     return false;
   }
 
-  if (getenv("FERRY_FALLOC")) (void)fallocate(op.fd, 0, 0, static_cast<off_t>(kFileHeaderSize + io_round_up(size)));
   encode_file_header(item.key, size, item.checksum, op.header.data());
   op.iov[0] = {op.header.data(), kFileHeaderSize};
   op.iov_count = 1;
