@@ -120,8 +120,8 @@ Work::Work(std::uint64_t table_mib, std::uint64_t seed, std::uint64_t reads_per_
   mask_ = pow2 - 1;
 }
 
-Bench::Bench(const char* app, Engine& engine, const CommonOptions& options)
-    : app_(app), engine_(engine), options_(options) {}
+Bench::Bench(const char* app, Engine& engine, const CommonOptions& options, const Work& work)
+    : app_(app), engine_(engine), work_(work), options_(options) {}
 
 void Bench::die() {
   std::fprintf(stderr, "%s: rank %d exits abruptly after %llu sends (--test-die-rank)\n", app_.c_str(),
@@ -136,6 +136,7 @@ void Bench::start() {
   stats0_ = engine_.stats();
   have_router_ = engine_.router_stats(&router0_);
   cpu0_ = cpu_ns_self();
+  work_calls0_ = work_.calls();
   t0_ = now_s();
 }
 
@@ -143,6 +144,7 @@ void Bench::stop() {
   engine_.barrier();
   seconds_ = now_s() - t0_;
   cpu_ = cpu_ns_self() - cpu0_;
+  work_calls_ = work_.calls() - work_calls0_;
   stats1_ = engine_.stats();
   if (have_router_) engine_.router_stats(&router1_);
   MPI_Barrier(engine_.comm());
@@ -164,6 +166,7 @@ int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_by
   MPI_Gather(rmine.data(), static_cast<int>(rmine.size()), MPI_UINT64_T, rall.data(), static_cast<int>(rmine.size()),
              MPI_UINT64_T, 0, comm);
   const bool all_verified = all_true(comm, verified);
+  const std::uint64_t work_calls = sum_u64(comm, work_calls_);
   if (rank != 0) return all_verified ? 0 : 1;
 
   const auto snames = names<Stats>([](Stats& s, auto f) { each_stat(s, f); });
@@ -182,9 +185,7 @@ int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_by
   j["work_per_message"] = options_.work_per_message;
   j["work_table_mib"] = options_.work_table_mib;
   j["msg_bytes"] = msg_bytes;
-  // Bytes of the application's own memory traffic (one 64-byte line per random
-  // read) per byte of message payload.
-  j["mem_comm_ratio"] = static_cast<double>(options_.work_per_message * 64) / std::max<std::uint32_t>(1, msg_bytes);
+  j["work_calls"] = work_calls;
   j["verified"] = all_verified;
   j["detail"] = detail;
 
@@ -248,16 +249,24 @@ int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_by
   j["bytes"] = bytes;
   j["msgs_per_s"] = seconds > 0 ? static_cast<double>(msgs) / seconds : 0.0;
   j["bytes_per_s"] = seconds > 0 ? static_cast<double>(bytes) / seconds : 0.0;
+  // The memory-to-communication ratio: bytes of the application's own memory
+  // traffic (one 64-byte line per random read) per byte of message payload,
+  // both over the timed phase.
+  j["mem_bytes"] = work_calls * options_.work_per_message * 64;
+  j["mem_comm_ratio"] = bytes > 0 ? static_cast<double>(work_calls * options_.work_per_message * 64) /
+                                        static_cast<double>(bytes)
+                                  : 0.0;
   j["cpu_app_s"] = app_cpu;
   j["cpu_router_s"] = router_cpu;
   j["cpu_ns_per_msg"] = msgs > 0 ? (app_cpu + router_cpu) * 1e9 / static_cast<double>(msgs) : 0.0;
   j["handler_s"] = handler;
   j["comm_s"] = comm_s;
   std::printf(
-      "%s mode=%s ranks=%d routers=%zu work=%llu: %s in %.3f s, %llu msgs (%.2f M msg/s, %.1f MB/s), cpu %.0f ns/msg, "
+      "%s mode=%s ranks=%d routers=%zu work=%llu (mem/comm %.1f): %s in %.3f s, %llu msgs (%.2f M msg/s, %.1f MB/s), cpu %.0f ns/msg, "
       "comm %.3f s, handlers %.3f s%s%s\n",
       app_.c_str(), to_string(engine_.mode()), size, routers.size(),
-      static_cast<unsigned long long>(options_.work_per_message), all_verified ? "VERIFIED" : "FAILED", seconds,
+      static_cast<unsigned long long>(options_.work_per_message), j["mem_comm_ratio"].get<double>(),
+      all_verified ? "VERIFIED" : "FAILED", seconds,
       static_cast<unsigned long long>(msgs), j["msgs_per_s"].get<double>() / 1e6, j["bytes_per_s"].get<double>() / 1e6,
       j["cpu_ns_per_msg"].get<double>(), comm_s, handler, detail.empty() ? "" : ": ", detail.c_str());
   std::fflush(stdout);

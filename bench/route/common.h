@@ -55,6 +55,7 @@ class Work {
   Work(std::uint64_t table_mib, std::uint64_t seed, std::uint64_t reads_per_message);
   // The reads for one message; the sum keeps the compiler from dropping them.
   void run() noexcept {
+    ++calls_;
     if (reads_ == 0) return;
     std::uint64_t x = state_;
     for (std::uint64_t i = 0; i < reads_; ++i) {
@@ -64,6 +65,7 @@ class Work {
     state_ = x;
   }
   std::uint64_t reads() const noexcept { return reads_; }
+  std::uint64_t calls() const noexcept { return calls_; }  // messages (or segments) worked for
   std::uint64_t sink() const noexcept { return sink_; }
 
  private:
@@ -72,13 +74,15 @@ class Work {
   std::uint64_t reads_;
   std::uint64_t state_;
   std::uint64_t sink_ = 0;
+  std::uint64_t calls_ = 0;
 };
 
 // One application run: times the phase between start() and stop() (both
 // collective, barrier-fenced), samples CPU time, and reports.
 class Bench {
  public:
-  Bench(const char* app, Engine& engine, const CommonOptions& options);
+  // `work` gives the memory side of the memory-to-communication ratio.
+  Bench(const char* app, Engine& engine, const CommonOptions& options, const Work& work);
 
   // Counts one send; progresses every progress_every, and fires the die hook.
   void sent_one() {
@@ -99,6 +103,8 @@ class Bench {
 
   std::string app_;
   Engine& engine_;
+  const Work& work_;
+  std::uint64_t work_calls0_ = 0, work_calls_ = 0;
   CommonOptions options_;
   std::uint64_t sends_ = 0;
   double t0_ = 0, seconds_ = 0;

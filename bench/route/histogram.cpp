@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   auto add = engine.register_handler<Update>(
       [&](Engine&, int, const Update& u) { ++counts[u.slot - base]; });
   Work work(common.work_table_mib, common.seed + static_cast<std::uint64_t>(me), common.work_per_message);
-  Bench bench("histogram", engine, common);
+  Bench bench("histogram", engine, common, work);
 
   bench.start();
   Rng rng(common.seed, static_cast<std::uint64_t>(me));

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     e.send(from, on_reply, Reply{table[q.index - base], q.slot});
   });
   Work work(common.work_table_mib, common.seed + static_cast<std::uint64_t>(me), common.work_per_message);
-  Bench bench("index_gather", engine, common);
+  Bench bench("index_gather", engine, common, work);
 
   Rng rng(common.seed, static_cast<std::uint64_t>(me));
   for (std::uint64_t i = 0; i < requests; ++i) wanted[i] = rng.next() % total;

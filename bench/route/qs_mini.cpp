@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
   std::vector<Particle> queue, incoming;
   auto arrive = engine.register_handler<Particle>([&](Engine&, int, const Particle& p) { incoming.push_back(p); });
   Work work(common.work_table_mib, common.seed + static_cast<std::uint64_t>(me), common.work_per_message);
-  Bench bench("qs_mini", engine, common);
+  Bench bench("qs_mini", engine, common, work);
 
   Tallies t;
   for (std::uint64_t i = 0; i < particles; ++i) {

@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     if (m.value >= value_base && m.value < value_base + items_per_rank) ++seen[m.value - value_base];
   });
   Work work(common.work_table_mib, common.seed + static_cast<std::uint64_t>(me), common.work_per_message);
-  Bench bench("randperm", engine, common);
+  Bench bench("randperm", engine, common, work);
 
   Rng rng(common.seed, static_cast<std::uint64_t>(me));
   std::uint64_t rounds = 0;

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   received.reserve(rows_per_rank * nnz_per_row * 5 / 4);
   auto deliver = engine.register_handler<Nonzero>([&](Engine&, int, const Nonzero& z) { received.push_back(z); });
   Work work(common.work_table_mib, common.seed + static_cast<std::uint64_t>(me), common.work_per_message);
-  Bench bench("transpose", engine, common);
+  Bench bench("transpose", engine, common, work);
 
   // The local rows, generated before the clock starts (the paper times the transpose).
   std::vector<Nonzero> mine;

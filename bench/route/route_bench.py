@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Times the route's applications in every mode under mpirun, one run, one machine.
+
+For each application, rank count and --work-per-message, the same program runs
+in inline, thread and process mode (and optionally `process2`: two routers, as
+two virtual nodes). Every rank, progress thread and router gets a core of its
+own (--route-app-cpus / --route-progress-cpus / --route-router-cpus); the ratio
+of a mode's time to inline's is the speedup, measured in this run.
+
+  python3 bench/route/route_bench.py --build-dir build --size small --out /tmp/route
+
+Prints a table; writes each run's JSON under OUT/runs/ and every number to
+OUT/route-results.json. plot_route.py draws speedup against the
+memory-to-communication ratio from it. Standard library only.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+
+MODES = ("inline", "thread", "process", "process2")
+
+# Problem sizes per application: `small` for CI-class machines (numbers mean
+# nothing there), `full` for the 16-core machine (about a second per run).
+SIZES = {
+    "small": {
+        "histogram": ["--updates", "200000", "--slots-per-rank", "65536"],
+        "index_gather": ["--requests", "100000", "--entries-per-rank", "65536"],
+        "transpose": ["--rows-per-rank", "8192", "--nnz-per-row", "16"],
+        "qs_mini": ["--particles-per-rank", "20000"],
+        "randperm": ["--items-per-rank", "100000"],
+    },
+    "full": {
+        "histogram": ["--updates", "4000000", "--slots-per-rank", "1048576"],
+        "index_gather": ["--requests", "2000000", "--entries-per-rank", "1048576"],
+        "transpose": ["--rows-per-rank", "131072", "--nnz-per-row", "16", "--verify", "false"],
+        "qs_mini": ["--particles-per-rank", "200000", "--cells-x-per-rank", "2"],
+        "randperm": ["--items-per-rank", "2000000"],
+    },
+}
+# The flag that sets each application's amount of work (scaled down as
+# --work-per-message grows, so a sweep point stays about as long as the first).
+COUNT_FLAG = {"histogram": "--updates", "index_gather": "--requests", "transpose": "--rows-per-rank",
+              "qs_mini": "--particles-per-rank", "randperm": "--items-per-rank"}
+
+
+class BenchError(Exception):
+    pass
+
+
+def int_list(text):
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def scaled_args(app, size, work):
+    args = list(SIZES[size][app])
+    flag = COUNT_FLAG[app]
+    i = args.index(flag)
+    # A random DRAM read costs about as much as routing a small message, so
+    # keep (1 + work / 4) * count roughly constant.
+    args[i + 1] = str(max(1000, int(int(args[i + 1]) * 4 / (4 + work))))
+    return args
+
+
+def plan(mode, ranks, cpus):
+    """mpirun -np, route flags, and the cores used, for one mode at `ranks` application ranks."""
+    flags = [f"--route-mode={'process' if mode == 'process2' else mode}"]
+    need = ranks
+    np_ = ranks
+    if mode == "thread":
+        need = 2 * ranks
+    elif mode == "process":
+        need, np_ = ranks + 1, ranks + 1
+    elif mode == "process2":
+        if ranks % 2:
+            raise BenchError("process2 needs an even rank count")
+        need, np_ = ranks + 2, ranks + 2
+        flags.append(f"--route-node-size={ranks // 2 + 1}")
+    pinned = need <= cpus
+    if pinned:
+        flags.append(f"--route-app-cpus=0-{ranks - 1}")
+        if mode == "thread":
+            flags.append(f"--route-progress-cpus={ranks}-{2 * ranks - 1}")
+        elif mode == "process":
+            flags.append(f"--route-router-cpus={ranks}")
+        elif mode == "process2":
+            flags.append(f"--route-router-cpus={ranks},{ranks + 1}")
+    return np_, flags, need, pinned
+
+
+def run_one(a, app, mode, ranks, work, out_dir):
+    np_, flags, need, pinned = plan(mode, ranks, a.cpus)
+    name = f"{app}-{mode}-np{ranks}-w{work}"
+    cmd = [a.mpirun, "--oversubscribe", "--bind-to", "none", "-np", str(np_)] + shlex.split(a.mpirun_args)
+    cmd += [os.path.join(a.build_dir, "bench", "route", app)] + flags + scaled_args(app, a.size, work)
+    cmd += ["--work-per-message", str(work), "--work-table-mib", str(a.work_table_mib), "--quiet"]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    best = None
+    for attempt in range(a.repeat):
+        json_path = os.path.join(out_dir, "runs", f"{name}.{attempt}.json")
+        cmd_i = cmd + ["--json-out", json_path]
+        start = time.time()
+        try:
+            p = subprocess.run(cmd_i, env=env, capture_output=True, text=True, timeout=a.timeout)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"{name}: timed out after {a.timeout} s:\n  {shlex.join(cmd)}")
+        with open(os.path.join(out_dir, "logs", f"{name}.{attempt}.log"), "w") as f:
+            f.write(shlex.join(cmd) + "\n" + p.stdout + p.stderr)
+        if p.returncode != 0 or not os.path.exists(json_path):
+            raise BenchError(f"{name}: exit {p.returncode} after {time.time() - start:.1f} s:\n  {shlex.join(cmd)}\n"
+                             + (p.stdout + p.stderr)[-3000:])
+        r = json.load(open(json_path))
+        if not r.get("verified"):
+            raise BenchError(f"{name}: the application's check failed: {r.get('detail')}")
+        r.update(run=name, mode_label=mode, cores=need, pinned=pinned, np=np_, command=shlex.join(cmd_i))
+        if best is None or r["seconds"] < best["seconds"]:
+            best = r
+    return best
+
+
+def table(rows):
+    head = f"{'app':<13}{'ranks':>5}{'work':>5}{'mem/comm':>9}  {'mode':<9}{'cores':>5}{'s':>8}{'M msg/s':>9}" \
+           f"{'MB/s':>9}{'speedup':>8}{'cpu ns/msg':>11}{'comm s':>8}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['app']:<13}{r['ranks']:>5}{r['work_per_message']:>5}{r['mem_comm_ratio']:>9.1f}  "
+                     f"{r['mode_label']:<9}{r['cores']:>5}{r['seconds']:>8.3f}{r['msgs_per_s'] / 1e6:>9.2f}"
+                     f"{r['bytes_per_s'] / 1e6:>9.1f}{r.get('speedup', float('nan')):>8.2f}"
+                     f"{r['cpu_ns_per_msg']:>11.0f}{r['comm_s']:>8.3f}")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build-dir", default="build")
+    p.add_argument("--out", default="route-results")
+    p.add_argument("--size", choices=sorted(SIZES), default="small")
+    p.add_argument("--apps", default="histogram,index_gather,transpose,qs_mini,randperm")
+    p.add_argument("--modes", default="inline,thread,process")
+    p.add_argument("--ranks", default="4,8")
+    p.add_argument("--works", default="0", help="--work-per-message values for every app")
+    p.add_argument("--sweep-apps", default="transpose,qs_mini", help="apps swept over --sweep-works")
+    p.add_argument("--sweep-works", default="0,1,2,4,8,16,32")
+    p.add_argument("--sweep-ranks", default="8")
+    p.add_argument("--sweep-modes", default="inline,thread,process")
+    p.add_argument("--work-table-mib", type=int, default=64)
+    p.add_argument("--repeat", type=int, default=1, help="runs per point; the fastest counts")
+    p.add_argument("--cpus", type=int, default=os.cpu_count(), help="cores to place ranks on (0..cpus-1)")
+    p.add_argument("--mpirun", default="mpirun")
+    p.add_argument("--mpirun-args", default="", help="extra mpirun arguments")
+    p.add_argument("--timeout", type=int, default=120)
+    p.add_argument("--deadline", type=float, default=0,
+                   help="seconds: points not started by then are skipped (and listed), 0 = none")
+    a = p.parse_args()
+    for d in ("runs", "logs"):
+        os.makedirs(os.path.join(a.out, d), exist_ok=True)
+    modes = [m for m in a.modes.split(",") if m]
+    for m in modes + a.sweep_modes.split(","):
+        if m not in MODES:
+            raise BenchError(f"unknown mode {m}; known: {', '.join(MODES)}")
+    # Order: the largest rank count first, then the sweep, so that a --deadline
+    # cuts the least telling points.
+    points = []  # (app, ranks, work, modes)
+    base_ranks = sorted(int_list(a.ranks), reverse=True)
+    sweep = []
+    for app in [x for x in a.sweep_apps.split(",") if x]:
+        for ranks in int_list(a.sweep_ranks):
+            for w in int_list(a.sweep_works):
+                sweep.append((app, ranks, w, a.sweep_modes.split(",")))
+    for i, ranks in enumerate(base_ranks):
+        for app in a.apps.split(","):
+            for w in int_list(a.works):
+                if not any(s[:3] == (app, ranks, w) for s in sweep):
+                    points.append((app, ranks, w, modes))
+        if i == 0:
+            points += sweep
+    rows = []
+    skipped = []
+    t0 = time.time()
+    for app, ranks, work, ms in points:
+        if a.deadline and time.time() - t0 > a.deadline:
+            skipped.append(f"{app}-np{ranks}-w{work}")
+            continue
+        base = None
+        for mode in ms:
+            r = run_one(a, app, mode, ranks, work, a.out)
+            if mode == "inline":
+                base = r
+            r["speedup"] = base["seconds"] / r["seconds"] if base else float("nan")
+            r["ranks"] = ranks
+            rows.append(r)
+            print(f"  {r['run']}: {r['seconds']:.3f} s, {r['msgs_per_s'] / 1e6:.2f} M msg/s, "
+                  f"speedup {r['speedup']:.2f}{'' if r['pinned'] else ' (NOT pinned: oversubscribed)'}", flush=True)
+    print()
+    print(table(rows))
+    oversub = [r["run"] for r in rows if not r["pinned"]]
+    if oversub:
+        print(f"\nWARNING: {len(oversub)} runs needed more cores than --cpus {a.cpus}: they ran oversubscribed "
+              "and unpinned; their times say nothing about the modes.")
+    if skipped:
+        print(f"\nSKIPPED after the {a.deadline:.0f} s deadline: {', '.join(skipped)}")
+    summary = {
+        "skipped": skipped,
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "cpus": a.cpus,
+        "size": a.size,
+        "args": vars(a),
+        "elapsed_s": time.time() - t0,
+        "rows": [{k: v for k, v in r.items() if k not in ("per_rank",)} for r in rows],
+    }
+    with open(os.path.join(a.out, "route-results.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(f"\nwrote {os.path.join(a.out, 'route-results.json')} ({time.time() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as e:
+        print(f"route_bench: {e}", file=sys.stderr)
+        sys.exit(1)
