@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-MODES = ("inline", "thread", "process", "process2")
+MODES = ("inline", "thread", "process", "process2", "process4")
 
 # Problem sizes per application: `small` for CI-class machines (numbers mean
 # nothing there), `full` for the 16-core machine (about a second per run).
@@ -70,27 +70,29 @@ def scaled_args(app, size, work):
 
 def plan(mode, ranks, cpus):
     """mpirun -np, route flags, and the cores used, for one mode at `ranks` application ranks."""
-    flags = [f"--route-mode={'process' if mode == 'process2' else mode}"]
-    need = ranks
-    np_ = ranks
+    # processK: K routers, as K virtual nodes of ranks/K applications + 1 router.
+    routers = 0
+    if mode.startswith("process"):
+        routers = int(mode[len("process"):] or 1)
+        if ranks % routers:
+            raise BenchError(f"{mode} needs a rank count divisible by {routers}")
+    flags = [f"--route-mode={'process' if routers else mode}"]
+    need, np_ = ranks, ranks
     if mode == "thread":
         need = 2 * ranks
-    elif mode == "process":
-        need, np_ = ranks + 1, ranks + 1
-    elif mode == "process2":
-        if ranks % 2:
-            raise BenchError("process2 needs an even rank count")
-        need, np_ = ranks + 2, ranks + 2
-        flags.append(f"--route-node-size={ranks // 2 + 1}")
+    elif routers:
+        need, np_ = ranks + routers, ranks + routers
+        if routers > 1:
+            flags.append(f"--route-node-size={ranks // routers + 1}")
     pinned = need <= cpus
     if pinned:
+        # Application ranks on cores 0..ranks-1 (virtual node by virtual node),
+        # progress threads or routers on the next cores.
         flags.append(f"--route-app-cpus=0-{ranks - 1}")
         if mode == "thread":
             flags.append(f"--route-progress-cpus={ranks}-{2 * ranks - 1}")
-        elif mode == "process":
-            flags.append(f"--route-router-cpus={ranks}")
-        elif mode == "process2":
-            flags.append(f"--route-router-cpus={ranks},{ranks + 1}")
+        elif routers:
+            flags.append(f"--route-router-cpus={ranks}-{ranks + routers - 1}")
     return np_, flags, need, pinned
 
 

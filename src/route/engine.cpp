@@ -38,8 +38,14 @@ void Engine::init(MPI_Comm comm, const Options& options, Runtime* runtime) {
   max_payload_ = options_.max_payload();
 
   Topology topology;
-  if (runtime != nullptr) topology = runtime->state().topology;
-  else topology = Topology::from_keys(all_node_keys(comm_, options_.node_size), rank_);
+  int host_local = 0;
+  if (runtime != nullptr) {
+    topology = runtime->state().topology;
+    host_local = runtime->state().host_local;
+  } else {
+    topology = Topology::from_keys(all_node_keys(comm_, options_.node_size), rank_);
+    if (!options_.progress_cpus.empty()) host_local = host_local_rank(comm_);
+  }
   resolve_idle_spins(options_, topology.apps_of[static_cast<std::size_t>(topology.my_node())].size() *
                                    (options_.mode == Mode::Thread ? 2 : 1));
 
@@ -50,10 +56,8 @@ void Engine::init(MPI_Comm comm, const Options& options, Runtime* runtime) {
     case Mode::Thread: {
       auto thread = std::make_unique<RouterThread>(comm_, options_, topology);
       int cpu = -1;
-      if (!options_.progress_cpus.empty()) {
-        const auto local = static_cast<std::size_t>(topology.local_of[static_cast<std::size_t>(rank_)]);
-        cpu = options_.progress_cpus[local % options_.progress_cpus.size()];
-      }
+      if (!options_.progress_cpus.empty())
+        cpu = options_.progress_cpus[static_cast<std::size_t>(host_local) % options_.progress_cpus.size()];
       thread->start(cpu);
       backend_ = std::make_unique<RingBackend>(*this, options_, rank_, std::move(thread));
       break;

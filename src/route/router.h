@@ -64,7 +64,9 @@ class Router {
   };
 
   bool route_frames(const std::uint8_t* data, std::uint32_t size, std::uint32_t* off);
-  bool deliver(int client, const std::uint8_t* frame, std::uint32_t bytes);
+  bool deliver_slow(int client, const std::uint8_t* frame, std::uint32_t bytes);
+  [[noreturn]] void corrupt(std::uint32_t off, std::uint32_t size) const;
+  [[noreturn]] void unserved(std::uint32_t dest) const;
   void publish_delivery(int client);
   bool drain_parked();
   bool drain_requests(int client);

@@ -59,8 +59,8 @@ int run_router_process(const RouterProcessPlan& plan) {
   Mailbox::unlink(name);
 
   if (!plan.options.router_cpus.empty())
-    pin_this_thread(plan.options.router_cpus[static_cast<std::size_t>(plan.node) % plan.options.router_cpus.size()],
-                    "router");
+    pin_this_thread(
+        plan.options.router_cpus[static_cast<std::size_t>(plan.host_local) % plan.options.router_cpus.size()], "router");
 
   BufferPool pool(plan.options.buffer_bytes);
   WireStats wire;

@@ -23,6 +23,7 @@ struct RouterProcessPlan {
   std::vector<int> node_of_app;      // app rank -> node id
   std::vector<int> local_of_app;     // app rank -> client index within its node
   int world_rank = 0;
+  int host_local = 0;                // index among this host's routers (router_cpus)
 };
 
 // Returns the process exit status (0 on success); fatal() on data-path failures.

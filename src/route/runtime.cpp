@@ -75,6 +75,7 @@ Runtime::Runtime(int* argc, char*** argv) : state_(std::make_unique<detail::Runt
   if (st.options.mode != Mode::Process) {
     FERRY_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &st.app_comm), "creating the application communicator");
     st.topology = Topology::from_keys(keys, st.world_rank);
+    st.host_local = host_local_rank(st.app_comm);
   } else {
     // The last world rank of every node is its router; the others are apps.
     std::map<int, int> last, members;
@@ -109,8 +110,11 @@ Runtime::Runtime(int* argc, char*** argv) : state_(std::make_unique<detail::Runt
     FERRY_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, is_router ? 1 : 0, is_router ? node : st.world_rank, &split),
                     "separating routers from applications");
     FERRY_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, node, st.world_rank, &node_comm), "grouping a node's ranks");
+    // CPU lists are indexed per host, over applications and routers separately.
+    const int host_local = host_local_rank(split);
     if (is_router) {
       RouterProcessPlan plan;
+      plan.host_local = host_local;
       plan.options = st.options;
       plan.node_comm = node_comm;
       plan.router_comm = split;
@@ -126,6 +130,7 @@ Runtime::Runtime(int* argc, char*** argv) : state_(std::make_unique<detail::Runt
       std::exit(rc);  // a router rank never returns into the application
     }
     st.app_comm = split;
+    st.host_local = host_local;
     st.mailbox = attach_node_mailbox(node_comm);
     MPI_Comm_free(&node_comm);
     st.client = static_cast<std::uint32_t>(st.topology.local_of[static_cast<std::size_t>(app_rank)]);
@@ -135,10 +140,9 @@ Runtime::Runtime(int* argc, char*** argv) : state_(std::make_unique<detail::Runt
     std::atomic_ref<std::uint32_t>(c.app->state)
         .store(static_cast<std::uint32_t>(ClientState::Attached), std::memory_order_release);
   }
-  if (!st.options.app_cpus.empty()) {
-    const auto local = static_cast<std::size_t>(st.topology.local_of[static_cast<std::size_t>(st.topology.app_rank)]);
-    pin_this_thread(st.options.app_cpus[local % st.options.app_cpus.size()], "application rank");
-  }
+  if (!st.options.app_cpus.empty())
+    pin_this_thread(st.options.app_cpus[static_cast<std::size_t>(st.host_local) % st.options.app_cpus.size()],
+                    "application rank");
 }
 
 Runtime::~Runtime() {

@@ -17,6 +17,7 @@ struct RuntimeState {
   int world_size = 1;
   MPI_Comm app_comm = MPI_COMM_NULL;  // world without the routers
   Topology topology;                  // of the application ranks
+  int host_local = 0;                 // index among this host's application ranks (CPU lists)
   // Process mode, application side: this node's mailbox and our client in it.
   Mailbox mailbox;
   std::uint32_t client = 0;

@@ -63,6 +63,17 @@ std::vector<int> all_node_keys(MPI_Comm comm, std::uint32_t node_size) {
   return keys;
 }
 
+int host_local_rank(MPI_Comm comm) {
+  int rank = 0, local = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm shared;
+  FERRY_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared),
+                  "finding the ranks of this host");
+  MPI_Comm_rank(shared, &local);
+  MPI_Comm_free(&shared);
+  return local;
+}
+
 void pin_this_thread(int cpu, const char* who) {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -39,6 +39,11 @@ int node_key(MPI_Comm comm, std::uint32_t node_size);
 // Node keys of every rank of comm (collective): allgather of node_key().
 std::vector<int> all_node_keys(MPI_Comm comm, std::uint32_t node_size);
 
+// This rank's index among the ranks of comm on the same host (MPI's
+// shared-memory split, ignoring virtual nodes): what CPU lists are indexed by,
+// so that virtual nodes on one machine never share cores. Collective over comm.
+int host_local_rank(MPI_Comm comm);
+
 // Pins the calling thread to `cpu`; logs a warning and carries on when the
 // kernel refuses (a CPU outside the allowed set is a setup mistake, not a crash).
 void pin_this_thread(int cpu, const char* who);

@@ -14,9 +14,10 @@
 //   ring_slot_bytes    FERRY_ROUTE_RING_SLOT_BYTES         16384   bytes per ring slot (one chunk of frames)
 //   node_size          FERRY_ROUTE_NODE_SIZE               0       0: MPI's shared-memory split; k: virtual
 //                                                                   nodes of k consecutive world ranks
-//   app_cpus           FERRY_ROUTE_APP_CPUS                ""      pin application rank i of a node to the i-th
+//   app_cpus           FERRY_ROUTE_APP_CPUS                ""      pin application rank i of a host to the i-th
 //   progress_cpus      FERRY_ROUTE_PROGRESS_CPUS           ""      pin thread-mode progress thread i likewise
-//   router_cpus        FERRY_ROUTE_ROUTER_CPUS             ""      pin the router of virtual node i likewise
+//   router_cpus        FERRY_ROUTE_ROUTER_CPUS             ""      pin router i of a host likewise
+//                      (i counts per host, across virtual nodes: they never share a core)
 //   stall_timeout_ms   FERRY_ROUTE_STALL_TIMEOUT_MS        60000   a wait that makes no progress this long
 //                                                                   aborts the job with a message
 //   idle_spins         FERRY_ROUTE_IDLE_SPINS              0       pause rounds before an idle wait yields;
