@@ -37,7 +37,7 @@ asan: deps
 tsan: deps
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_ENABLE_CUDA=OFF -DFERRY_BUILD_BENCH=OFF \
 	  -DFERRY_SANITIZE=thread
-	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test
+	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test spin_mutex_test
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 FERRY_FUZZ_MESSAGES=1000000 ctest --output-on-failure -L lockfree
 
 bench-tcp: build

@@ -24,6 +24,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "ferry/core/spin_mutex.h"
 #include "xfer/store/key_map.h"
 #include "xfer/store/pool_allocator.h"
 #include "xfer/store/tier.h"
@@ -97,11 +98,11 @@ class DramTier final : public Tier {
   std::size_t pool_size_ = 0;
   void* base_ = nullptr;
 
-  mutable std::mutex alloc_mu_;  // guards alloc_ and reserved_; taken after mu_ when both are held
+  mutable SpinMutex alloc_mu_;  // guards alloc_ and reserved_; taken after mu_ when both are held
   PoolAllocator alloc_;
   std::unordered_map<std::uint64_t, std::uint64_t> reserved_;  // offset -> size of ranges not yet adopted
 
-  mutable std::mutex mu_;  // guards index_, lru_, used_
+  mutable SpinMutex mu_;  // guards index_, lru_, used_ (short sections: see spin_mutex.h)
   KeyMap<Entry> index_;
   std::list<std::string> lru_;
   std::uint64_t used_ = 0;

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/core/spin_mutex.h"
 #include "xfer/store/key_map.h"
 #include "xfer/store/tier.h"
 
@@ -100,7 +101,7 @@ class TierChain {
   std::vector<std::unique_ptr<Tier>> tiers_;
   std::array<std::mutex, kStripes> stripes_;
 
-  std::mutex where_mu_;  // guards where_ (a key's mask changes only under its stripe)
+  SpinMutex where_mu_;  // guards where_ (a key's mask changes only under its stripe)
   KeyMap<std::uint32_t> where_;  // bit i: tier i holds the key
 
   std::atomic<std::uint64_t> moved_objects_{0}, moved_bytes_{0}, failed_moves_{0}, dropped_corrupt_{0};
