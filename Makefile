@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CUDA_PATH ?= /usr/local/cuda
 export PATH := $(PATH):$(CUDA_PATH)/bin
 
-.PHONY: deps build demo test test-gpu sanitize asan tsan bench-tcp format clean
+.PHONY: deps build demo test test-gpu sanitize asan tsan bench-tcp bench-route format clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -37,11 +37,15 @@ asan: deps
 tsan: deps
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_ENABLE_CUDA=OFF -DFERRY_BUILD_BENCH=OFF \
 	  -DFERRY_SANITIZE=thread
-	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test spin_mutex_test
+	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test spin_mutex_test route_ring_fuzz_test
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 FERRY_FUZZ_MESSAGES=1000000 ctest --output-on-failure -L lockfree
 
 bench-tcp: build
 	python3 bench/tcp_bench.py --build-dir $(BUILD)
+
+# Message routing: every app in every mode (small sizes; scripts/route-device.sh runs the full one).
+bench-route: build
+	python3 bench/route/route_bench.py --build-dir $(BUILD) --out $(BUILD)/route-results
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')

@@ -126,13 +126,12 @@ TEST(RouteRingFuzz, QuiescenceIsRealUnderConcurrency) {
   cfg.peer_of_app = {-1, -1, -1};
   port_options = cfg.options;
   Router router(cfg, &pool, &wire);
-  std::thread router_thread([&] { router.run(nullptr); });
-
   std::vector<App> apps;
   for (int i = 0; i < kApps; ++i) {
     apps.push_back(App{i, ClientPort(mailbox.client(static_cast<std::uint32_t>(i)), mailbox.header(), cfg.options)});
     mailbox.client(static_cast<std::uint32_t>(i)).app->state = static_cast<std::uint32_t>(ClientState::Attached);
   }
+  std::thread router_thread([&] { router.run(nullptr); });  // after the apps attached
   std::atomic<std::uint64_t> imbalance{0};
   std::barrier meet(kApps);
   std::vector<std::thread> threads;
