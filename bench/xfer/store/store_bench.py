@@ -3,9 +3,10 @@
 
 (a) The file tier against fio: same block size, queue depth and O_DIRECT
     setting, io_uring in both (fio --ioengine=io_uring --rw=write, then
-    --rw=read). fio writes one preallocated-as-it-goes file; the tier writes a
-    file per object (create, write header + data, rename), so the ratio is the
-    price of that layout.
+    --rw=read). fio writes one file (fallocated up front); the tier writes a file
+    per object (create, write header + data, rename). A second fio run with a
+    file per block (--nrfiles, --create_on_open) separates the price of that
+    layout from the tier's own overhead.
 (b) The redis tier against redis-benchmark (-t set,get -d <size> -P <pipeline>
     -c <clients>), on a redis-server this script starts. redis-benchmark SETs and
     GETs one key over and over (no -r); the tier is run the same way (--keys 1)
@@ -117,10 +118,21 @@ def ours(bench, tier, size, qd, total, direct=False, threads=1, keys=0):
     return {"put": d["put"]["gbps"], "get": d["get"]["gbps"], "checksum_gbps": d["checksum_gbps"]}
 
 
-def fio(path, rw, size, qd, total, direct):
-    out = run(["fio", "--name=" + rw, "--filename=" + path, "--ioengine=io_uring", "--rw=" + rw,
-               f"--bs={size}", f"--iodepth={qd}", f"--direct={1 if direct else 0}", f"--size={total}",
-               "--output-format=json"])
+def fio(target, rw, size, qd, total, direct, per_object=False):
+    """GB/s of one fio job. target is a file, or (per_object) a directory that gets
+    a file of `size` bytes per block, created as it is written, like the tier's."""
+    argv = ["fio", "--name=" + rw, "--ioengine=io_uring", "--rw=" + rw, f"--bs={size}", f"--iodepth={qd}",
+            f"--direct={1 if direct else 0}", f"--size={total}", "--output-format=json",
+            # Buffered reads come from the page cache the write left, as the tier's do.
+            "--invalidate=0"]
+    if per_object:
+        argv += ["--directory=" + target, f"--nrfiles={max(1, total // size)}", f"--filesize={size}",
+                 f"--openfiles={qd}", "--file_service_type=sequential"]
+        if rw == "write":
+            argv.append("--create_on_open=1")  # created as they are written, not laid out first
+    else:
+        argv += ["--filename=" + target]
+    out = run(argv)
     job = json.loads(out[out.index("{"):])["jobs"][0]
     return job["write" if rw == "write" else "read"]["bw_bytes"] / 1e9
 
@@ -135,30 +147,44 @@ def file_points(args, bench):
     try:
         for direct in args.direct:
             for size in args.file_sizes:
-                samples = {"ours_put": [], "ours_get": [], "fio_write": [], "fio_read": []}
+                samples = {"ours_put": [], "ours_get": [], "fio_write": [], "fio_read": [],
+                           "fio_files_write": [], "fio_files_read": []}
                 for rep in range(args.repeat):
-                    order = ["ours", "fio"] if rep % 2 == 0 else ["fio", "ours"]
+                    # Rotate the order, so that drift in the machine spreads over all three.
+                    order = ["ours", "fio", "fio_files"]
+                    order = order[rep % 3:] + order[:rep % 3]
                     for who in order:
                         sync_disk()
                         if who == "ours":
                             tier_dir = os.path.join(root, "tier")
                             r = ours(bench, "file:" + tier_dir, size, args.file_qd, args.file_total, direct)
-                            shutil.rmtree(tier_dir, ignore_errors=True)
                             samples["ours_put"].append(r["put"])
                             samples["ours_get"].append(r["get"])
-                        else:
+                            shutil.rmtree(tier_dir, ignore_errors=True)
+                        elif who == "fio":
                             path = os.path.join(root, "fio.dat")
                             samples["fio_write"].append(fio(path, "write", size, args.file_qd, args.file_total, direct))
                             samples["fio_read"].append(fio(path, "read", size, args.file_qd, args.file_total, direct))
                             os.unlink(path)
+                        else:
+                            path = os.path.join(root, "fio-files")
+                            os.makedirs(path)
+                            samples["fio_files_write"].append(
+                                fio(path, "write", size, args.file_qd, args.file_total, direct, per_object=True))
+                            samples["fio_files_read"].append(
+                                fio(path, "read", size, args.file_qd, args.file_total, direct, per_object=True))
+                            shutil.rmtree(path)
                 med = {k: statistics.median(v) for k, v in samples.items()}
                 row = {"tier": "file", "direct": direct, "size": size, "qd": args.file_qd, "samples": samples,
                        "median": med, "put_ratio": med["ours_put"] / med["fio_write"],
-                       "get_ratio": med["ours_get"] / med["fio_read"]}
+                       "get_ratio": med["ours_get"] / med["fio_read"],
+                       "put_ratio_files": med["ours_put"] / med["fio_files_write"],
+                       "get_ratio_files": med["ours_get"] / med["fio_files_read"]}
                 rows.append(row)
                 print(f"  file {'direct ' if direct else 'buffered'} {fmt_size(size):>7}: put {med['ours_put']:.3f} "
                       f"vs fio {med['fio_write']:.3f} ({row['put_ratio']:.2f}x), get {med['ours_get']:.3f} vs "
-                      f"{med['fio_read']:.3f} ({row['get_ratio']:.2f}x)", flush=True)
+                      f"{med['fio_read']:.3f} ({row['get_ratio']:.2f}x); fio with a file per block: write "
+                      f"{med['fio_files_write']:.3f}, read {med['fio_files_read']:.3f}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return rows
@@ -247,13 +273,16 @@ def table(rows):
     lines = []
     files = [r for r in rows if r["tier"] == "file"]
     if files:
-        lines += ["| file tier | block | qd | put GB/s | fio write GB/s | **put ratio** | get GB/s | fio read GB/s "
-                  "| **get ratio** |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| file tier | block | qd | put GB/s | fio write | **put / fio** | get GB/s | fio read "
+                  "| **get / fio** | fio write, file per block | put / that | fio read, file per block "
+                  "| get / that |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in files:
             m = r["median"]
             lines.append(f"| {'O_DIRECT' if r['direct'] else 'buffered'} | {fmt_size(r['size'])} | {r['qd']} "
                          f"| {m['ours_put']:.3f} | {m['fio_write']:.3f} | **{r['put_ratio']:.2f}** "
-                         f"| {m['ours_get']:.3f} | {m['fio_read']:.3f} | **{r['get_ratio']:.2f}** |")
+                         f"| {m['ours_get']:.3f} | {m['fio_read']:.3f} | **{r['get_ratio']:.2f}** "
+                         f"| {m['fio_files_write']:.3f} | {r['put_ratio_files']:.2f} "
+                         f"| {m['fio_files_read']:.3f} | {r['get_ratio_files']:.2f} |")
     reds = [r for r in rows if r["tier"] == "redis"]
     if reds:
         if lines:
@@ -282,7 +311,7 @@ def main():
     ap.add_argument("--redis-clients", type=int, default=1)
     ap.add_argument("--redis-total", default="512MiB")
     ap.add_argument("--redis-min-requests", type=int, default=1000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--skip-file", action="store_true")
     ap.add_argument("--skip-redis", action="store_true")
     ap.add_argument("--json-out")
