@@ -26,6 +26,9 @@ if ! command -v mpirun >/dev/null 2>&1 && [ -x "$C/mpi/usr/bin/mpirun" ]; then
   export LD_LIBRARY_PATH=$M/lib/x86_64-linux-gnu:$M/lib/x86_64-linux-gnu/openmpi/lib:$LD_LIBRARY_PATH
   export PMIX_INSTALL_PREFIX=$M/lib/x86_64-linux-gnu/pmix2 PMIX_PREFIX=$M/lib/x86_64-linux-gnu/pmix2
   export OMPI_MCA_mca_base_component_path=$M/lib/x86_64-linux-gnu/openmpi/lib/openmpi3
+  export PMIX_MCA_mca_base_component_path=$M/lib/x86_64-linux-gnu/pmix2/lib/pmix
+  # Plugins for fabrics this machine lacks (verbs, ucx, netlink) fail to load: say nothing.
+  export OMPI_MCA_mca_base_component_show_load_errors=0
   log "using the carried OpenMPI in $M"
 fi
 if ! command -v mpirun >/dev/null 2>&1; then
