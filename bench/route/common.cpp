@@ -22,7 +22,8 @@ std::uint64_t cpu_ns_self() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);  // every thread of the process: thread mode's progress thread included
   auto ns = [](const timeval& t) {
-    return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(t.tv_usec) * 1000ull;
+    return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ull +
+           static_cast<std::uint64_t>(t.tv_usec) * 1000ull;
   };
   return ns(ru.ru_utime) + ns(ru.ru_stime);
 }
@@ -30,38 +31,66 @@ std::uint64_t cpu_ns_self() {
 // Stats as (name, value) pairs, one list for JSON keys and for MPI gathers.
 template <class F>
 void each_stat(Stats& s, F&& f) {
-  f("msgs_sent", s.msgs_sent); f("bytes_sent", s.bytes_sent); f("msgs_received", s.msgs_received);
-  f("bytes_received", s.bytes_received); f("flushes", s.flushes); f("flush_bytes", s.flush_bytes);
-  f("chunk_bytes", s.chunk_bytes); f("full_waits", s.full_waits); f("barriers", s.barriers);
-  f("handler_ns", s.handler_ns); f("comm_ns", s.comm_ns);
+  f("msgs_sent", s.msgs_sent);
+  f("bytes_sent", s.bytes_sent);
+  f("msgs_received", s.msgs_received);
+  f("bytes_received", s.bytes_received);
+  f("flushes", s.flushes);
+  f("flush_bytes", s.flush_bytes);
+  f("chunk_bytes", s.chunk_bytes);
+  f("full_waits", s.full_waits);
+  f("barriers", s.barriers);
+  f("handler_ns", s.handler_ns);
+  f("comm_ns", s.comm_ns);
   WireStats& w = s.wire;
-  f("wire_buffers_sent", w.buffers_sent); f("wire_bytes_sent", w.bytes_sent);
-  f("wire_buffers_received", w.buffers_received); f("wire_bytes_received", w.bytes_received);
-  f("wire_timed_flushes", w.timed_flushes); f("wire_forced_flushes", w.forced_flushes);
-  f("wire_frames_forwarded", w.frames_forwarded); f("wire_frames_local", w.frames_local);
-  f("wire_send_slot_waits", w.send_slot_waits); f("wire_max_in_flight", w.max_in_flight);
-  f("wire_rounds", w.rounds); f("wire_pool_buffers", w.pool_buffers); f("wire_capacity_bytes", w.capacity_bytes);
+  f("wire_buffers_sent", w.buffers_sent);
+  f("wire_bytes_sent", w.bytes_sent);
+  f("wire_buffers_received", w.buffers_received);
+  f("wire_bytes_received", w.bytes_received);
+  f("wire_timed_flushes", w.timed_flushes);
+  f("wire_forced_flushes", w.forced_flushes);
+  f("wire_frames_forwarded", w.frames_forwarded);
+  f("wire_frames_local", w.frames_local);
+  f("wire_send_slot_waits", w.send_slot_waits);
+  f("wire_max_in_flight", w.max_in_flight);
+  f("wire_rounds", w.rounds);
+  f("wire_pool_buffers", w.pool_buffers);
+  f("wire_capacity_bytes", w.capacity_bytes);
 }
 
 template <class F>
 void each_router_stat(RouterStats& s, F&& f) {
-  f("world_rank", s.world_rank); f("clients", s.clients); f("chunks_in", s.chunks_in); f("chunks_out", s.chunks_out);
-  f("frames_routed", s.frames_routed); f("pending_max", s.pending_max); f("busy_loops", s.busy_loops);
-  f("idle_loops", s.idle_loops); f("cpu_ns", s.cpu_ns);
+  f("world_rank", s.world_rank);
+  f("clients", s.clients);
+  f("chunks_in", s.chunks_in);
+  f("chunks_out", s.chunks_out);
+  f("frames_routed", s.frames_routed);
+  f("pending_max", s.pending_max);
+  f("busy_loops", s.busy_loops);
+  f("idle_loops", s.idle_loops);
+  f("cpu_ns", s.cpu_ns);
   WireStats& w = s.wire;
-  f("wire_buffers_sent", w.buffers_sent); f("wire_bytes_sent", w.bytes_sent);
-  f("wire_buffers_received", w.buffers_received); f("wire_bytes_received", w.bytes_received);
-  f("wire_timed_flushes", w.timed_flushes); f("wire_forced_flushes", w.forced_flushes);
-  f("wire_frames_forwarded", w.frames_forwarded); f("wire_frames_local", w.frames_local);
-  f("wire_send_slot_waits", w.send_slot_waits); f("wire_max_in_flight", w.max_in_flight);
-  f("wire_rounds", w.rounds); f("wire_pool_buffers", w.pool_buffers); f("wire_capacity_bytes", w.capacity_bytes);
+  f("wire_buffers_sent", w.buffers_sent);
+  f("wire_bytes_sent", w.bytes_sent);
+  f("wire_buffers_received", w.buffers_received);
+  f("wire_bytes_received", w.bytes_received);
+  f("wire_timed_flushes", w.timed_flushes);
+  f("wire_forced_flushes", w.forced_flushes);
+  f("wire_frames_forwarded", w.frames_forwarded);
+  f("wire_frames_local", w.frames_local);
+  f("wire_send_slot_waits", w.send_slot_waits);
+  f("wire_max_in_flight", w.max_in_flight);
+  f("wire_rounds", w.rounds);
+  f("wire_pool_buffers", w.pool_buffers);
+  f("wire_capacity_bytes", w.capacity_bytes);
 }
 
 // Phase deltas: counters subtract, maxima and capacities keep the end value.
 bool is_level(const char* name) {
   const std::string n = name;
   return n.find("max") != std::string::npos || n.find("capacity") != std::string::npos ||
-         n.find("pool_buffers") != std::string::npos || n == "chunk_bytes" || n == "clients" || n == "world_rank";
+         n.find("pool_buffers") != std::string::npos || n == "chunk_bytes" || n == "clients" ||
+         n == "world_rank";
 }
 
 template <class T, class Each>
@@ -88,10 +117,12 @@ std::vector<std::string> names(Each each) {
 }  // namespace
 
 void add_common_flags(CLI::App& cli, CommonOptions& o) {
-  cli.add_option("--work-per-message", o.work_per_message,
-                 "random 8-byte DRAM reads of the work table per message (sweeps the memory-to-communication ratio)");
+  cli.add_option(
+      "--work-per-message", o.work_per_message,
+      "random 8-byte DRAM reads of the work table per message (sweeps the memory-to-communication ratio)");
   cli.add_option("--work-table-mib", o.work_table_mib, "size of the work table per rank");
-  cli.add_option("--progress-every", o.progress_every, "sends between progress() calls")->check(CLI::PositiveNumber);
+  cli.add_option("--progress-every", o.progress_every, "sends between progress() calls")
+      ->check(CLI::PositiveNumber);
   cli.add_option("--seed", o.seed, "seed of every random choice (results are reproducible)");
   cli.add_option("--json-out", o.json_out, "write the results as JSON here (rank 0)");
   cli.add_flag("--quiet", o.quiet, "only the summary line");
@@ -150,21 +181,23 @@ void Bench::stop() {
   MPI_Barrier(engine_.comm());
 }
 
-int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_bytes, const std::string& params_json) {
+int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_bytes,
+                  const std::string& params_json) {
   MPI_Comm comm = engine_.comm();
   const int rank = engine_.rank(), size = engine_.size();
   // Gather every rank's phase statistics, its CPU time and its router's.
   std::vector<std::uint64_t> mine = delta(stats0_, stats1_, [](Stats& s, auto f) { each_stat(s, f); });
   mine.push_back(cpu_);
   mine.push_back(static_cast<std::uint64_t>(seconds_ * 1e9));
-  std::vector<std::uint64_t> rmine = delta(router0_, router1_, [](RouterStats& s, auto f) { each_router_stat(s, f); });
+  std::vector<std::uint64_t> rmine =
+      delta(router0_, router1_, [](RouterStats& s, auto f) { each_router_stat(s, f); });
   rmine.push_back(have_router_ ? 1 : 0);
   std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(size));
   std::vector<std::uint64_t> rall(rmine.size() * static_cast<std::size_t>(size));
-  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(), static_cast<int>(mine.size()),
-             MPI_UINT64_T, 0, comm);
-  MPI_Gather(rmine.data(), static_cast<int>(rmine.size()), MPI_UINT64_T, rall.data(), static_cast<int>(rmine.size()),
-             MPI_UINT64_T, 0, comm);
+  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
+             static_cast<int>(mine.size()), MPI_UINT64_T, 0, comm);
+  MPI_Gather(rmine.data(), static_cast<int>(rmine.size()), MPI_UINT64_T, rall.data(),
+             static_cast<int>(rmine.size()), MPI_UINT64_T, 0, comm);
   const bool all_verified = all_true(comm, verified);
   const std::uint64_t work_calls = sum_u64(comm, work_calls_);
   if (rank != 0) return all_verified ? 0 : 1;
@@ -193,8 +226,8 @@ int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_by
   std::uint64_t msgs = 0, bytes = 0, received = 0;
   nlohmann::json per_rank = nlohmann::json::array();
   if (!options_.quiet)
-    std::printf("%-5s %12s %12s %14s %9s %6s %10s %10s %10s\n", "rank", "sent", "received", "bytes sent", "flushes",
-                "occ%", "handler ms", "comm ms", "cpu ms");
+    std::printf("%-5s %12s %12s %14s %9s %6s %10s %10s %10s\n", "rank", "sent", "received", "bytes sent",
+                "flushes", "occ%", "handler ms", "comm ms", "cpu ms");
   for (int r = 0; r < size; ++r) {
     nlohmann::json e;
     for (std::size_t i = 0; i < snames.size(); ++i) e[snames[i]] = all[static_cast<std::size_t>(r) * ns + i];
@@ -210,10 +243,11 @@ int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_by
     msgs += stat(r, "msgs_sent");
     bytes += stat(r, "bytes_sent");
     received += stat(r, "msgs_received");
-    const double occ = stat(r, "flushes") == 0 ? 0.0
-                                               : 100.0 * static_cast<double>(stat(r, "flush_bytes")) /
-                                                     (static_cast<double>(stat(r, "flushes")) *
-                                                      static_cast<double>(std::max<std::uint64_t>(1, stat(r, "chunk_bytes"))));
+    const double occ = stat(r, "flushes") == 0
+                           ? 0.0
+                           : 100.0 * static_cast<double>(stat(r, "flush_bytes")) /
+                                 (static_cast<double>(stat(r, "flushes")) *
+                                  static_cast<double>(std::max<std::uint64_t>(1, stat(r, "chunk_bytes"))));
     if (!options_.quiet)
       std::printf("%-5d %12llu %12llu %14llu %9llu %6.1f %10.2f %10.2f %10.2f\n", r,
                   static_cast<unsigned long long>(stat(r, "msgs_sent")),
@@ -236,7 +270,8 @@ int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_by
     router_cpu += static_cast<double>(e["cpu_ns"].get<std::uint64_t>()) / 1e9;
     if (!options_.quiet)
       std::printf("router (world rank %llu): %llu frames routed, %llu MPI buffers sent, cpu %.2f ms\n",
-                  static_cast<unsigned long long>(v[0]), static_cast<unsigned long long>(e["frames_routed"].get<std::uint64_t>()),
+                  static_cast<unsigned long long>(v[0]),
+                  static_cast<unsigned long long>(e["frames_routed"].get<std::uint64_t>()),
                   static_cast<unsigned long long>(e["wire_buffers_sent"].get<std::uint64_t>()),
                   static_cast<double>(e["cpu_ns"].get<std::uint64_t>()) / 1e6);
     routers.push_back(e);
@@ -262,12 +297,13 @@ int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_by
   j["handler_s"] = handler;
   j["comm_s"] = comm_s;
   std::printf(
-      "%s mode=%s ranks=%d routers=%zu work=%llu (mem/comm %.1f): %s in %.3f s, %llu msgs (%.2f M msg/s, %.1f MB/s), cpu %.0f ns/msg, "
+      "%s mode=%s ranks=%d routers=%zu work=%llu (mem/comm %.1f): %s in %.3f s, %llu msgs (%.2f M msg/s, "
+      "%.1f MB/s), cpu %.0f ns/msg, "
       "comm %.3f s, handlers %.3f s%s%s\n",
       app_.c_str(), to_string(engine_.mode()), size, routers.size(),
       static_cast<unsigned long long>(options_.work_per_message), j["mem_comm_ratio"].get<double>(),
-      all_verified ? "VERIFIED" : "FAILED", seconds,
-      static_cast<unsigned long long>(msgs), j["msgs_per_s"].get<double>() / 1e6, j["bytes_per_s"].get<double>() / 1e6,
+      all_verified ? "VERIFIED" : "FAILED", seconds, static_cast<unsigned long long>(msgs),
+      j["msgs_per_s"].get<double>() / 1e6, j["bytes_per_s"].get<double>() / 1e6,
       j["cpu_ns_per_msg"].get<double>(), comm_s, handler, detail.empty() ? "" : ": ", detail.c_str());
   std::fflush(stdout);
   if (!options_.json_out.empty()) {

@@ -37,8 +37,8 @@ struct CommonOptions {
   std::uint64_t seed = 1;
   std::string json_out;
   bool quiet = false;
-  int die_rank = -1;                   // test hook: this rank _exit()s ...
-  std::uint64_t die_after = 0;         // ... after this many sends
+  int die_rank = -1;            // test hook: this rank _exit()s ...
+  std::uint64_t die_after = 0;  // ... after this many sends
 };
 
 void add_common_flags(CLI::App& cli, CommonOptions& o);
@@ -96,7 +96,8 @@ class Bench {
 
   // msg_bytes: payload of the app's main message type (for the ratio). params:
   // app parameters for the JSON. Prints, writes JSON on rank 0; returns the exit status.
-  int report(bool verified, const std::string& detail, std::uint32_t msg_bytes, const std::string& params_json);
+  int report(bool verified, const std::string& detail, std::uint32_t msg_bytes,
+             const std::string& params_json);
 
  private:
   [[noreturn]] void die();

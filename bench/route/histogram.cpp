@@ -31,8 +31,7 @@ int main(int argc, char** argv) {
   const std::uint64_t total_slots = slots_per_rank * static_cast<std::uint64_t>(ranks);
   std::vector<std::uint64_t> counts(slots_per_rank, 0);
   const std::uint64_t base = slots_per_rank * static_cast<std::uint64_t>(me);
-  auto add = engine.register_handler<Update>(
-      [&](Engine&, int, const Update& u) { ++counts[u.slot - base]; });
+  auto add = engine.register_handler<Update>([&](Engine&, int, const Update& u) { ++counts[u.slot - base]; });
   Work work(common.work_table_mib, common.seed + static_cast<std::uint64_t>(me), common.work_per_message);
   Bench bench("histogram", engine, common, work);
 

@@ -19,7 +19,9 @@ struct Reply {
   std::uint64_t value;
   std::uint64_t slot;
 };
-std::uint64_t value_of(std::uint64_t seed, std::uint64_t index) { return mix(index ^ (seed << 40)); }
+std::uint64_t value_of(std::uint64_t seed, std::uint64_t index) {
+  return mix(index ^ (seed << 40));
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -29,7 +31,8 @@ int main(int argc, char** argv) {
   CLI::App cli{"index-gather: request/reply reads of a distributed table"};
   add_common_flags(cli, common);
   cli.add_option("--requests", requests, "requests per rank");
-  cli.add_option("--entries-per-rank", entries_per_rank, "table entries per rank")->check(CLI::PositiveNumber);
+  cli.add_option("--entries-per-rank", entries_per_rank, "table entries per rank")
+      ->check(CLI::PositiveNumber);
   if (const int rc = parse(cli, argc, argv, rt.rank()); rc >= 0) return rc;
 
   Engine engine(rt);
@@ -66,8 +69,8 @@ int main(int argc, char** argv) {
   const std::uint64_t bad = sum_u64(engine.comm(), wrong + (replies != requests ? 1 : 0));
   char detail[160];
   std::snprintf(detail, sizeof detail, "%llu replies checked, %llu wrong (sink %llu)",
-                static_cast<unsigned long long>(sum_u64(engine.comm(), replies)), static_cast<unsigned long long>(bad),
-                static_cast<unsigned long long>(work.sink() & 1));
+                static_cast<unsigned long long>(sum_u64(engine.comm(), replies)),
+                static_cast<unsigned long long>(bad), static_cast<unsigned long long>(work.sink() & 1));
   char params[160];
   std::snprintf(params, sizeof params, R"({"requests_per_rank": %llu, "entries_per_rank": %llu})",
                 static_cast<unsigned long long>(requests), static_cast<unsigned long long>(entries_per_rank));

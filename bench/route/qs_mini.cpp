@@ -55,12 +55,15 @@ struct Box {
 struct CrossSections {
   std::array<double, kMaterials * kGroups> total;
   std::array<double, kMaterials> absorb;
-  explicit CrossSections(std::uint64_t seed) {
+  // scale < 1 lengthens flights: more cell faces (and slab faces) per collision.
+  CrossSections(std::uint64_t seed, double scale) {
     for (int m = 0; m < kMaterials; ++m) {
       absorb[static_cast<std::size_t>(m)] = 0.04 + 0.03 * m;
       for (int g = 0; g < kGroups; ++g)
         total[static_cast<std::size_t>(m * kGroups + g)] =
-            0.5 + static_cast<double>(mix(seed ^ static_cast<std::uint64_t>(m * kGroups + g)) % 1000) * 0.0015;
+            scale *
+            (0.5 +
+             static_cast<double>(mix(seed ^ static_cast<std::uint64_t>(m * kGroups + g)) % 1000) * 0.0015);
     }
   }
   double sigma(int m, double e) const noexcept {
@@ -71,8 +74,8 @@ struct CrossSections {
 };
 
 int material(std::uint64_t seed, const std::int32_t c[3]) {
-  const std::uint64_t key = (static_cast<std::uint64_t>(c[0]) << 40) ^ (static_cast<std::uint64_t>(c[1]) << 20) ^
-                            static_cast<std::uint64_t>(c[2]);
+  const std::uint64_t key = (static_cast<std::uint64_t>(c[0]) << 40) ^
+                            (static_cast<std::uint64_t>(c[1]) << 20) ^ static_cast<std::uint64_t>(c[2]);
   return static_cast<int>(mix(seed ^ key) % kMaterials);
 }
 
@@ -114,9 +117,18 @@ struct Tallies {
   double w_created = 0, w_absorbed = 0, w_census = 0, w_escaped = 0;
   void count(const Particle& p, Outcome o) {
     switch (o) {
-      case Outcome::Census: ++census; w_census += p.weight; break;
-      case Outcome::Absorbed: ++absorbed; w_absorbed += p.weight; break;
-      case Outcome::Escaped: ++escaped; w_escaped += p.weight; break;
+      case Outcome::Census:
+        ++census;
+        w_census += p.weight;
+        break;
+      case Outcome::Absorbed:
+        ++absorbed;
+        w_absorbed += p.weight;
+        break;
+      case Outcome::Escaped:
+        ++escaped;
+        w_escaped += p.weight;
+        break;
       case Outcome::Leaves: ++hops; return;
     }
     segments += p.segments;
@@ -139,9 +151,12 @@ Outcome track(Particle& p, std::uint64_t seed, const Box& box, const CrossSectio
     int axis = 0, step = 0;
     for (int a = 0; a < 3; ++a) {
       double d;
-      if (p.dir[a] > 0) d = ((p.cell[a] + 1) - p.pos[a]) / p.dir[a];
-      else if (p.dir[a] < 0) d = (p.cell[a] - p.pos[a]) / p.dir[a];
-      else continue;
+      if (p.dir[a] > 0)
+        d = ((p.cell[a] + 1) - p.pos[a]) / p.dir[a];
+      else if (p.dir[a] < 0)
+        d = (p.cell[a] - p.pos[a]) / p.dir[a];
+      else
+        continue;
       if (d < 0) d = 0;
       if (d < d_face) {
         d_face = d;
@@ -182,30 +197,36 @@ int main(int argc, char** argv) {
   CommonOptions common;
   std::uint64_t particles = 20000;
   int cx = 2, ny = 8, nz = 8;
-  double census = 8.0;
+  double census = 8.0, xs_scale = 1.0;
   bool verify_serial = false;
   CLI::App cli{"qs-mini: Monte Carlo particle transport after Quicksilver"};
   add_common_flags(cli, common);
-  cli.add_option("--particles-per-rank", particles, "particles born on each rank")->check(CLI::PositiveNumber);
+  cli.add_option("--particles-per-rank", particles, "particles born on each rank")
+      ->check(CLI::PositiveNumber);
   cli.add_option("--cells-x-per-rank", cx, "slab width in cells")->check(CLI::PositiveNumber);
   cli.add_option("--cells-y", ny, "box cells along y")->check(CLI::PositiveNumber);
   cli.add_option("--cells-z", nz, "box cells along z")->check(CLI::PositiveNumber);
   cli.add_option("--census", census, "time to census");
+  cli.add_option("--xs-scale", xs_scale,
+                 "scales every cross section (below 1: longer flights, more face crossings)")
+      ->check(CLI::PositiveNumber);
   cli.add_flag("--verify-serial", verify_serial, "rank 0 tracks every particle alone and compares tallies");
   if (const int rc = parse(cli, argc, argv, rt.rank()); rc >= 0) return rc;
 
   Engine engine(rt);
   const int me = engine.rank(), ranks = engine.size();
   const Box box{cx, ny, nz, ranks};
-  const CrossSections xs(common.seed);
+  const CrossSections xs(common.seed, xs_scale);
   std::vector<Particle> queue, incoming;
-  auto arrive = engine.register_handler<Particle>([&](Engine&, int, const Particle& p) { incoming.push_back(p); });
+  auto arrive =
+      engine.register_handler<Particle>([&](Engine&, int, const Particle& p) { incoming.push_back(p); });
   Work work(common.work_table_mib, common.seed + static_cast<std::uint64_t>(me), common.work_per_message);
   Bench bench("qs_mini", engine, common, work);
 
   Tallies t;
   for (std::uint64_t i = 0; i < particles; ++i) {
-    queue.push_back(source(common.seed, static_cast<std::uint64_t>(me) * particles + i, particles, box, census));
+    queue.push_back(
+        source(common.seed, static_cast<std::uint64_t>(me) * particles + i, particles, box, census));
     ++t.created;
     t.w_created += queue.back().weight;
   }
@@ -261,7 +282,8 @@ int main(int argc, char** argv) {
       serial_ok = s.absorbed == g.absorbed && s.census == g.census && s.escaped == g.escaped &&
                   s.segments == g.segments && s.collisions == g.collisions;
       char buf[200];
-      std::snprintf(buf, sizeof buf, "serial run: %llu absorbed, %llu census, %llu escaped, %llu segments: %s",
+      std::snprintf(buf, sizeof buf,
+                    "serial run: %llu absorbed, %llu census, %llu escaped, %llu segments: %s",
                     static_cast<unsigned long long>(s.absorbed), static_cast<unsigned long long>(s.census),
                     static_cast<unsigned long long>(s.escaped), static_cast<unsigned long long>(s.segments),
                     serial_ok ? "identical" : "DIFFERENT");
@@ -271,18 +293,20 @@ int main(int argc, char** argv) {
     ok = ok && serial_ok;
   }
   char detail[400];
-  std::snprintf(detail, sizeof detail,
-                "%llu particles: %llu absorbed, %llu census, %llu escaped; %llu segments, %llu collisions, %llu hops "
-                "between ranks, %llu cycles; %s (sink %llu)",
-                static_cast<unsigned long long>(g.created), static_cast<unsigned long long>(g.absorbed),
-                static_cast<unsigned long long>(g.census), static_cast<unsigned long long>(g.escaped),
-                static_cast<unsigned long long>(g.segments), static_cast<unsigned long long>(g.collisions),
-                static_cast<unsigned long long>(g.hops), static_cast<unsigned long long>(cycles), serial.c_str(),
-                static_cast<unsigned long long>(work.sink() & 1));
-  char params[200];
-  std::snprintf(params, sizeof params,
-                R"({"particles_per_rank": %llu, "cells_x_per_rank": %d, "cells_y": %d, "cells_z": %d, "census": %g, "segments": %llu})",
-                static_cast<unsigned long long>(particles), cx, ny, nz, census,
-                static_cast<unsigned long long>(g.segments));
+  std::snprintf(
+      detail, sizeof detail,
+      "%llu particles: %llu absorbed, %llu census, %llu escaped; %llu segments, %llu collisions, %llu hops "
+      "between ranks, %llu cycles; %s (sink %llu)",
+      static_cast<unsigned long long>(g.created), static_cast<unsigned long long>(g.absorbed),
+      static_cast<unsigned long long>(g.census), static_cast<unsigned long long>(g.escaped),
+      static_cast<unsigned long long>(g.segments), static_cast<unsigned long long>(g.collisions),
+      static_cast<unsigned long long>(g.hops), static_cast<unsigned long long>(cycles), serial.c_str(),
+      static_cast<unsigned long long>(work.sink() & 1));
+  char params[256];
+  std::snprintf(
+      params, sizeof params,
+      R"({"particles_per_rank": %llu, "cells_x_per_rank": %d, "cells_y": %d, "cells_z": %d, "census": %g, "xs_scale": %g, "segments": %llu})",
+      static_cast<unsigned long long>(particles), cx, ny, nz, census, xs_scale,
+      static_cast<unsigned long long>(g.segments));
   return bench.report(ok, detail, sizeof(Particle), params);
 }

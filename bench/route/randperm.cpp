@@ -43,13 +43,17 @@ int main(int argc, char** argv) {
   const std::uint64_t slot_base = slots_per_rank * static_cast<std::uint64_t>(me);
   std::vector<std::uint64_t> target(slots_per_rank, kEmpty);
   std::vector<std::uint64_t> unplaced, bounced;
-  for (std::uint64_t i = 0; i < items_per_rank; ++i) unplaced.push_back(static_cast<std::uint64_t>(me) * items_per_rank + i);
+  for (std::uint64_t i = 0; i < items_per_rank; ++i)
+    unplaced.push_back(static_cast<std::uint64_t>(me) * items_per_rank + i);
 
-  Handler<Bounce> on_bounce = engine.register_handler<Bounce>([&](Engine&, int, const Bounce& b) { bounced.push_back(b.item); });
+  Handler<Bounce> on_bounce =
+      engine.register_handler<Bounce>([&](Engine&, int, const Bounce& b) { bounced.push_back(b.item); });
   auto on_dart = engine.register_handler<Dart>([&](Engine& e, int from, const Dart& d) {
     std::uint64_t& s = target[d.slot - slot_base];
-    if (s == kEmpty) s = d.item;
-    else e.send(from, on_bounce, Bounce{d.item});
+    if (s == kEmpty)
+      s = d.item;
+    else
+      e.send(from, on_bounce, Bounce{d.item});
   });
   const std::uint64_t value_base = static_cast<std::uint64_t>(me) * items_per_rank;
   std::vector<std::uint32_t> seen(items_per_rank, 0);
@@ -91,7 +95,8 @@ int main(int argc, char** argv) {
   const std::uint64_t total = sum_u64(engine.comm(), count);
   const bool ok = bad == 0 && total == items_per_rank * static_cast<std::uint64_t>(ranks);
   char detail[200];
-  std::snprintf(detail, sizeof detail, "permutation of %llu values in %llu rounds, %llu values not seen exactly once (sink %llu)",
+  std::snprintf(detail, sizeof detail,
+                "permutation of %llu values in %llu rounds, %llu values not seen exactly once (sink %llu)",
                 static_cast<unsigned long long>(total), static_cast<unsigned long long>(rounds),
                 static_cast<unsigned long long>(bad), static_cast<unsigned long long>(work.sink() & 1));
   char params[120];

@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   const std::uint64_t first = rows_per_rank * static_cast<std::uint64_t>(me);
   std::vector<Nonzero> received;
   received.reserve(rows_per_rank * nnz_per_row * 5 / 4);
-  auto deliver = engine.register_handler<Nonzero>([&](Engine&, int, const Nonzero& z) { received.push_back(z); });
+  auto deliver =
+      engine.register_handler<Nonzero>([&](Engine&, int, const Nonzero& z) { received.push_back(z); });
   Work work(common.work_table_mib, common.seed + static_cast<std::uint64_t>(me), common.work_per_message);
   Bench bench("transpose", engine, common, work);
 
@@ -93,7 +94,8 @@ int main(int argc, char** argv) {
       }
     std::sort(got.begin(), got.end());
     std::sort(expect.begin(), expect.end());
-    if (got.size() != expect.size()) wrong = std::max(got.size(), expect.size());
+    if (got.size() != expect.size())
+      wrong = std::max(got.size(), expect.size());
     else
       for (std::size_t i = 0; i < got.size(); ++i) wrong += got[i] != expect[i];
   }
@@ -102,7 +104,8 @@ int main(int argc, char** argv) {
   const bool ok = bad == 0 && total == n * nnz_per_row;
   char detail[200];
   std::snprintf(detail, sizeof detail, "%llu nonzeros transposed, %s, %llu wrong (sink %llu)",
-                static_cast<unsigned long long>(total), verify ? "checked against a serial transpose" : "not checked",
+                static_cast<unsigned long long>(total),
+                verify ? "checked against a serial transpose" : "not checked",
                 static_cast<unsigned long long>(bad), static_cast<unsigned long long>(work.sink() & 1));
   char params[160];
   std::snprintf(params, sizeof params, R"({"rows_per_rank": %llu, "nnz_per_row": %llu, "verify": %s})",

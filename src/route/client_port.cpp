@@ -11,7 +11,8 @@ namespace ferry::route::detail {
 
 void ClientPort::check_router() const {
   const auto state = static_cast<RouterState>(
-      std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(header_->router_state)).load(std::memory_order_acquire));
+      std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(header_->router_state))
+          .load(std::memory_order_acquire));
   if (state == RouterState::Failed)
     fatal("the router of this node (world rank " + std::to_string(header_->router_world_rank) +
           ") reported a failure");

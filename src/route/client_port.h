@@ -82,10 +82,12 @@ class ClientPort {
   }
   bool barrier_done(std::uint32_t epoch) const noexcept {
     // A5: pairs with the router's release of barrier_done (R5).
-    return std::atomic_ref<std::uint32_t>(slot_.router->barrier_done).load(std::memory_order_acquire) == epoch;
+    return std::atomic_ref<std::uint32_t>(slot_.router->barrier_done).load(std::memory_order_acquire) ==
+           epoch;
   }
   void set_state(ClientState s) noexcept {
-    std::atomic_ref<std::uint32_t>(slot_.app->state).store(static_cast<std::uint32_t>(s), std::memory_order_release);
+    std::atomic_ref<std::uint32_t>(slot_.app->state)
+        .store(static_cast<std::uint32_t>(s), std::memory_order_release);
   }
 
   // While waiting: aborts the job with a message when the router process died

@@ -14,23 +14,34 @@
 #include "route/runtime_state.h"
 
 namespace ferry::route {
+namespace {
+void ring_send(void* b, int dest, std::uint16_t h, const void* data, std::uint32_t len) {
+  static_cast<detail::RingBackend*>(b)->send(dest, h, data, len);
+}
+}  // namespace
 
-Engine::Engine(Runtime& runtime) { init(runtime.comm(), runtime.options(), &runtime); }
+Engine::Engine(Runtime& runtime) {
+  init(runtime.comm(), runtime.options(), &runtime);
+}
 
-Engine::Engine(MPI_Comm comm, const Options& options) { init(comm, options, nullptr); }
+Engine::Engine(MPI_Comm comm, const Options& options) {
+  init(comm, options, nullptr);
+}
 
 void Engine::init(MPI_Comm comm, const Options& options, Runtime* runtime) {
   using namespace detail;
   options_ = options;
   options_.validate();
   if (options_.mode == Mode::Process && runtime == nullptr)
-    throw Error("route mode process needs ferry::route::Runtime: it reserves the router ranks when MPI starts");
+    throw Error(
+        "route mode process needs ferry::route::Runtime: it reserves the router ranks when MPI starts");
   if (options_.mode == Mode::Thread) {
     int level = 0;
     MPI_Query_thread(&level);
     if (level < MPI_THREAD_MULTIPLE)
-      throw Error("route mode thread needs MPI_THREAD_MULTIPLE (its progress thread calls MPI while the "
-                  "application may too): start MPI with ferry::route::Runtime or MPI_Init_thread");
+      throw Error(
+          "route mode thread needs MPI_THREAD_MULTIPLE (its progress thread calls MPI while the "
+          "application may too): start MPI with ferry::route::Runtime or MPI_Init_thread");
   }
   FERRY_MPI_CHECK(MPI_Comm_dup(comm, &comm_), "duplicating the engine's communicator");
   MPI_Comm_rank(comm_, &rank_);
@@ -50,23 +61,35 @@ void Engine::init(MPI_Comm comm, const Options& options, Runtime* runtime) {
                                    (options_.mode == Mode::Thread ? 2 : 1));
 
   switch (options_.mode) {
-    case Mode::Inline:
-      backend_ = std::make_unique<InlineBackend>(*this, comm_, options_, topology);
+    case Mode::Inline: {
+      auto b = std::make_unique<InlineBackend>(*this, comm_, options_, topology);
+      send_ctx_ = b.get();  // the derived object: the thunk casts back to it
+      backend_ = std::move(b);
+      send_fn_ = [](void* self, int dest, std::uint16_t h, const void* data, std::uint32_t len) {
+        static_cast<InlineBackend*>(self)->send(dest, h, data, len);
+      };
       break;
+    }
     case Mode::Thread: {
       auto thread = std::make_unique<RouterThread>(comm_, options_, topology);
       int cpu = -1;
       if (!options_.progress_cpus.empty())
         cpu = options_.progress_cpus[static_cast<std::size_t>(host_local) % options_.progress_cpus.size()];
       thread->start(cpu);
-      backend_ = std::make_unique<RingBackend>(*this, options_, rank_, std::move(thread));
+      auto b = std::make_unique<RingBackend>(*this, options_, rank_, std::move(thread));
+      send_ctx_ = b.get();
+      backend_ = std::move(b);
+      send_fn_ = ring_send;
       break;
     }
     case Mode::Process: {
       RuntimeState& st = runtime->state();
       if (st.engine_created) throw Error("route mode process supports one Engine per Runtime");
       st.engine_created = true;
-      backend_ = std::make_unique<RingBackend>(*this, options_, rank_, st.mailbox, st.client);
+      auto b = std::make_unique<RingBackend>(*this, options_, rank_, st.mailbox, st.client);
+      send_ctx_ = b.get();
+      backend_ = std::move(b);
+      send_fn_ = ring_send;
       break;
     }
   }
@@ -89,13 +112,12 @@ std::uint16_t Engine::add_handler(Entry entry) {
   return static_cast<std::uint16_t>(handlers_.size() - 1);
 }
 
-void Engine::send_bytes(int dest, std::uint16_t handler, const void* data, std::size_t len) {
-  if (dest < 0 || dest >= size_) [[unlikely]]
-    throw Error("send to rank " + std::to_string(dest) + ": the engine has ranks 0.." + std::to_string(size_ - 1));
-  if (len > max_payload_) [[unlikely]]
-    throw Error("send of " + std::to_string(len) + " bytes: a message carries at most " +
-                std::to_string(max_payload_) + " (buffer_bytes and ring_slot_bytes bound it)");
-  backend_->send(dest, handler, data, static_cast<std::uint32_t>(len));
+void Engine::bad_send(int dest, std::size_t len) const {
+  if (dest < 0 || dest >= size_)
+    throw Error("send to rank " + std::to_string(dest) + ": the engine has ranks 0.." +
+                std::to_string(size_ - 1));
+  throw Error("send of " + std::to_string(len) + " bytes: a message carries at most " +
+              std::to_string(max_payload_) + " (buffer_bytes and ring_slot_bytes bound it)");
 }
 
 void Engine::progress() {
@@ -108,21 +130,23 @@ void Engine::barrier() {
   backend_->barrier();
 }
 
-Stats Engine::stats() const { return backend_->stats(); }
+Stats Engine::stats() const {
+  return backend_->stats();
+}
 
-bool Engine::router_stats(RouterStats* out) const { return backend_->router_stats(out); }
+bool Engine::router_stats(RouterStats* out) const {
+  return backend_->router_stats(out);
+}
 
-void Engine::dispatch(int from, std::uint16_t handler, const std::uint8_t* payload, std::uint32_t len) {
-  if (handler >= handlers_.size()) [[unlikely]]
-    detail::fatal("rank " + std::to_string(rank_) + ": message for handler " + std::to_string(handler) + " from rank " +
-                  std::to_string(from) + ", but only " + std::to_string(handlers_.size()) +
-                  " are registered (ranks must register the same handlers in the same order, before progress())");
-  const Entry& e = handlers_[handler];
-  if (e.fixed_len != kVariable && e.fixed_len != len) [[unlikely]]
-    detail::fatal("rank " + std::to_string(rank_) + ": handler " + std::to_string(handler) + " takes " +
-                  std::to_string(e.fixed_len) + "-byte messages, got " + std::to_string(len) + " from rank " +
-                  std::to_string(from));
-  e.fn(e.callable.get(), *this, from, payload, len);
+void Engine::bad_handler(int from, std::uint16_t handler, std::uint32_t len) const {
+  if (handler >= handlers_.size())
+    detail::fatal(
+        "rank " + std::to_string(rank_) + ": message for handler " + std::to_string(handler) + " from rank " +
+        std::to_string(from) + ", but only " + std::to_string(handlers_.size()) +
+        " are registered (ranks must register the same handlers in the same order, before progress())");
+  detail::fatal("rank " + std::to_string(rank_) + ": handler " + std::to_string(handler) + " takes " +
+                std::to_string(handlers_[handler].fixed_len) + "-byte messages, got " + std::to_string(len) +
+                " from rank " + std::to_string(from));
 }
 
 }  // namespace ferry::route

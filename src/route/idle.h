@@ -23,7 +23,8 @@ inline constexpr std::uint32_t kSpinsOversubscribed = 20;
 inline void resolve_idle_spins(Options& o, std::size_t pollers_on_node) {
   if (o.idle_spins != 0) return;
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  o.idle_spins = cpus > 0 && pollers_on_node > static_cast<std::size_t>(cpus) ? kSpinsOversubscribed : kSpinsWithOwnCore;
+  o.idle_spins =
+      cpus > 0 && pollers_on_node > static_cast<std::size_t>(cpus) ? kSpinsOversubscribed : kSpinsWithOwnCore;
 }
 
 inline Backoff idle_backoff(const Options& o) {

@@ -3,9 +3,9 @@
 #include <cstring>
 #include <string>
 
-#include "route/idle.h"
 #include "ferry/route/engine.h"
 #include "route/fatal.h"
+#include "route/idle.h"
 
 namespace ferry::route::detail {
 namespace {
@@ -21,7 +21,8 @@ InlineBackend::InlineBackend(Engine& engine, MPI_Comm comm, const Options& optio
       pool_(options.buffer_bytes),
       transport_(comm, options, &pool_, &stats_.wire) {
   next_hop_.resize(static_cast<std::size_t>(topology.app_size));
-  for (int d = 0; d < topology.app_size; ++d) next_hop_[static_cast<std::size_t>(d)] = topology.next_hop(d, options.routing);
+  for (int d = 0; d < topology.app_size; ++d)
+    next_hop_[static_cast<std::size_t>(d)] = topology.next_hop(d, options.routing);
   stats_.chunk_bytes = options.buffer_bytes;
 }
 
@@ -104,8 +105,8 @@ void InlineBackend::barrier() {
       continue;
     }
     if (stall.stalled())
-      fatal("rank " + std::to_string(me_) + ": barrier made no progress for " + std::to_string(stall.seconds()) +
-            " s (" + totals_text(last_sent, last_handled) +
+      fatal("rank " + std::to_string(me_) + ": barrier made no progress for " +
+            std::to_string(stall.seconds()) + " s (" + totals_text(last_sent, last_handled) +
             "); a rank is dead, stuck in a handler, or not calling barrier()");
     backoff.idle();
   }

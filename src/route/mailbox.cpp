@@ -15,7 +15,9 @@
 namespace ferry::route::detail {
 namespace {
 
-constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+constexpr std::size_t align_up(std::size_t v, std::size_t a) {
+  return (v + a - 1) / a * a;
+}
 
 std::size_t stride_for(std::size_t ring_bytes) {
   return align_up(sizeof(ClientAppLine) + sizeof(ClientRouterLine) + 2 * ring_bytes, 4096);
@@ -23,7 +25,8 @@ std::size_t stride_for(std::size_t ring_bytes) {
 
 }  // namespace
 
-std::size_t Mailbox::size_for(std::uint32_t clients, std::uint32_t ring_slots, std::uint32_t ring_slot_bytes) {
+std::size_t Mailbox::size_for(std::uint32_t clients, std::uint32_t ring_slots,
+                              std::uint32_t ring_slot_bytes) {
   const std::size_t ring = SlotRing::memsize(ring_slots, ring_slot_bytes);
   return align_up(kMailboxClientsOffset + std::size_t{clients} * stride_for(ring), 4096);
 }
@@ -53,7 +56,8 @@ void Mailbox::init(std::uint32_t clients, std::uint32_t ring_slots, std::uint32_
   std::atomic_ref<std::uint64_t>(h->magic).store(kMailboxMagic, std::memory_order_release);
 }
 
-Mailbox Mailbox::create_private(std::uint32_t clients, std::uint32_t ring_slots, std::uint32_t ring_slot_bytes) {
+Mailbox Mailbox::create_private(std::uint32_t clients, std::uint32_t ring_slots,
+                                std::uint32_t ring_slot_bytes) {
   const std::size_t size = size_for(clients, ring_slots, ring_slot_bytes);
   void* mem = std::aligned_alloc(4096, size);
   if (mem == nullptr) throw Error("cannot allocate a " + std::to_string(size) + "-byte mailbox");
@@ -86,7 +90,7 @@ Mailbox Mailbox::create_shared(const std::string& name, std::uint32_t clients, s
 Mailbox Mailbox::attach_shared(const std::string& name) {
   const int fd = shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) throw_errno("shm_open(" + name + "): the router's mailbox");
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd, &st) != 0) {
     close(fd);
     throw_errno("fstat of the router's mailbox " + name);
@@ -117,7 +121,9 @@ Mailbox Mailbox::attach_shared(const std::string& name) {
   return m;
 }
 
-void Mailbox::unlink(const std::string& name) noexcept { shm_unlink(name.c_str()); }
+void Mailbox::unlink(const std::string& name) noexcept {
+  shm_unlink(name.c_str());
+}
 
 ClientSlot Mailbox::client(std::uint32_t index) const {
   const MailboxHeader* h = header();
@@ -135,16 +141,22 @@ ClientSlot Mailbox::client(std::uint32_t index) const {
 
 void Mailbox::reset() noexcept {
   if (base_ == nullptr) return;
-  if (shared_) munmap(base_, size_);
-  else std::free(base_);
+  if (shared_)
+    munmap(base_, size_);
+  else
+    std::free(base_);
   base_ = nullptr;
   size_ = 0;
 }
 
-Mailbox::~Mailbox() { reset(); }
+Mailbox::~Mailbox() {
+  reset();
+}
 
 Mailbox::Mailbox(Mailbox&& other) noexcept
-    : base_(std::exchange(other.base_, nullptr)), size_(std::exchange(other.size_, 0)), shared_(other.shared_) {}
+    : base_(std::exchange(other.base_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      shared_(other.shared_) {}
 
 Mailbox& Mailbox::operator=(Mailbox&& other) noexcept {
   if (this != &other) {
@@ -160,12 +172,28 @@ namespace {
 // The order of RouterStats fields in the block; append only (ABI).
 template <class F>
 void each_field(RouterStats& s, F&& f) {
-  f(s.clients); f(s.chunks_in); f(s.chunks_out); f(s.frames_routed); f(s.pending_max); f(s.busy_loops);
-  f(s.idle_loops); f(s.cpu_ns);
+  f(s.clients);
+  f(s.chunks_in);
+  f(s.chunks_out);
+  f(s.frames_routed);
+  f(s.pending_max);
+  f(s.busy_loops);
+  f(s.idle_loops);
+  f(s.cpu_ns);
   WireStats& w = s.wire;
-  f(w.buffers_sent); f(w.bytes_sent); f(w.buffers_received); f(w.bytes_received); f(w.timed_flushes);
-  f(w.forced_flushes); f(w.frames_forwarded); f(w.frames_local); f(w.send_slot_waits); f(w.max_in_flight);
-  f(w.rounds); f(w.pool_buffers); f(w.capacity_bytes);
+  f(w.buffers_sent);
+  f(w.bytes_sent);
+  f(w.buffers_received);
+  f(w.bytes_received);
+  f(w.timed_flushes);
+  f(w.forced_flushes);
+  f(w.frames_forwarded);
+  f(w.frames_local);
+  f(w.send_slot_waits);
+  f(w.max_in_flight);
+  f(w.rounds);
+  f(w.pool_buffers);
+  f(w.capacity_bytes);
   f(s.world_rank);
 }
 }  // namespace
@@ -182,7 +210,8 @@ RouterStats load_router_stats(const RouterStatsBlock* block) noexcept {
   RouterStats s;
   std::size_t i = 0;
   each_field(s, [&](std::uint64_t& v) {
-    v = std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(block->word[i++])).load(std::memory_order_relaxed);
+    v = std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(block->word[i++]))
+            .load(std::memory_order_relaxed);
   });
   return s;
 }

@@ -40,17 +40,17 @@ enum class ClientState : std::uint32_t { Empty = 0, Attached = 1, Detached = 2 }
 struct MailboxHeader {
   std::uint64_t magic;
   std::uint32_t version;
-  std::uint32_t header_size;   // kMailboxClientsOffset
-  std::uint32_t features;      // none defined yet; must be 0
+  std::uint32_t header_size;  // kMailboxClientsOffset
+  std::uint32_t features;     // none defined yet; must be 0
   std::uint32_t num_clients;
   std::uint32_t ring_slots;
   std::uint32_t ring_slot_bytes;
   std::uint64_t client_stride;
-  std::uint64_t ring_bytes;     // SlotRing::memsize(ring_slots, ring_slot_bytes)
+  std::uint64_t ring_bytes;  // SlotRing::memsize(ring_slots, ring_slot_bytes)
   std::uint64_t total_size;
-  std::uint32_t router_pid;     // 0 in thread mode (same process)
+  std::uint32_t router_pid;  // 0 in thread mode (same process)
   std::uint32_t router_world_rank;
-  std::uint32_t router_state;   // RouterState, written by the router only
+  std::uint32_t router_state;  // RouterState, written by the router only
   std::uint32_t reserved0;
   std::uint64_t reserved[7];
 };
@@ -102,7 +102,8 @@ class Mailbox {
   static std::size_t size_for(std::uint32_t clients, std::uint32_t ring_slots, std::uint32_t ring_slot_bytes);
 
   // Heap memory, for a router thread in the same process. Throws ferry::Error.
-  static Mailbox create_private(std::uint32_t clients, std::uint32_t ring_slots, std::uint32_t ring_slot_bytes);
+  static Mailbox create_private(std::uint32_t clients, std::uint32_t ring_slots,
+                                std::uint32_t ring_slot_bytes);
   // A POSIX shared-memory object named `name` ("/ferry-route-..."). Throws ferry::Error.
   static Mailbox create_shared(const std::string& name, std::uint32_t clients, std::uint32_t ring_slots,
                                std::uint32_t ring_slot_bytes);

@@ -13,10 +13,10 @@ namespace ferry::route {
 namespace {
 
 // Setting names in env spelling; a flag spells them with dashes.
-constexpr const char* kNames[] = {"mode",       "routing",       "buffer_bytes",  "max_outstanding",
-                                  "flush_us",   "recv_buffers",  "ring_slots",    "ring_slot_bytes",
-                                  "node_size",  "app_cpus",      "progress_cpus", "router_cpus",
-                                  "stall_timeout_ms", "idle_spins"};
+constexpr const char* kNames[] = {
+    "mode",          "routing",     "buffer_bytes",     "max_outstanding", "flush_us",
+    "recv_buffers",  "ring_slots",  "ring_slot_bytes",  "node_size",       "app_cpus",
+    "progress_cpus", "router_cpus", "stall_timeout_ms", "idle_spins"};
 
 std::string env_name(const std::string& name) {
   std::string out = "FERRY_ROUTE_";
@@ -78,14 +78,21 @@ void Options::set(const std::string& raw_name, const std::string& value) {
   std::string name = raw_name;
   std::replace(name.begin(), name.end(), '-', '_');
   if (name == "mode") {
-    if (value == "inline") mode = Mode::Inline;
-    else if (value == "thread") mode = Mode::Thread;
-    else if (value == "process") mode = Mode::Process;
-    else throw Error("route mode '" + value + "' is not one of inline, thread, process");
+    if (value == "inline")
+      mode = Mode::Inline;
+    else if (value == "thread")
+      mode = Mode::Thread;
+    else if (value == "process")
+      mode = Mode::Process;
+    else
+      throw Error("route mode '" + value + "' is not one of inline, thread, process");
   } else if (name == "routing") {
-    if (value == "direct" || value == "none") routing = Routing::Direct;
-    else if (value == "nlnr") routing = Routing::NodeLocalRemote;
-    else throw Error("route routing '" + value + "' is not one of direct, nlnr");
+    if (value == "direct" || value == "none")
+      routing = Routing::Direct;
+    else if (value == "nlnr")
+      routing = Routing::NodeLocalRemote;
+    else
+      throw Error("route routing '" + value + "' is not one of direct, nlnr");
   } else if (name == "buffer_bytes") {
     buffer_bytes = to_u32(name, value);
   } else if (name == "max_outstanding") {

@@ -2,9 +2,9 @@
 
 #include <string>
 
-#include "route/idle.h"
 #include "ferry/route/engine.h"
 #include "route/fatal.h"
+#include "route/idle.h"
 #include "route/router_thread.h"
 
 namespace ferry::route::detail {
@@ -25,7 +25,8 @@ RingBackend::RingBackend(Engine& engine, const Options& options, int app_rank, c
   stats_.chunk_bytes = port_.capacity();
 }
 
-RingBackend::RingBackend(Engine& engine, const Options& options, int app_rank, std::unique_ptr<RouterThread> router)
+RingBackend::RingBackend(Engine& engine, const Options& options, int app_rank,
+                         std::unique_ptr<RouterThread> router)
     : Backend(engine),
       options_(options),
       me_(static_cast<std::uint32_t>(app_rank)),
@@ -108,8 +109,8 @@ void RingBackend::barrier() {
       next_check = now + kCheckEveryNs;
       port_.check_router();
       if (stall.stalled())
-        fatal("rank " + std::to_string(me_) + ": barrier " + std::to_string(epoch_) + " has had no answer from " +
-              "the router for " + std::to_string(stall.seconds()) + " s");
+        fatal("rank " + std::to_string(me_) + ": barrier " + std::to_string(epoch_) +
+              " has had no answer from " + "the router for " + std::to_string(stall.seconds()) + " s");
     }
   }
   stats_.comm_ns += (now_ns() - t0) - (stats_.handler_ns - h0);

@@ -19,7 +19,8 @@ class RouterThread;
 class RingBackend final : public Backend {
  public:
   // Process mode: the runtime's mailbox (router in another process).
-  RingBackend(Engine& engine, const Options& options, int app_rank, const Mailbox& mailbox, std::uint32_t client);
+  RingBackend(Engine& engine, const Options& options, int app_rank, const Mailbox& mailbox,
+              std::uint32_t client);
   // Thread mode: a private mailbox served by `router` (started here, stopped in finish()).
   RingBackend(Engine& engine, const Options& options, int app_rank, std::unique_ptr<RouterThread> router);
   ~RingBackend() override;

@@ -7,14 +7,14 @@
 #include <cstring>
 #include <string>
 
-#include "route/idle.h"
 #include "route/fatal.h"
 #include "route/frame.h"
+#include "route/idle.h"
 
 namespace ferry::route::detail {
 namespace {
-constexpr int kSlotsPerClientPass = 16;   // request chunks taken from one app per pass (fairness)
-constexpr int kBuffersPerPass = 64;       // received MPI buffers routed per pass
+constexpr int kSlotsPerClientPass = 16;  // request chunks taken from one app per pass (fairness)
+constexpr int kBuffersPerPass = 64;      // received MPI buffers routed per pass
 constexpr std::uint64_t kCheckEveryNs = 100'000'000ull;
 }  // namespace
 
@@ -97,7 +97,8 @@ void Router::corrupt(std::uint32_t off, std::uint32_t size) const {
 }
 
 void Router::unserved(std::uint32_t dest) const {
-  fatal(std::string(cfg_.name) + ": frame for application rank " + std::to_string(dest) + ", which no router serves");
+  fatal(std::string(cfg_.name) + ": frame for application rank " + std::to_string(dest) +
+        ", which no router serves");
 }
 
 bool Router::drain_parked() {
@@ -161,7 +162,8 @@ bool Router::barrier_step() {
     for (const ClientSlot& c : clients_) {
       // A4: pairs with the app's release of barrier_request (R4); the counters
       // it stored before are visible from here on.
-      if (std::atomic_ref<std::uint32_t>(c.app->barrier_request).load(std::memory_order_acquire) != epoch_ + 1)
+      if (std::atomic_ref<std::uint32_t>(c.app->barrier_request).load(std::memory_order_acquire) !=
+          epoch_ + 1)
         return false;
     }
     in_barrier_ = true;
@@ -209,8 +211,10 @@ bool Router::step() {
   for (std::size_t c = 0; c < clients_.size(); ++c) publish_delivery(static_cast<int>(c));
   if (cfg_.transport != nullptr && cfg_.transport->has_open_buffers()) {
     // In a barrier nothing is worth waiting for: every buffer leaves now.
-    if (in_barrier_) did |= cfg_.transport->flush_all();
-    else did |= cfg_.transport->flush_older_than(now_ns(), flush_ns_);
+    if (in_barrier_)
+      did |= cfg_.transport->flush_all();
+    else
+      did |= cfg_.transport->flush_older_than(now_ns(), flush_ns_);
   }
   did |= barrier_step();
   return did;
@@ -226,9 +230,11 @@ bool Router::all_detached() const noexcept {
 
 void Router::check_clients() {
   for (std::size_t i = 0; i < clients_.size(); ++i) {
-    const pid_t pid = static_cast<pid_t>(std::atomic_ref<std::uint32_t>(clients_[i].app->pid).load(std::memory_order_relaxed));
+    const pid_t pid = static_cast<pid_t>(
+        std::atomic_ref<std::uint32_t>(clients_[i].app->pid).load(std::memory_order_relaxed));
     const auto state = std::atomic_ref<std::uint32_t>(clients_[i].app->state).load(std::memory_order_acquire);
-    if (pid != 0 && state != static_cast<std::uint32_t>(ClientState::Detached) && kill(pid, 0) != 0 && errno == ESRCH)
+    if (pid != 0 && state != static_cast<std::uint32_t>(ClientState::Detached) && kill(pid, 0) != 0 &&
+        errno == ESRCH)
       fatal(std::string(cfg_.name) + ": application rank " + std::to_string(clients_[i].app->app_rank) +
             " (pid " + std::to_string(pid) + ") died without detaching");
   }

@@ -23,7 +23,8 @@ std::uint64_t process_cpu_ns() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   auto ns = [](const timeval& t) {
-    return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(t.tv_usec) * 1000ull;
+    return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ull +
+           static_cast<std::uint64_t>(t.tv_usec) * 1000ull;
   };
   return ns(ru.ru_utime) + ns(ru.ru_stime);
 }
@@ -40,8 +41,9 @@ int run_router_process(const RouterProcessPlan& plan) {
 
   // The name is unique per router process; it is unlinked as soon as every
   // app has mapped it, so a crash later leaves nothing behind in /dev/shm.
-  const std::string name = "/ferry-route-" + std::to_string(getpid()) + "-" + std::to_string(plan.world_rank) + "-" +
-                           std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000);
+  const std::string name =
+      "/ferry-route-" + std::to_string(getpid()) + "-" + std::to_string(plan.world_rank) + "-" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000);
   Mailbox mailbox;
   char buf[kNameBytes] = {};
   try {
@@ -53,19 +55,23 @@ int run_router_process(const RouterProcessPlan& plan) {
     ferry::log::app().critical("ferry route: router of node {}: {}", plan.node, e.what());
     // An empty name tells the apps to fail too, rather than hang in the broadcast.
   }
-  FERRY_MPI_CHECK(MPI_Bcast(buf, kNameBytes, MPI_CHAR, node_rank, plan.node_comm), "sending the mailbox name");
-  if (!mailbox.valid()) fatal("the router of node " + std::to_string(plan.node) + " could not create its mailbox");
+  FERRY_MPI_CHECK(MPI_Bcast(buf, kNameBytes, MPI_CHAR, node_rank, plan.node_comm),
+                  "sending the mailbox name");
+  if (!mailbox.valid())
+    fatal("the router of node " + std::to_string(plan.node) + " could not create its mailbox");
   FERRY_MPI_CHECK(MPI_Barrier(plan.node_comm), "waiting for the apps to map the mailbox");
   Mailbox::unlink(name);
 
   if (!plan.options.router_cpus.empty())
     pin_this_thread(
-        plan.options.router_cpus[static_cast<std::size_t>(plan.host_local) % plan.options.router_cpus.size()], "router");
+        plan.options.router_cpus[static_cast<std::size_t>(plan.host_local) % plan.options.router_cpus.size()],
+        "router");
 
   BufferPool pool(plan.options.buffer_bytes);
   WireStats wire;
   std::unique_ptr<Transport> transport;
-  if (plan.num_nodes > 1) transport = std::make_unique<Transport>(plan.router_comm, plan.options, &pool, &wire);
+  if (plan.num_nodes > 1)
+    transport = std::make_unique<Transport>(plan.router_comm, plan.options, &pool, &wire);
 
   RouterConfig cfg;
   cfg.options = plan.options;
@@ -101,7 +107,8 @@ Mailbox attach_node_mailbox(MPI_Comm node_comm) {
   int node_size = 0;
   MPI_Comm_size(node_comm, &node_size);
   char buf[kNameBytes] = {};
-  FERRY_MPI_CHECK(MPI_Bcast(buf, kNameBytes, MPI_CHAR, node_size - 1, node_comm), "receiving the mailbox name");
+  FERRY_MPI_CHECK(MPI_Bcast(buf, kNameBytes, MPI_CHAR, node_size - 1, node_comm),
+                  "receiving the mailbox name");
   if (buf[0] == '\0') fatal("this node's router could not create its mailbox (see its message)");
   Mailbox m;
   try {

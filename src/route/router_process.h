@@ -18,12 +18,12 @@ struct RouterProcessPlan {
   Options options;
   MPI_Comm node_comm = MPI_COMM_NULL;
   MPI_Comm router_comm = MPI_COMM_NULL;
-  int node = 0;                      // this router's node id (= its rank in router_comm)
+  int node = 0;  // this router's node id (= its rank in router_comm)
   int num_nodes = 1;
-  std::vector<int> node_of_app;      // app rank -> node id
-  std::vector<int> local_of_app;     // app rank -> client index within its node
+  std::vector<int> node_of_app;   // app rank -> node id
+  std::vector<int> local_of_app;  // app rank -> client index within its node
   int world_rank = 0;
-  int host_local = 0;                // index among this host's routers (router_cpus)
+  int host_local = 0;  // index among this host's routers (router_cpus)
 };
 
 // Returns the process exit status (0 on success); fatal() on data-path failures.

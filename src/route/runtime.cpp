@@ -32,12 +32,14 @@ extern "C" void on_sigterm(int sig) {
 }
 
 void install_sigterm_message(int world_rank) {
-  const int n = std::snprintf(g_sigterm_message, sizeof g_sigterm_message,
-                              "ferry route: world rank %d (pid %d) terminated by SIGTERM: the MPI job is being "
-                              "aborted, most likely because another rank failed (see its message above)\n",
-                              world_rank, static_cast<int>(getpid()));
-  g_sigterm_length = n > 0 ? std::min<std::size_t>(static_cast<std::size_t>(n), sizeof g_sigterm_message - 1) : 0;
-  struct sigaction sa{};
+  const int n =
+      std::snprintf(g_sigterm_message, sizeof g_sigterm_message,
+                    "ferry route: world rank %d (pid %d) terminated by SIGTERM: the MPI job is being "
+                    "aborted, most likely because another rank failed (see its message above)\n",
+                    world_rank, static_cast<int>(getpid()));
+  g_sigterm_length =
+      n > 0 ? std::min<std::size_t>(static_cast<std::size_t>(n), sizeof g_sigterm_message - 1) : 0;
+  struct sigaction sa {};
   sa.sa_handler = on_sigterm;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
@@ -107,9 +109,11 @@ Runtime::Runtime(int* argc, char*** argv) : state_(std::make_unique<detail::Runt
         break;
       }
     MPI_Comm split = MPI_COMM_NULL, node_comm = MPI_COMM_NULL;
-    FERRY_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, is_router ? 1 : 0, is_router ? node : st.world_rank, &split),
-                    "separating routers from applications");
-    FERRY_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, node, st.world_rank, &node_comm), "grouping a node's ranks");
+    FERRY_MPI_CHECK(
+        MPI_Comm_split(MPI_COMM_WORLD, is_router ? 1 : 0, is_router ? node : st.world_rank, &split),
+        "separating routers from applications");
+    FERRY_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, node, st.world_rank, &node_comm),
+                    "grouping a node's ranks");
     // CPU lists are indexed per host, over applications and routers separately.
     const int host_local = host_local_rank(split);
     if (is_router) {
@@ -160,9 +164,17 @@ Runtime::~Runtime() {
   if (!finalized) MPI_Finalize();
 }
 
-MPI_Comm Runtime::comm() const noexcept { return state_->app_comm; }
-int Runtime::rank() const noexcept { return state_->topology.app_rank; }
-int Runtime::size() const noexcept { return state_->topology.app_size; }
-const Options& Runtime::options() const noexcept { return state_->options; }
+MPI_Comm Runtime::comm() const noexcept {
+  return state_->app_comm;
+}
+int Runtime::rank() const noexcept {
+  return state_->topology.app_rank;
+}
+int Runtime::size() const noexcept {
+  return state_->topology.app_size;
+}
+const Options& Runtime::options() const noexcept {
+  return state_->options;
+}
 
 }  // namespace ferry::route

@@ -6,5 +6,7 @@
 // suppress exactly OpenMPI's libraries, while leaks in our own code still fail
 // the run.
 #if defined(__SANITIZE_ADDRESS__)
-extern "C" int dlclose(void*) { return 0; }
+extern "C" int dlclose(void*) {
+  return 0;
+}
 #endif

@@ -16,9 +16,9 @@ struct Topology {
   int app_rank = 0;
   int app_size = 1;
   int num_nodes = 1;
-  std::vector<int> node_of;                 // app rank -> dense node id (ordered by first rank)
-  std::vector<int> local_of;                // app rank -> index among its node's apps
-  std::vector<std::vector<int>> apps_of;    // node id -> its app ranks, ascending
+  std::vector<int> node_of;               // app rank -> dense node id (ordered by first rank)
+  std::vector<int> local_of;              // app rank -> index among its node's apps
+  std::vector<std::vector<int>> apps_of;  // node id -> its app ranks, ascending
 
   // node_key[r] is any integer shared by exactly the ranks of one node.
   static Topology from_keys(const std::vector<int>& node_key, int app_rank);

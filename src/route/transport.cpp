@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "route/idle.h"
 #include "route/fatal.h"
+#include "route/idle.h"
 
 namespace ferry::route::detail {
 namespace {
@@ -128,8 +128,8 @@ void Transport::flush(int peer, Why why) {
 
 bool Transport::poll() {
   int count = 0;
-  FERRY_MPI_CHECK(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count, done_index_.data(),
-                               done_status_.data()),
+  FERRY_MPI_CHECK(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count,
+                               done_index_.data(), done_status_.data()),
                   "testing sends and receives");
   if (count == MPI_UNDEFINED || count == 0) return false;
   for (int i = 0; i < count; ++i) {

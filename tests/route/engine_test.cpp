@@ -50,7 +50,9 @@ struct World {
 };
 World* g = nullptr;
 
-std::uint8_t pattern(std::size_t size, std::size_t i) { return static_cast<std::uint8_t>(size * 31 + i * 7); }
+std::uint8_t pattern(std::size_t size, std::size_t i) {
+  return static_cast<std::uint8_t>(size * 31 + i * 7);
+}
 
 std::uint64_t global_sum(std::uint64_t v) {
   std::uint64_t out = 0;
@@ -85,7 +87,8 @@ TEST_F(RouteEngine, EveryMessageArrivesOnce) {
   e().barrier();
   for (int src = 0; src < n; ++src) {
     EXPECT_EQ(g->pings_from[static_cast<std::size_t>(src)], kPerPeer) << "from rank " << src;
-    EXPECT_EQ(g->seq_sum_from[static_cast<std::size_t>(src)], kPerPeer * (kPerPeer - 1) / 2) << "from rank " << src;
+    EXPECT_EQ(g->seq_sum_from[static_cast<std::size_t>(src)], kPerPeer * (kPerPeer - 1) / 2)
+        << "from rank " << src;
   }
 }
 
@@ -93,7 +96,8 @@ TEST_F(RouteEngine, RankThatSendsNothing) {
   // Rank 0 sends nothing; every other rank sends to rank 0 only.
   constexpr std::uint64_t kCount = 3000;
   if (e().rank() != 0)
-    for (std::uint64_t s = 0; s < kCount; ++s) e().send(0, g->ping, Ping{static_cast<std::uint64_t>(e().rank()), s});
+    for (std::uint64_t s = 0; s < kCount; ++s)
+      e().send(0, g->ping, Ping{static_cast<std::uint64_t>(e().rank()), s});
   e().barrier();
   std::uint64_t got = 0;
   for (std::uint64_t c : g->pings_from) got += c;
@@ -104,8 +108,7 @@ TEST_F(RouteEngine, HandlersThatSendAreWaitedFor) {
   // Chains of hops: each handler sends the next hop, so the barrier must see
   // messages created after it started.
   constexpr std::uint64_t kChains = 50, kTtl = 40;
-  for (std::uint64_t c = 0; c < kChains; ++c)
-    e().send((e().rank() + 1) % e().size(), g->hop, Hop{kTtl, c});
+  for (std::uint64_t c = 0; c < kChains; ++c) e().send((e().rank() + 1) % e().size(), g->hop, Hop{kTtl, c});
   e().barrier();
   EXPECT_EQ(global_sum(g->hops), kChains * (kTtl + 1) * static_cast<std::uint64_t>(e().size()));
 }
@@ -145,7 +148,8 @@ TEST_F(RouteEngine, PartlyFilledBuffersLeaveOnTheFlushTimer) {
     e().progress();
     std::this_thread::yield();
   }
-  EXPECT_EQ(g->pings_from[static_cast<std::size_t>(from)], 1u) << "no message from rank " << from << " in 20 s";
+  EXPECT_EQ(g->pings_from[static_cast<std::size_t>(from)], 1u)
+      << "no message from rank " << from << " in 20 s";
   e().barrier();
 }
 
@@ -153,7 +157,8 @@ TEST_F(RouteEngine, SmallMessagesAreAggregated) {
   const Stats before = e().stats();
   constexpr std::uint64_t kCount = 20000;
   const int dest = (e().rank() + 1) % e().size();
-  for (std::uint64_t s = 0; s < kCount; ++s) e().send(dest, g->ping, Ping{static_cast<std::uint64_t>(e().rank()), s});
+  for (std::uint64_t s = 0; s < kCount; ++s)
+    e().send(dest, g->ping, Ping{static_cast<std::uint64_t>(e().rank()), s});
   e().barrier();
   const Stats after = e().stats();
   const std::uint64_t flushes = after.flushes - before.flushes;
@@ -193,8 +198,9 @@ int main(int argc, char** argv) {
     });
     world.hop = engine.register_handler<Hop>([&](Engine& e, int, const Hop& h) {
       ++world.hops;
-      if (h.ttl > 0) e.send(static_cast<int>((h.chain + h.ttl) % static_cast<std::uint64_t>(e.size())), world.hop,
-                            Hop{h.ttl - 1, h.chain});
+      if (h.ttl > 0)
+        e.send(static_cast<int>((h.chain + h.ttl) % static_cast<std::uint64_t>(e.size())), world.hop,
+               Hop{h.ttl - 1, h.chain});
     });
     world.bytes = engine.register_bytes_handler([&](Engine&, int, ferry::ByteView b) {
       bool ok = true;
@@ -208,7 +214,8 @@ int main(int argc, char** argv) {
   }
   int any = 0;
   MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, rt.comm());
-  if (rt.rank() == 0) std::printf("route engine test (%s, %d ranks): %s\n", to_string(rt.options().mode), rt.size(),
-                                  any ? "FAILED on some rank" : "passed on every rank");
+  if (rt.rank() == 0)
+    std::printf("route engine test (%s, %d ranks): %s\n", to_string(rt.options().mode), rt.size(),
+                any ? "FAILED on some rank" : "passed on every rank");
   return any;
 }

@@ -41,7 +41,9 @@ std::uint64_t mix(std::uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
-std::uint8_t byte_of(std::uint64_t key, std::size_t i) { return static_cast<std::uint8_t>(mix(key + i / 8) >> (8 * (i % 8))); }
+std::uint8_t byte_of(std::uint64_t key, std::size_t i) {
+  return static_cast<std::uint8_t>(mix(key + i / 8) >> (8 * (i % 8)));
+}
 
 // Payload: an 8-byte key then key-derived bytes, so every byte is checkable.
 void fill(std::uint8_t* p, std::uint32_t len, std::uint64_t key) {
@@ -105,8 +107,10 @@ struct App {
       port.publish_chunk();
       port.publish_handled(handled);
       if (port.barrier_done(epoch)) return;
-      if (!did) backoff.idle();
-      else backoff.reset();
+      if (!did)
+        backoff.idle();
+      else
+        backoff.reset();
     }
   }
 };
@@ -128,8 +132,10 @@ TEST(RouteRingFuzz, QuiescenceIsRealUnderConcurrency) {
   Router router(cfg, &pool, &wire);
   std::vector<App> apps;
   for (int i = 0; i < kApps; ++i) {
-    apps.push_back(App{i, ClientPort(mailbox.client(static_cast<std::uint32_t>(i)), mailbox.header(), cfg.options)});
-    mailbox.client(static_cast<std::uint32_t>(i)).app->state = static_cast<std::uint32_t>(ClientState::Attached);
+    apps.push_back(
+        App{i, ClientPort(mailbox.client(static_cast<std::uint32_t>(i)), mailbox.header(), cfg.options)});
+    mailbox.client(static_cast<std::uint32_t>(i)).app->state =
+        static_cast<std::uint32_t>(ClientState::Attached);
   }
   std::thread router_thread([&] { router.run(nullptr); });  // after the apps attached
   std::atomic<std::uint64_t> imbalance{0};

@@ -23,8 +23,8 @@ namespace {
 
 TEST(RouteOptions, FlagsOverrideAndAreStripped) {
   Options o;
-  std::vector<std::string> args = {"app", "--route-mode=process", "--updates", "5", "--route-buffer-bytes", "4096",
-                                   "--route-app-cpus=0-2,5", "x"};
+  std::vector<std::string> args = {"app",  "--route-mode=process",   "--updates", "5", "--route-buffer-bytes",
+                                   "4096", "--route-app-cpus=0-2,5", "x"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -108,7 +108,8 @@ TEST(RouteTopology, NodeLocalRemoteReachesEveryRankInTwoHops) {
       EXPECT_EQ(t.next_hop(dest, Routing::Direct), dest);
     }
     // A rank talks across nodes only to ranks with its local index (mod size).
-    for (int p : remote_peers) EXPECT_EQ(t.local_of[p] % static_cast<int>(t.apps_of[t.my_node()].size()), t.local_of[src]);
+    for (int p : remote_peers)
+      EXPECT_EQ(t.local_of[p] % static_cast<int>(t.apps_of[t.my_node()].size()), t.local_of[src]);
   }
   const Topology t = Topology::from_keys(keys, 0);
   EXPECT_EQ(t.num_nodes, 3);

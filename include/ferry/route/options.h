@@ -5,18 +5,18 @@
 //
 //   setting            env / flag                          default
 //   mode               FERRY_ROUTE_MODE / --route-mode     inline  (inline | thread | process)
-//   routing            FERRY_ROUTE_ROUTING                 direct  (direct | nlnr: node-local, then node-remote)
-//   buffer_bytes       FERRY_ROUTE_BUFFER_BYTES            65536   aggregation buffer per destination
-//   max_outstanding    FERRY_ROUTE_MAX_OUTSTANDING         16      send buffers in flight per sender
-//   flush_us           FERRY_ROUTE_FLUSH_US                200     a partly filled buffer leaves after this
-//   recv_buffers       FERRY_ROUTE_RECV_BUFFERS            8       receives kept posted
-//   ring_slots         FERRY_ROUTE_RING_SLOTS              64      slots per app<->router ring
-//   ring_slot_bytes    FERRY_ROUTE_RING_SLOT_BYTES         16384   bytes per ring slot (one chunk of frames)
-//   node_size          FERRY_ROUTE_NODE_SIZE               0       0: MPI's shared-memory split; k: virtual
+//   routing            FERRY_ROUTE_ROUTING                 direct  (direct | nlnr: node-local, then
+//   node-remote) buffer_bytes       FERRY_ROUTE_BUFFER_BYTES            65536   aggregation buffer per
+//   destination max_outstanding    FERRY_ROUTE_MAX_OUTSTANDING         16      send buffers in flight per
+//   sender flush_us           FERRY_ROUTE_FLUSH_US                200     a partly filled buffer leaves after
+//   this recv_buffers       FERRY_ROUTE_RECV_BUFFERS            8       receives kept posted ring_slots
+//   FERRY_ROUTE_RING_SLOTS              64      slots per app<->router ring ring_slot_bytes
+//   FERRY_ROUTE_RING_SLOT_BYTES         16384   bytes per ring slot (one chunk of frames) node_size
+//   FERRY_ROUTE_NODE_SIZE               0       0: MPI's shared-memory split; k: virtual
 //                                                                   nodes of k consecutive world ranks
-//   app_cpus           FERRY_ROUTE_APP_CPUS                ""      pin application rank i of a host to the i-th
-//   progress_cpus      FERRY_ROUTE_PROGRESS_CPUS           ""      pin thread-mode progress thread i likewise
-//   router_cpus        FERRY_ROUTE_ROUTER_CPUS             ""      pin router i of a host likewise
+//   app_cpus           FERRY_ROUTE_APP_CPUS                ""      pin application rank i of a host to the
+//   i-th progress_cpus      FERRY_ROUTE_PROGRESS_CPUS           ""      pin thread-mode progress thread i
+//   likewise router_cpus        FERRY_ROUTE_ROUTER_CPUS             ""      pin router i of a host likewise
 //                      (i counts per host, across virtual nodes: they never share a core)
 //   stall_timeout_ms   FERRY_ROUTE_STALL_TIMEOUT_MS        60000   a wait that makes no progress this long
 //                                                                   aborts the job with a message
