@@ -40,7 +40,10 @@ SIZES = {
         "histogram": ["--updates", "4000000", "--slots-per-rank", "1048576"],
         "index_gather": ["--requests", "2000000", "--entries-per-rank", "1048576"],
         "transpose": ["--rows-per-rank", "131072", "--nnz-per-row", "16", "--verify", "false"],
-        "qs_mini": ["--particles-per-rank", "200000", "--cells-x-per-rank", "2"],
+        # One cell per slab and long flights: a message every few segments (the
+        # communication-heavy end of Quicksilver-like transport).
+        "qs_mini": ["--particles-per-rank", "200000", "--cells-x-per-rank", "1", "--cells-y", "32", "--cells-z", "32",
+                    "--xs-scale", "0.5"],
         "randperm": ["--items-per-rank", "2000000"],
     },
 }
