@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "ferry/core/status.h"
+
 namespace ferry::route::bench {
 namespace {
 
@@ -128,6 +130,15 @@ void add_common_flags(CLI::App& cli, CommonOptions& o) {
   cli.add_flag("--quiet", o.quiet, "only the summary line");
   cli.add_option("--test-die-rank", o.die_rank, "test hook: this rank exits abruptly ...");
   cli.add_option("--test-die-after", o.die_after, "... after this many sends");
+}
+
+int guarded_main(const char* name, int (*app_main)(int, char**), int argc, char** argv) {
+  try {
+    return app_main(argc, argv);
+  } catch (const ferry::Error& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 2;
+  }
 }
 
 int parse(CLI::App& cli, int argc, char** argv, int rank) {

@@ -43,6 +43,12 @@ struct CommonOptions {
 
 void add_common_flags(CLI::App& cli, CommonOptions& o);
 
+// Runs an application's main and turns a ferry::Error (bad --route-* option,
+// misuse of the engine) into "name: message" and exit status 2, instead of
+// std::terminate. An Engine unwound by the exception aborts the MPI job with
+// its own message, so the other ranks do not wait.
+int guarded_main(const char* name, int (*app_main)(int, char**), int argc, char** argv);
+
 // Parses argv (after the Runtime stripped --route-*). Returns -1 to go on, or
 // the exit status (help, or a bad flag: every rank fails alike).
 int parse(CLI::App& cli, int argc, char** argv, int rank);

@@ -16,7 +16,8 @@ struct Update {
 };
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+int run(int argc, char** argv) {
   Runtime rt(&argc, &argv);
   CommonOptions common;
   std::uint64_t updates = 100000, slots_per_rank = 1 << 16;
@@ -69,4 +70,9 @@ int main(int argc, char** argv) {
   std::snprintf(params, sizeof params, R"({"updates_per_rank": %llu, "slots_per_rank": %llu})",
                 static_cast<unsigned long long>(updates), static_cast<unsigned long long>(slots_per_rank));
   return bench.report(ok, detail, sizeof(Update), params);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  return guarded_main("histogram", run, argc, argv);
 }

@@ -24,7 +24,8 @@ std::uint64_t value_of(std::uint64_t seed, std::uint64_t index) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+int run(int argc, char** argv) {
   Runtime rt(&argc, &argv);
   CommonOptions common;
   std::uint64_t requests = 100000, entries_per_rank = 1 << 16;
@@ -75,4 +76,9 @@ int main(int argc, char** argv) {
   std::snprintf(params, sizeof params, R"({"requests_per_rank": %llu, "entries_per_rank": %llu})",
                 static_cast<unsigned long long>(requests), static_cast<unsigned long long>(entries_per_rank));
   return bench.report(bad == 0, detail, sizeof(Request), params);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  return guarded_main("index_gather", run, argc, argv);
 }

@@ -192,7 +192,8 @@ Outcome track(Particle& p, std::uint64_t seed, const Box& box, const CrossSectio
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+int run(int argc, char** argv) {
   Runtime rt(&argc, &argv);
   CommonOptions common;
   std::uint64_t particles = 20000;
@@ -309,4 +310,9 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(particles), cx, ny, nz, census, xs_scale,
       static_cast<unsigned long long>(g.segments));
   return bench.report(ok, detail, sizeof(Particle), params);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  return guarded_main("qs_mini", run, argc, argv);
 }

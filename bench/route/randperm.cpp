@@ -27,7 +27,8 @@ struct Mark {
 };
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+int run(int argc, char** argv) {
   Runtime rt(&argc, &argv);
   CommonOptions common;
   std::uint64_t items_per_rank = 50000;
@@ -103,4 +104,9 @@ int main(int argc, char** argv) {
   std::snprintf(params, sizeof params, R"({"items_per_rank": %llu, "rounds": %llu})",
                 static_cast<unsigned long long>(items_per_rank), static_cast<unsigned long long>(rounds));
   return bench.report(ok, detail, sizeof(Dart), params);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  return guarded_main("randperm", run, argc, argv);
 }

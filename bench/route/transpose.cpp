@@ -29,7 +29,8 @@ Nonzero nonzero(std::uint64_t seed, std::uint64_t n, std::uint64_t i, std::uint6
 using Triple = std::tuple<std::uint32_t, std::uint32_t, double>;  // (row, col, value) of the transpose
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+int run(int argc, char** argv) {
   Runtime rt(&argc, &argv);
   CommonOptions common;
   std::uint64_t rows_per_rank = 4096, nnz_per_row = 16;
@@ -112,4 +113,9 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(rows_per_rank), static_cast<unsigned long long>(nnz_per_row),
                 verify ? "true" : "false");
   return bench.report(ok, detail, sizeof(Nonzero), params);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  return guarded_main("transpose", run, argc, argv);
 }
