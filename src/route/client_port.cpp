@@ -23,6 +23,9 @@ void ClientPort::check_router() const {
 }
 
 std::uint8_t* ClientPort::reserve_slow(std::uint32_t bytes) {
+  if (bytes > capacity_) [[unlikely]]  // Engine::send checks max_payload(); this guards the slot
+    fatal("a " + std::to_string(bytes) + "-byte frame does not fit a " + std::to_string(capacity_) +
+          "-byte ring slot");
   if (chunk_ != nullptr) publish_chunk();  // the frame does not fit: the chunk leaves as it is
   MutableByteView slot = producer_.try_claim();
   if (slot.data == nullptr) {

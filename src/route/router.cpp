@@ -34,6 +34,9 @@ Router::Router(RouterConfig config, BufferPool* pool, WireStats* wire)
 }
 
 bool Router::deliver_slow(int client, const std::uint8_t* frame, std::uint32_t bytes) {
+  if (bytes > slot_bytes_) [[unlikely]]
+    fatal(std::string(cfg_.name) + ": a " + std::to_string(bytes) + "-byte frame does not fit a " +
+          std::to_string(slot_bytes_) + "-byte delivery slot (ranks disagree on ring_slot_bytes?)");
   Delivery& d = deliveries_[static_cast<std::size_t>(client)];
   if (d.data != nullptr) publish_delivery(client);  // the frame does not fit: the chunk leaves
   MutableByteView slot = d.producer.try_claim();
