@@ -1,10 +1,15 @@
 // ferry-store-bench: put and get throughput of one storage tier (or a chain), in
-// batches of --qd objects of --block-size bytes, --total bytes in all. The file
+// batches of --batch objects of --block-size bytes, --total bytes in all. The file
 // tier is compared with fio and the redis tier with redis-benchmark by
 // store_bench.py, which runs this with the same block size, queue depth and
 // O_DIRECT setting.
 //
-//   ferry-store-bench --tier file:/mnt/nvme/bench --block-size 1MiB --qd 32 --total 2GiB --direct
+//   ferry-store-bench --tier file:/mnt/nvme/bench --block-size 1MiB --qd 32 --batch 256 --total 2GiB --direct
+//
+// A call returns when its whole batch is done, so the queue drains at the end of
+// every call: with --batch equal to --qd the device sees a full queue only part
+// of the time. fio keeps its queue full; compare with --batch several times --qd
+// (or several --threads), as the agent's copy threads run.
 //
 // GB/s are 1e9 bytes per second of object data (headers not counted). Checksums
 // are computed before the timed put (the agent computes them as data arrives);
@@ -47,14 +52,16 @@ int main(int argc, char** argv) {
   CLI::App app{"ferry-store-bench: put/get throughput of a storage tier"};
   std::vector<std::string> tiers;
   std::string block_text = "1MiB", total_text = "1GiB", json_out;
-  unsigned qd = 32, threads = 1;
+  unsigned qd = 32, batch = 0, threads = 1;
   std::uint64_t distinct_keys = 0;
   bool direct = false, keep = false;
   app.add_option("--tier", tiers, "tier spec (repeat for a chain), e.g. file:/tmp/b or redis://127.0.0.1:6379")
       ->required();
   app.add_option("--block-size", block_text, "object size (e.g. 4KiB, 1MiB)");
-  app.add_option("--qd", qd, "objects per put/get call (the file tier's queue depth, Redis's pipeline)")
-      ->check(CLI::Range(1u, 4096u));
+  app.add_option("--qd", qd, "the file tier's queue depth (objects in flight)")->check(CLI::Range(1u, 4096u));
+  app.add_option("--batch", batch,
+                 "objects per put/get call (default: --qd); for Redis the pipeline window (up to 128)")
+      ->check(CLI::Range(1u, 65536u));
   app.add_option("--total", total_text, "bytes written, then read, per run");
   app.add_option("--threads", threads, "concurrent callers (connections for Redis)")->check(CLI::Range(1u, 256u));
   app.add_flag("--direct", direct, "add ',direct' (O_DIRECT) to file tier specs");
@@ -70,6 +77,7 @@ int main(int argc, char** argv) {
     const std::uint64_t total = store::parse_size(total_text, "--total");
     if (block == 0) throw ferry::Error("--block-size must be more than 0");
     const std::uint64_t objects = std::max<std::uint64_t>(1, total / block);
+    if (batch == 0) batch = qd;
     for (auto& t : tiers) {
       if (t.rfind("file:", 0) == 0) {
         if (direct && t.find(",direct") == std::string::npos) t += ",direct";
@@ -82,10 +90,10 @@ int main(int argc, char** argv) {
 
     // One page-aligned source buffer per batch slot (O_DIRECT writes them in
     // place), each with its own random content and checksum.
-    std::vector<store::AlignedBuffer> src(qd);
-    std::vector<std::uint64_t> sums(qd);
+    std::vector<store::AlignedBuffer> src(batch);
+    std::vector<std::uint64_t> sums(batch);
     std::uint64_t x = 0x9e3779b97f4a7c15ull;
-    for (unsigned s = 0; s < qd; ++s) {
+    for (unsigned s = 0; s < batch; ++s) {
       src[s].resize(block);
       auto* p = reinterpret_cast<std::uint64_t*>(src[s].data());
       for (std::uint64_t i = 0; i < store::io_round_up(block) / 8; ++i) {
@@ -94,9 +102,9 @@ int main(int argc, char** argv) {
       }
     }
     const double c0 = now_s();
-    for (unsigned s = 0; s < qd; ++s)
+    for (unsigned s = 0; s < batch; ++s)
       sums[s] = store::checksum({reinterpret_cast<const std::uint8_t*>(src[s].data()), block});
-    const double checksum_gbps = qd * block / (now_s() - c0) / 1e9;
+    const double checksum_gbps = static_cast<double>(batch) * block / (now_s() - c0) / 1e9;
 
     if (distinct_keys == 0 || distinct_keys > objects) distinct_keys = objects;
     std::vector<std::string> keys(objects);
@@ -111,12 +119,13 @@ int main(int argc, char** argv) {
       std::vector<std::thread> ts;
       for (unsigned t = 0; t < threads; ++t) {
         ts.emplace_back([&, t] {
-          std::vector<store::AlignedBuffer> dst(is_put ? 0 : qd);
+          std::vector<store::AlignedBuffer> dst(is_put ? 0 : batch);
           for (auto& d : dst) d.resize(block);
-          std::vector<store::PutItem> puts(qd);
-          std::vector<store::GetItem> gets(qd);
-          for (std::uint64_t first = std::uint64_t{t} * qd; first < objects; first += std::uint64_t{threads} * qd) {
-            const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(qd, objects - first));
+          std::vector<store::PutItem> puts(batch);
+          std::vector<store::GetItem> gets(batch);
+          for (std::uint64_t first = std::uint64_t{t} * batch; first < objects;
+               first += std::uint64_t{threads} * batch) {
+            const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(batch, objects - first));
             for (std::size_t k = 0; k < n; ++k) {
               if (is_put) {
                 puts[k] = store::PutItem();
@@ -166,6 +175,7 @@ int main(int argc, char** argv) {
     nlohmann::json out{{"tiers", tiers},
                        {"block_size", block},
                        {"qd", qd},
+                       {"batch", batch},
                        {"threads", threads},
                        {"direct", direct},
                        {"objects", objects},
@@ -174,10 +184,11 @@ int main(int argc, char** argv) {
                        {"checksum_gbps", checksum_gbps},
                        {"put", phase_json(put)},
                        {"get", phase_json(get)}};
-    std::printf("%-40s %10s %4s %8s %10s %10s %8s\n", "tier", "block", "qd", "objects", "put GB/s", "get GB/s",
-                "errors");
-    std::printf("%-40s %10s %4u %8llu %10.3f %10.3f %8llu\n", tiers.front().c_str(), store::format_size(block).c_str(),
-                qd, static_cast<unsigned long long>(objects), bytes / put.seconds / 1e9, bytes / get.seconds / 1e9,
+    std::printf("%-40s %10s %4s %6s %8s %10s %10s %8s\n", "tier", "block", "qd", "batch", "objects", "put GB/s",
+                "get GB/s", "errors");
+    std::printf("%-40s %10s %4u %6u %8llu %10.3f %10.3f %8llu\n", tiers.front().c_str(),
+                store::format_size(block).c_str(), qd, batch, static_cast<unsigned long long>(objects),
+                bytes / put.seconds / 1e9, bytes / get.seconds / 1e9,
                 static_cast<unsigned long long>(put.errors + get.errors));
     if (!put.first_error.empty()) std::fprintf(stderr, "first put error: %s\n", put.first_error.c_str());
     if (!get.first_error.empty()) std::fprintf(stderr, "first get error: %s\n", get.first_error.c_str());

@@ -3,7 +3,9 @@
 
 (a) The file tier against fio: same block size, queue depth and O_DIRECT
     setting, io_uring in both (fio --ioengine=io_uring --rw=write, then
-    --rw=read). fio writes one file (fallocated up front); the tier writes a file
+    --rw=read). The tier is called with batches of --file-batch objects: a
+    call returns when its batch is done, so its queue drains at the end of each
+    call, which fio's never does. fio writes one file (fallocated up front); the tier writes a file
     per object (create, write header + data, rename). A second fio run with a
     file per block (--nrfiles, --create_on_open) separates the price of that
     layout from the tier's own overhead.
@@ -105,10 +107,10 @@ def tool_version(argv):
         return None
 
 
-def ours(bench, tier, size, qd, total, direct=False, threads=1, keys=0):
+def ours(bench, tier, size, qd, total, direct=False, threads=1, keys=0, batch=None):
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        argv = [bench, "--tier", tier, "--block-size", str(size), "--qd", str(qd), "--total", str(total),
-                "--threads", str(threads), "--json-out", out.name]
+        argv = [bench, "--tier", tier, "--block-size", str(size), "--qd", str(qd), "--batch", str(batch or qd),
+                "--total", str(total), "--threads", str(threads), "--json-out", out.name]
         if direct:
             argv.append("--direct")
         if keys:
@@ -157,7 +159,8 @@ def file_points(args, bench):
                         sync_disk()
                         if who == "ours":
                             tier_dir = os.path.join(root, "tier")
-                            r = ours(bench, "file:" + tier_dir, size, args.file_qd, args.file_total, direct)
+                            r = ours(bench, "file:" + tier_dir, size, args.file_qd, args.file_total, direct,
+                                     batch=args.file_batch)
                             samples["ours_put"].append(r["put"])
                             samples["ours_get"].append(r["get"])
                             shutil.rmtree(tier_dir, ignore_errors=True)
@@ -175,7 +178,8 @@ def file_points(args, bench):
                                 fio(path, "read", size, args.file_qd, args.file_total, direct, per_object=True))
                             shutil.rmtree(path)
                 med = {k: statistics.median(v) for k, v in samples.items()}
-                row = {"tier": "file", "direct": direct, "size": size, "qd": args.file_qd, "samples": samples,
+                row = {"tier": "file", "direct": direct, "size": size, "qd": args.file_qd,
+                       "batch": args.file_batch, "samples": samples,
                        "median": med, "put_ratio": med["ours_put"] / med["fio_write"],
                        "get_ratio": med["ours_get"] / med["fio_read"],
                        "put_ratio_files": med["ours_put"] / med["fio_files_write"],
@@ -273,12 +277,12 @@ def table(rows):
     lines = []
     files = [r for r in rows if r["tier"] == "file"]
     if files:
-        lines += ["| file tier | block | qd | put GB/s | fio write | **put / fio** | get GB/s | fio read "
+        lines += ["| file tier | block | qd / batch | put GB/s | fio write | **put / fio** | get GB/s | fio read "
                   "| **get / fio** | fio write, file per block | put / that | fio read, file per block "
                   "| get / that |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in files:
             m = r["median"]
-            lines.append(f"| {'O_DIRECT' if r['direct'] else 'buffered'} | {fmt_size(r['size'])} | {r['qd']} "
+            lines.append(f"| {'O_DIRECT' if r['direct'] else 'buffered'} | {fmt_size(r['size'])} | {r['qd']} / {r['batch']} "
                          f"| {m['ours_put']:.3f} | {m['fio_write']:.3f} | **{r['put_ratio']:.2f}** "
                          f"| {m['ours_get']:.3f} | {m['fio_read']:.3f} | **{r['get_ratio']:.2f}** "
                          f"| {m['fio_files_write']:.3f} | {r['put_ratio_files']:.2f} "
@@ -303,7 +307,9 @@ def main():
     ap.add_argument("--build-dir", default="build", help="where ferry-store-bench was built")
     ap.add_argument("--dir", default="/var/tmp", help="a directory on the disk to measure (not tmpfs)")
     ap.add_argument("--file-sizes", default="64KiB,1MiB,4MiB")
-    ap.add_argument("--file-qd", type=int, default=32)
+    ap.add_argument("--file-qd", type=int, default=32, help="fio --iodepth and the tier's qd=")
+    ap.add_argument("--file-batch", type=int, default=256,
+                    help="objects per tier call: a call drains its queue at its end, fio never does")
     ap.add_argument("--file-total", default="1GiB")
     ap.add_argument("--direct", default="on,off", help="on, off or on,off")
     ap.add_argument("--redis-sizes", default="4KiB,64KiB,1MiB")
