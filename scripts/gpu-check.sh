@@ -9,26 +9,9 @@
 set -uo pipefail
 FINAL=${OUT:-$PWD/gpu-results}
 OUT=$(mktemp -d)  # everything lands here, then goes back as one tarball (the tool returns 8 files at most)
-C=$PWD/.carry
-export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
-export FERRY_BIN=$C/build/apps/ferry/ferry
-FERRY=$FERRY_BIN
+. "$(dirname "$0")/device-steps.sh"
 PY=$(command -v python3)
 [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
-log() { echo "== $(date +%T) $*"; }
-status=0
-step() {  # step NAME CMD...: runs, logs to $OUT/NAME.log, records pass/fail
-  local name=$1; shift
-  log "$name"
-  if "$@" >"$OUT/$name.log" 2>&1; then
-    echo "ok      $name" | tee -a "$OUT/summary.txt"
-  else
-    echo "FAILED  $name (rc=$?)" | tee -a "$OUT/summary.txt"; tail -25 "$OUT/$name.log"; status=1
-  fi
-}
-
-log "device"; nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total --format=csv | tee "$OUT/device.txt"
-nproc | tee -a "$OUT/device.txt"
 step unit "$C/build/tests/core/core_unit_test"
 step e2e_cpu "$C/build/tests/offload/e2e_test" --backend=cpu --launch=cpu
 for m in persistent burst graph memops; do

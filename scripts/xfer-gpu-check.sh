@@ -9,25 +9,7 @@
 set -uo pipefail
 FINAL=${OUT:-$PWD/xfer-results}
 OUT=$(mktemp -d)
-C=$PWD/.carry
-export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
-export FERRY_BIN=$C/build/apps/ferry/ferry
-FERRY=$FERRY_BIN
-[ -x "$C/redis/redis-server" ] && export FERRY_REDIS_SERVER=$C/redis/redis-server
-log() { echo "== $(date +%T) $*"; }
-status=0
-step() {  # step NAME CMD...: runs, logs to $OUT/NAME.log, records pass/fail
-  local name=$1; shift
-  log "$name"
-  if "$@" >"$OUT/$name.log" 2>&1; then
-    echo "ok      $name" | tee -a "$OUT/summary.txt"
-  else
-    echo "FAILED  $name (rc=$?)" | tee -a "$OUT/summary.txt"; tail -25 "$OUT/$name.log"; status=1
-  fi
-}
-
-log "device"; nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total --format=csv | tee "$OUT/device.txt"
-nproc | tee -a "$OUT/device.txt"; free -g | tee -a "$OUT/device.txt"
+. "$(dirname "$0")/device-steps.sh"
 step xfer_e2e_gpu "$C/build/tests/xfer/xfer_e2e_test" --mem=vram --gpu
 for m in persistent burst; do
   step "hang_cuda_$m" "$C/build/tests/offload/e2e_test" --backend=cuda --launch=$m --gtest_filter='Faults.AHung*'
