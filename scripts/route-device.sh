@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The route benchmark on the 16-core GPU machine, in one call (under 6 minutes):
-# every app in every mode at 4 and 8 ranks, then transpose and qs-mini swept
-# over --work-per-message (speedup against the memory-to-communication ratio).
+# every app in every mode at 4 and 8 ranks (process mode with one router thread
+# and with four), then transpose and qs-mini swept over --work-per-message
+# (speedup against the memory-to-communication ratio).
 # Results go to $OUT (or ./route-results) as route-results.tgz plus the table,
 # the JSON and the plot.
 #
@@ -49,9 +50,9 @@ PY=$(command -v python3)
 status=0
 log "benchmark (deadline 300 s)"
 "$PY" bench/route/route_bench.py --build-dir "$C/build" --size full --cpus "$CPUS" --out "$WORK" \
-  --ranks 8,4 --modes inline,thread,process --works 0 \
+  --ranks 8,4 --modes inline,thread,process,process_t4 --works 0 \
   --sweep-apps transpose,qs_mini --sweep-ranks 8 --sweep-works 0,1,2,4,8,16,32 \
-  --sweep-modes inline,thread,process,process2 --deadline 300 --timeout 60 2>&1 | tee "$WORK/bench.txt"
+  --sweep-modes inline,thread,process,process_t4,process2 --deadline 300 --timeout 60 2>&1 | tee "$WORK/bench.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 if "$PY" -c "import matplotlib" 2>/dev/null; then
   "$PY" bench/route/plot_route.py "$WORK/route-results.json" "$WORK/route-speedup.png" || status=1

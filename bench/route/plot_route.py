@@ -26,7 +26,8 @@ def main() -> int:
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
     for ax, app in zip(axes[0], panels):
         ranks = max(rk for (a, rk), works in swept.items() if a == app and len(works) > 1)
-        for mode, marker in (("thread", "s"), ("process", "o"), ("process2", "^")):
+        modes = sorted({r["mode_label"] for r in rows if r["app"] == app and r["ranks"] == ranks} - {"inline"})
+        for mode, marker in zip(modes, "so^vD<>p*"):
             pts = sorted((r["mem_comm_ratio"], r["speedup"]) for r in rows
                          if r["app"] == app and r["ranks"] == ranks and r["mode_label"] == mode)
             if pts:
@@ -34,6 +35,7 @@ def main() -> int:
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.axhline(1.3, color="grey", linewidth=0.8, linestyle=":", label="target 1.3x")
         ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(left=0)
         ax.set_xlabel("memory-to-communication ratio (app DRAM bytes per message byte)")
         ax.set_ylabel("speedup over inline")
         pinned = all(r.get("pinned", True) for r in rows if r["app"] == app and r["ranks"] == ranks)

@@ -19,12 +19,14 @@ import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
 import time
 
-MODES = ("inline", "thread", "process", "process2", "process4")
+# processK_tT: K routers (as K virtual nodes), T threads each; "process" = process1_t1.
+MODE_RE = re.compile(r"^(inline|thread|process(\d*)(?:_t(\d+))?)$")
 
 # Problem sizes per application: `small` for CI-class machines (numbers mean
 # nothing there), `full` for the 16-core machine (about a second per run).
@@ -37,14 +39,14 @@ SIZES = {
         "randperm": ["--items-per-rank", "100000"],
     },
     "full": {
-        "histogram": ["--updates", "4000000", "--slots-per-rank", "1048576"],
-        "index_gather": ["--requests", "2000000", "--entries-per-rank", "1048576"],
-        "transpose": ["--rows-per-rank", "131072", "--nnz-per-row", "16", "--verify", "false"],
+        "histogram": ["--updates", "8000000", "--slots-per-rank", "1048576"],
+        "index_gather": ["--requests", "4000000", "--entries-per-rank", "1048576"],
+        "transpose": ["--rows-per-rank", "262144", "--nnz-per-row", "16", "--verify", "false"],
         # One cell per slab and long flights: a message every few segments (the
         # communication-heavy end of Quicksilver-like transport).
-        "qs_mini": ["--particles-per-rank", "200000", "--cells-x-per-rank", "1", "--cells-y", "32", "--cells-z", "32",
+        "qs_mini": ["--particles-per-rank", "400000", "--cells-x-per-rank", "1", "--cells-y", "32", "--cells-z", "32",
                     "--xs-scale", "0.5"],
-        "randperm": ["--items-per-rank", "2000000"],
+        "randperm": ["--items-per-rank", "4000000"],
     },
 }
 # The flag that sets each application's amount of work (scaled down as
@@ -65,18 +67,21 @@ def scaled_args(app, size, work):
     args = list(SIZES[size][app])
     flag = COUNT_FLAG[app]
     i = args.index(flag)
-    # A random DRAM read costs about as much as routing a small message, so
-    # keep (1 + work / 4) * count roughly constant.
-    args[i + 1] = str(max(1000, int(int(args[i + 1]) * 4 / (4 + work))))
+    # On the H100 machine a random DRAM read of the work table cost about a
+    # sixth of a message's base cost (~20 ns against ~120 ns in transpose), so
+    # keep (1 + work / 6) * count roughly constant.
+    args[i + 1] = str(max(1000, int(int(args[i + 1]) * 6 / (6 + work))))
     return args
 
 
 def plan(mode, ranks, cpus):
     """mpirun -np, route flags, and the cores used, for one mode at `ranks` application ranks."""
-    # processK: K routers, as K virtual nodes of ranks/K applications + 1 router.
-    routers = 0
+    # processK_tT: K routers, as K virtual nodes of ranks/K applications + 1
+    # router, each with T threads.
+    m = MODE_RE.match(mode)
+    routers, threads = 0, 1
     if mode.startswith("process"):
-        routers = int(mode[len("process"):] or 1)
+        routers, threads = int(m.group(2) or 1), int(m.group(3) or 1)
         if ranks % routers:
             raise BenchError(f"{mode} needs a rank count divisible by {routers}")
     flags = [f"--route-mode={'process' if routers else mode}"]
@@ -84,9 +89,11 @@ def plan(mode, ranks, cpus):
     if mode == "thread":
         need = 2 * ranks
     elif routers:
-        need, np_ = ranks + routers, ranks + routers
+        need, np_ = ranks + routers * threads, ranks + routers
         if routers > 1:
             flags.append(f"--route-node-size={ranks // routers + 1}")
+        if threads > 1:
+            flags.append(f"--route-router-threads={threads}")
     pinned = need <= cpus
     if pinned:
         # Application ranks on cores 0..ranks-1 (virtual node by virtual node),
@@ -95,7 +102,7 @@ def plan(mode, ranks, cpus):
         if mode == "thread":
             flags.append(f"--route-progress-cpus={ranks}-{2 * ranks - 1}")
         elif routers:
-            flags.append(f"--route-router-cpus={ranks}-{ranks + routers - 1}")
+            flags.append(f"--route-router-cpus={ranks}-{ranks + routers * threads - 1}")
     return np_, flags, need, pinned
 
 
@@ -167,8 +174,8 @@ def main():
         os.makedirs(os.path.join(a.out, d), exist_ok=True)
     modes = [m for m in a.modes.split(",") if m]
     for m in modes + a.sweep_modes.split(","):
-        if m not in MODES:
-            raise BenchError(f"unknown mode {m}; known: {', '.join(MODES)}")
+        if not MODE_RE.match(m):
+            raise BenchError(f"unknown mode {m}: inline, thread, process, processK, processK_tT")
     # Order: the largest rank count first, then the sweep, so that a --deadline
     # cuts the least telling points.
     points = []  # (app, ranks, work, modes)

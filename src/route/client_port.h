@@ -31,9 +31,11 @@ class ClientPort {
         slot_(slot),
         header_(header),
         producer_(slot.requests),
-        consumer_(slot.deliveries),
+        rings_(slot.delivery_rings),
         capacity_(slot.requests.slot_size()),
-        stall_ns_(std::uint64_t{options.stall_timeout_ms} * 1'000'000ull) {}
+        stall_ns_(std::uint64_t{options.stall_timeout_ms} * 1'000'000ull) {
+    for (std::uint32_t r = 0; r < rings_; ++r) consumers_[r] = RingConsumer(slot.deliveries[r]);
+  }
 
   // Room for a frame of `bytes` in the open chunk; publishes the chunk and
   // claims the next slot when it is full, waiting while the ring is full.
@@ -69,10 +71,12 @@ class ClientPort {
     std::atomic_ref<std::uint64_t>(slot_.app->handled).store(handled, std::memory_order_release);
   }
 
-  // Delivery chunks, read in place; release() hands the slots back to the router.
-  bool peek(SlotMessage* m) const noexcept { return consumer_.try_peek(m); }
-  void advance() noexcept { consumer_.advance(); }
-  void release() noexcept { consumer_.release(); }
+  // Delivery chunks, read in place, from ring r (one per router thread);
+  // release(r) hands ring r's slots back to its router thread.
+  std::uint32_t delivery_rings() const noexcept { return rings_; }
+  bool peek(std::uint32_t r, SlotMessage* m) const noexcept { return consumers_[r].try_peek(m); }
+  void advance(std::uint32_t r) noexcept { consumers_[r].advance(); }
+  void release(std::uint32_t r) noexcept { consumers_[r].release(); }
 
   // The barrier handshake: the app asks for epoch e; the router answers with
   // barrier_done = e once the totals were quiescent.
@@ -107,7 +111,8 @@ class ClientPort {
   ClientSlot slot_;
   const MailboxHeader* header_;
   RingProducer producer_;
-  RingConsumer consumer_;
+  std::uint32_t rings_;
+  RingConsumer consumers_[kMaxRouterThreads];
   std::uint32_t capacity_;
   std::uint64_t stall_ns_;
   std::uint8_t* chunk_ = nullptr;

@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "ferry/core/status.h"
 
@@ -19,56 +21,65 @@ constexpr std::size_t align_up(std::size_t v, std::size_t a) {
   return (v + a - 1) / a * a;
 }
 
-std::size_t stride_for(std::size_t ring_bytes) {
-  return align_up(sizeof(ClientAppLine) + sizeof(ClientRouterLine) + 2 * ring_bytes, 4096);
+// One request ring and `delivery_rings` delivery rings per client.
+std::size_t stride_for(std::size_t ring_bytes, std::uint32_t delivery_rings) {
+  return align_up(sizeof(ClientAppLine) + sizeof(ClientRouterLine) + (1 + delivery_rings) * ring_bytes, 4096);
+}
+
+void check_geometry(const Mailbox::Geometry& g) {
+  if (g.clients == 0 || g.clients > 4096)
+    throw Error("a mailbox needs 1..4096 clients, got " + std::to_string(g.clients));
+  if (g.delivery_rings == 0 || g.delivery_rings > kMaxRouterThreads)
+    throw Error("a mailbox needs 1.." + std::to_string(kMaxRouterThreads) +
+                " delivery rings (router threads), got " + std::to_string(g.delivery_rings));
 }
 
 }  // namespace
 
-std::size_t Mailbox::size_for(std::uint32_t clients, std::uint32_t ring_slots,
-                              std::uint32_t ring_slot_bytes) {
-  const std::size_t ring = SlotRing::memsize(ring_slots, ring_slot_bytes);
-  return align_up(kMailboxClientsOffset + std::size_t{clients} * stride_for(ring), 4096);
+std::size_t Mailbox::size_for(const Geometry& g) {
+  const std::size_t ring = SlotRing::memsize(g.ring_slots, g.ring_slot_bytes);
+  return align_up(kMailboxClientsOffset + std::size_t{g.clients} * stride_for(ring, g.delivery_rings), 4096);
 }
 
-void Mailbox::init(std::uint32_t clients, std::uint32_t ring_slots, std::uint32_t ring_slot_bytes) {
+void Mailbox::init(const Geometry& g) {
   std::memset(base_, 0, kMailboxClientsOffset);
   MailboxHeader* h = header();
   h->version = kMailboxVersion;
   h->header_size = kMailboxClientsOffset;
-  h->num_clients = clients;
-  h->ring_slots = ring_slots;
-  h->ring_slot_bytes = ring_slot_bytes;
-  h->ring_bytes = SlotRing::memsize(ring_slots, ring_slot_bytes);
-  h->client_stride = stride_for(h->ring_bytes);
+  h->num_clients = g.clients;
+  h->ring_slots = g.ring_slots;
+  h->ring_slot_bytes = g.ring_slot_bytes;
+  h->delivery_rings = g.delivery_rings;
+  h->ring_bytes = SlotRing::memsize(g.ring_slots, g.ring_slot_bytes);
+  h->client_stride = stride_for(h->ring_bytes, g.delivery_rings);
   h->total_size = size_;
   h->router_pid = 0;
   h->router_state = static_cast<std::uint32_t>(RouterState::Starting);
-  for (std::uint32_t i = 0; i < clients; ++i) {
+  for (std::uint32_t i = 0; i < g.clients; ++i) {
     auto* block = static_cast<std::uint8_t*>(base_) + kMailboxClientsOffset + i * h->client_stride;
     std::memset(block, 0, sizeof(ClientAppLine) + sizeof(ClientRouterLine));
     std::uint8_t* rings = block + sizeof(ClientAppLine) + sizeof(ClientRouterLine);
-    SlotRing::init(rings, ring_slots, ring_slot_bytes);
-    SlotRing::init(rings + h->ring_bytes, ring_slots, ring_slot_bytes);
+    for (std::uint32_t r = 0; r < 1 + g.delivery_rings; ++r)
+      SlotRing::init(rings + r * h->ring_bytes, g.ring_slots, g.ring_slot_bytes);
   }
   // Published last: an attacher that sees the magic sees a whole mailbox (the
   // attacher also waits for a barrier after the name arrives, so this is belt and braces).
   std::atomic_ref<std::uint64_t>(h->magic).store(kMailboxMagic, std::memory_order_release);
 }
 
-Mailbox Mailbox::create_private(std::uint32_t clients, std::uint32_t ring_slots,
-                                std::uint32_t ring_slot_bytes) {
-  const std::size_t size = size_for(clients, ring_slots, ring_slot_bytes);
+Mailbox Mailbox::create_private(const Geometry& g) {
+  check_geometry(g);
+  const std::size_t size = size_for(g);
   void* mem = std::aligned_alloc(4096, size);
   if (mem == nullptr) throw Error("cannot allocate a " + std::to_string(size) + "-byte mailbox");
   Mailbox m(mem, size, false);
-  m.init(clients, ring_slots, ring_slot_bytes);
+  m.init(g);
   return m;
 }
 
-Mailbox Mailbox::create_shared(const std::string& name, std::uint32_t clients, std::uint32_t ring_slots,
-                               std::uint32_t ring_slot_bytes) {
-  const std::size_t size = size_for(clients, ring_slots, ring_slot_bytes);
+Mailbox Mailbox::create_shared(const std::string& name, const Geometry& g) {
+  check_geometry(g);
+  const std::size_t size = size_for(g);
   const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) throw_errno("shm_open(" + name + ") for the router's mailbox");
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
@@ -83,7 +94,7 @@ Mailbox Mailbox::create_shared(const std::string& name, std::uint32_t clients, s
     throw_errno("mapping the router's mailbox " + name);
   }
   Mailbox m(mem, size, true);
-  m.init(clients, ring_slots, ring_slot_bytes);
+  m.init(g);
   return m;
 }
 
@@ -112,7 +123,10 @@ Mailbox Mailbox::attach_shared(const std::string& name) {
     throw Error("router mailbox " + name + ": version " + std::to_string(h->version) + ", expected " +
                 std::to_string(kMailboxVersion));
   if (h->features != 0) throw Error("router mailbox " + name + ": unknown feature bits");
-  if (h->total_size != size || size_for(h->num_clients, h->ring_slots, h->ring_slot_bytes) != size)
+  if (h->delivery_rings == 0 || h->delivery_rings > kMaxRouterThreads)
+    throw Error("router mailbox " + name + ": " + std::to_string(h->delivery_rings) + " delivery rings");
+  if (h->total_size != size ||
+      size_for(Geometry{h->num_clients, h->ring_slots, h->ring_slot_bytes, h->delivery_rings}) != size)
     throw Error("router mailbox " + name + ": geometry does not match its size " + std::to_string(size));
   for (std::uint32_t i = 0; i < h->num_clients; ++i) {
     ClientSlot c = m.client(i);  // attach() validates each ring header
@@ -135,7 +149,9 @@ ClientSlot Mailbox::client(std::uint32_t index) const {
   c.router = reinterpret_cast<ClientRouterLine*>(block + sizeof(ClientAppLine));
   std::uint8_t* rings = block + sizeof(ClientAppLine) + sizeof(ClientRouterLine);
   c.requests = SlotRing::attach(rings, h->ring_bytes);
-  c.deliveries = SlotRing::attach(rings + h->ring_bytes, h->ring_bytes);
+  c.delivery_rings = h->delivery_rings;
+  for (std::uint32_t r = 0; r < h->delivery_rings; ++r)
+    c.deliveries[r] = SlotRing::attach(rings + (1 + r) * h->ring_bytes, h->ring_bytes);
   return c;
 }
 
@@ -204,6 +220,29 @@ void store_router_stats(RouterStatsBlock* block, const RouterStats& s) noexcept 
   each_field(copy, [&](std::uint64_t& v) {
     std::atomic_ref<std::uint64_t>(block->word[i++]).store(v, std::memory_order_relaxed);
   });
+}
+
+RouterStats load_router_stats(const Mailbox& mailbox) noexcept {
+  RouterStats total = load_router_stats(mailbox.stats_block(0));
+  for (std::uint32_t k = 1; k < mailbox.delivery_rings(); ++k) {
+    RouterStats s = load_router_stats(mailbox.stats_block(k));
+    // Levels, not counts: the largest of the threads (clients, world_rank: the same in all).
+    const std::uint64_t pending = std::max(total.pending_max, s.pending_max);
+    const std::uint64_t in_flight = std::max(total.wire.max_in_flight, s.wire.max_in_flight);
+    const std::uint64_t capacity = std::max(total.wire.capacity_bytes, s.wire.capacity_bytes);
+    const std::uint64_t clients = total.clients, world_rank = total.world_rank;
+    std::vector<std::uint64_t*> a;
+    std::vector<std::uint64_t> b;
+    each_field(total, [&](std::uint64_t& v) { a.push_back(&v); });
+    each_field(s, [&](std::uint64_t& v) { b.push_back(v); });
+    for (std::size_t i = 0; i < a.size(); ++i) *a[i] += b[i];
+    total.pending_max = pending;
+    total.wire.max_in_flight = in_flight;
+    total.wire.capacity_bytes = capacity;
+    total.clients = clients;
+    total.world_rank = world_rank;
+  }
+  return total;
 }
 
 RouterStats load_router_stats(const RouterStatsBlock* block) noexcept {

@@ -18,7 +18,7 @@ RingBackend::RingBackend(Engine& engine, const Options& options, int app_rank, c
     : Backend(engine),
       options_(options),
       me_(static_cast<std::uint32_t>(app_rank)),
-      router_block_(mailbox.stats_block()),
+      mailbox_(&mailbox),
       port_(mailbox.client(client), mailbox.header(), options),
       flush_ns_(std::uint64_t{options.flush_us} * 1000ull),
       stall_ns_(std::uint64_t{options.stall_timeout_ms} * 1'000'000ull) {
@@ -31,7 +31,7 @@ RingBackend::RingBackend(Engine& engine, const Options& options, int app_rank,
       options_(options),
       me_(static_cast<std::uint32_t>(app_rank)),
       router_(std::move(router)),
-      router_block_(router_->mailbox().stats_block()),
+      mailbox_(&router_->mailbox()),
       port_(router_->mailbox().client(0), router_->mailbox().header(), options),
       flush_ns_(std::uint64_t{options.flush_us} * 1000ull),
       stall_ns_(std::uint64_t{options.stall_timeout_ms} * 1'000'000ull) {
@@ -42,30 +42,35 @@ RingBackend::~RingBackend() = default;
 
 bool RingBackend::run_deliveries(int max_chunks) {
   SlotMessage m;
-  int n = 0;
+  int total = 0;
   const std::uint64_t t0 = now_ns();
   in_handler_ = true;
-  while (n < max_chunks && port_.peek(&m)) {  // A1: the router's frames in this chunk are visible
-    const std::uint8_t* data = m.payload.data;
-    const std::size_t size = m.payload.size;
-    std::size_t off = 0;
-    while (off < size) {
-      FrameHeader h;
-      const std::uint32_t fb = read_frame(data, size, off, &h);
-      if (fb == 0 || h.dest != me_)
-        fatal("rank " + std::to_string(me_) + ": corrupt delivery chunk from the router (offset " +
-              std::to_string(off) + " of " + std::to_string(size) + ")");
-      engine_.dispatch(static_cast<int>(h.src), h.handler, data + off + kFrameHeaderBytes, h.len);
-      ++stats_.msgs_received;
-      stats_.bytes_received += h.len;
-      off += fb;
+  // One ring per router thread; each gets its share of the batch.
+  for (std::uint32_t r = 0; r < port_.delivery_rings(); ++r) {
+    int n = 0;
+    while (n < max_chunks && port_.peek(r, &m)) {  // A1: the router's frames in this chunk are visible
+      const std::uint8_t* data = m.payload.data;
+      const std::size_t size = m.payload.size;
+      std::size_t off = 0;
+      while (off < size) {
+        FrameHeader h;
+        const std::uint32_t fb = read_frame(data, size, off, &h);
+        if (fb == 0 || h.dest != me_)
+          fatal("rank " + std::to_string(me_) + ": corrupt delivery chunk from the router (offset " +
+                std::to_string(off) + " of " + std::to_string(size) + ")");
+        engine_.dispatch(static_cast<int>(h.src), h.handler, data + off + kFrameHeaderBytes, h.len);
+        ++stats_.msgs_received;
+        stats_.bytes_received += h.len;
+        off += fb;
+      }
+      port_.advance(r);
+      ++n;
     }
-    port_.advance();
-    ++n;
+    if (n != 0) port_.release(r);
+    total += n;
   }
   in_handler_ = false;
-  if (n == 0) return false;
-  port_.release();
+  if (total == 0) return false;
   stats_.handler_ns += now_ns() - t0;
   return true;
 }
@@ -130,13 +135,13 @@ Stats RingBackend::stats() const {
   s.flush_bytes = port_.chunk_bytes();
   s.full_waits = port_.full_waits();
   s.comm_ns += port_.wait_ns();
-  if (router_) s.wire = load_router_stats(router_block_).wire;  // thread mode: our progress thread's wire
+  if (router_) s.wire = load_router_stats(*mailbox_).wire;  // thread mode: our progress thread's wire
   return s;
 }
 
 bool RingBackend::router_stats(RouterStats* out) const {
   if (router_) return false;  // thread mode: Stats::wire already holds it
-  *out = load_router_stats(router_block_);
+  *out = load_router_stats(*mailbox_);
   return true;
 }
 

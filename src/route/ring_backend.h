@@ -44,7 +44,7 @@ class RingBackend final : public Backend {
   Options options_;
   std::uint32_t me_;
   std::unique_ptr<RouterThread> router_;  // thread mode only
-  RouterStatsBlock* router_block_;
+  const Mailbox* mailbox_;
   ClientPort port_;
   std::uint64_t flush_ns_;
   std::uint64_t stall_ns_;

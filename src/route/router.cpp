@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "ferry/core/status.h"
 #include "route/fatal.h"
 #include "route/frame.h"
 #include "route/idle.h"
@@ -25,10 +26,14 @@ Router::Router(RouterConfig config, BufferPool* pool, WireStats* wire)
       slot_bytes_(cfg_.mailbox->header()->ring_slot_bytes),
       flush_ns_(std::uint64_t{cfg_.options.flush_us} * 1000ull) {
   const std::uint32_t n = cfg_.mailbox->num_clients();
+  if (cfg_.shards == 0 || cfg_.shard >= cfg_.shards || cfg_.shards > cfg_.mailbox->delivery_rings())
+    throw Error("router shard " + std::to_string(cfg_.shard) + " of " + std::to_string(cfg_.shards) +
+                " over a mailbox with " + std::to_string(cfg_.mailbox->delivery_rings()) + " delivery rings");
   for (std::uint32_t i = 0; i < n; ++i) {
     clients_.push_back(cfg_.mailbox->client(i));
     requests_.emplace_back(clients_.back().requests);
-    deliveries_.push_back(Delivery{RingProducer(clients_.back().deliveries), nullptr, 0});
+    deliveries_.push_back(Delivery{RingProducer(clients_.back().deliveries[cfg_.shard]), nullptr, 0});
+    if (i % cfg_.shards == cfg_.shard) own_.push_back(static_cast<int>(i));
   }
   stats_.clients = n;
 }
@@ -201,6 +206,7 @@ bool Router::barrier_step() {
   if (!quiescence_.complete_round(sent, handled)) return false;
   ++epoch_;
   in_barrier_ = false;
+  publish_stats();  // before the release below: an app that leaves the barrier reads them
   for (const ClientSlot& c : clients_)
     // R5: pairs with the app's acquire (A5).
     std::atomic_ref<std::uint32_t>(c.router->barrier_done).store(epoch_, std::memory_order_release);
@@ -209,18 +215,41 @@ bool Router::barrier_step() {
 
 bool Router::step() {
   bool did = drain_parked();
-  for (std::size_t c = 0; c < clients_.size(); ++c) did |= drain_requests(static_cast<int>(c));
+  for (int c : own_) did |= drain_requests(c);
   if (cfg_.transport != nullptr) did |= drain_transport();
+  // Statistics before the deliveries they count: the delivery ring's release
+  // (R1) carries them to any app that handles those frames, and from there to
+  // whoever reads them after a barrier.
+  if (did) publish_stats();
   for (std::size_t c = 0; c < clients_.size(); ++c) publish_delivery(static_cast<int>(c));
   if (cfg_.transport != nullptr && cfg_.transport->has_open_buffers()) {
-    // In a barrier nothing is worth waiting for: every buffer leaves now.
-    if (in_barrier_)
+    // In a barrier nothing is worth waiting for: every buffer leaves now. Shards
+    // other than 0 see a barrier from app 0 waiting in one (a hint: a late flush
+    // only costs flush_us).
+    const bool barrier =
+        in_barrier_ ||
+        (cfg_.shard != 0 && !clients_.empty() &&
+         std::atomic_ref<std::uint32_t>(clients_[0].app->barrier_request).load(std::memory_order_relaxed) !=
+             std::atomic_ref<std::uint32_t>(clients_[0].router->barrier_done)
+                 .load(std::memory_order_relaxed));
+    if (barrier)
       did |= cfg_.transport->flush_all();
     else
       did |= cfg_.transport->flush_older_than(now_ns(), flush_ns_);
   }
-  did |= barrier_step();
+  if (cfg_.shard == 0) did |= barrier_step();
   return did;
+}
+
+void Router::publish_stats() {
+  if (cfg_.cpu_time != nullptr) {
+    const std::uint64_t now = now_ns();
+    if (now - cpu_sampled_ns_ > 1'000'000ull) {  // a CPU-time sample costs ~0.2 us: at most every ms
+      cpu_sampled_ns_ = now;
+      stats_.cpu_ns = cfg_.cpu_time();
+    }
+  }
+  store_router_stats(cfg_.mailbox->stats_block(cfg_.shard), stats());
 }
 
 bool Router::all_detached() const noexcept {
@@ -243,11 +272,10 @@ void Router::check_clients() {
   }
 }
 
-void Router::run(std::uint64_t (*cpu_time)()) {
+void Router::run() {
   Backoff backoff = idle_backoff(cfg_.options);
   const std::uint64_t stall_ns = std::uint64_t{cfg_.options.stall_timeout_ms} * 1'000'000ull;
   std::uint64_t next_check = now_ns() + kCheckEveryNs;
-  std::uint32_t published_epoch = 0;
   for (;;) {
     if (step()) {
       ++stats_.busy_loops;
@@ -257,23 +285,18 @@ void Router::run(std::uint64_t (*cpu_time)()) {
       if (all_detached() && !in_barrier_ && parked_.empty()) break;
       backoff.idle();
     }
-    if (epoch_ != published_epoch) {  // statistics for the apps to read after each barrier
-      published_epoch = epoch_;
-      if (cpu_time != nullptr) stats_.cpu_ns = cpu_time();
-      store_router_stats(cfg_.mailbox->stats_block(), stats());
-    }
     if (((stats_.busy_loops + stats_.idle_loops) & 255) != 0) continue;
     const std::uint64_t now = now_ns();
     if (now < next_check) continue;
     next_check = now + kCheckEveryNs;
-    if (cfg_.check_client_pids) check_clients();
+    if (cfg_.check_client_pids && cfg_.shard == 0) check_clients();
     if (in_barrier_ && now - barrier_progress_ns_ > stall_ns)
       fatal(std::string(cfg_.name) + ": barrier " + std::to_string(epoch_ + 1) + " made no progress for " +
             std::to_string((now - barrier_progress_ns_) / 1'000'000'000ull) + " s (" +
             totals_text(last_sent_, last_handled_) + "); a rank or router is dead or stuck");
   }
-  if (cpu_time != nullptr) stats_.cpu_ns = cpu_time();
-  store_router_stats(cfg_.mailbox->stats_block(), stats());
+  cpu_sampled_ns_ = 0;
+  publish_stats();
 }
 
 RouterStats Router::stats() const {

@@ -5,9 +5,16 @@
 // MPI, and runs the quiescence rounds of their barriers.
 //
 // It is the progress thread of one rank in thread mode (one client, peers are
-// application ranks) and the router process of a node in process mode (every
-// app of the node, peers are the other routers). With no Transport it is the
-// only router and every destination is local (one node, or a unit test).
+// application ranks) and a thread of the router process of a node in process
+// mode (peers are the same thread of the other routers). With no Transport it
+// is the only router and every destination is local (one node, or a unit test).
+//
+// A router process may run several Router threads ("shards"): shard k reads the
+// request rings of the apps with index % shards == k, writes delivery ring k of
+// every app (so each ring keeps one producer), and sends over its own Transport
+// to shard k of the other routers. Shard 0 alone runs the barrier handshake and
+// the quiescence rounds: the counts live with the apps, so it needs nothing from
+// the other shards (what they hold is counted as sent and not yet handled).
 //
 // It never waits for an application: a frame for an app whose delivery ring is
 // full is parked (with the rest of its buffer) and retried, so an app that
@@ -34,6 +41,9 @@ struct RouterConfig {
   Transport* transport = nullptr;  // null: single router
   bool check_client_pids = false;  // process mode: apps are other processes
   const char* name = "router";     // for messages
+  std::uint32_t shard = 0;         // this router thread, of `shards`
+  std::uint32_t shards = 1;
+  std::uint64_t (*cpu_time)() = nullptr;  // CPU time of this router thread, for RouterStats
 };
 
 class Router {
@@ -43,8 +53,8 @@ class Router {
   // One pass over everything; true when it moved anything.
   bool step();
   // Steps until every client has detached (bounded waits: fatal on a stall or
-  // a dead client). `cpu_time` samples the CPU time of the router's process or thread.
-  void run(std::uint64_t (*cpu_time)());
+  // a dead client).
+  void run();
 
   bool all_detached() const noexcept;
   RouterStats stats() const;
@@ -73,12 +83,14 @@ class Router {
   bool drain_transport();
   bool barrier_step();
   void check_clients();
+  void publish_stats();
 
   RouterConfig cfg_;
   BufferPool* pool_;
   WireStats* wire_;
   std::vector<ClientSlot> clients_;
-  std::vector<RingConsumer> requests_;
+  std::vector<int> own_;                // the clients whose request rings this shard reads
+  std::vector<RingConsumer> requests_;  // indexed by client (only own_ ones are used)
   std::vector<Delivery> deliveries_;
   std::deque<Parked> parked_;
   std::uint32_t slot_bytes_;
@@ -92,6 +104,7 @@ class Router {
   std::uint64_t last_sent_ = ~0ull, last_handled_ = ~0ull;
 
   RouterStats stats_;
+  std::uint64_t cpu_sampled_ns_ = 0;
 };
 
 }  // namespace ferry::route::detail

@@ -1,11 +1,12 @@
 #include "route/router_process.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/log.h"
@@ -19,14 +20,12 @@
 namespace ferry::route::detail {
 namespace {
 
-std::uint64_t process_cpu_ns() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto ns = [](const timeval& t) {
-    return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ull +
-           static_cast<std::uint64_t>(t.tv_usec) * 1000ull;
-  };
-  return ns(ru.ru_utime) + ns(ru.ru_stime);
+// Per router thread: the shards' times add up to the router's (MPI's own
+// helper threads, mostly asleep, are left out).
+std::uint64_t thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 constexpr int kNameBytes = 128;
@@ -47,7 +46,9 @@ int run_router_process(const RouterProcessPlan& plan) {
   Mailbox mailbox;
   char buf[kNameBytes] = {};
   try {
-    mailbox = Mailbox::create_shared(name, clients, plan.options.ring_slots, plan.options.ring_slot_bytes);
+    mailbox = Mailbox::create_shared(
+        name, Mailbox::Geometry{clients, plan.options.ring_slots, plan.options.ring_slot_bytes,
+                                plan.options.router_threads});
     mailbox.header()->router_pid = static_cast<std::uint32_t>(getpid());
     mailbox.header()->router_world_rank = static_cast<std::uint32_t>(plan.world_rank);
     name.copy(buf, kNameBytes - 1);
@@ -62,44 +63,71 @@ int run_router_process(const RouterProcessPlan& plan) {
   FERRY_MPI_CHECK(MPI_Barrier(plan.node_comm), "waiting for the apps to map the mailbox");
   Mailbox::unlink(name);
 
-  if (!plan.options.router_cpus.empty())
-    pin_this_thread(
-        plan.options.router_cpus[static_cast<std::size_t>(plan.host_local) % plan.options.router_cpus.size()],
-        "router");
-
-  BufferPool pool(plan.options.buffer_bytes);
-  WireStats wire;
-  std::unique_ptr<Transport> transport;
-  if (plan.num_nodes > 1)
-    transport = std::make_unique<Transport>(plan.router_comm, plan.options, &pool, &wire);
-
-  RouterConfig cfg;
-  cfg.options = plan.options;
-  cfg.mailbox = &mailbox;
+  // The router's threads ("shards", router.h): shard k reads the request rings
+  // of apps k, k+K, ..., writes delivery ring k of every app, and has its own
+  // Transport (an MPI communicator of its own) to shard k of the other routers.
+  const std::uint32_t shards = plan.options.router_threads;
+  struct Shard {
+    explicit Shard(std::uint32_t bytes) : pool(bytes) {}
+    BufferPool pool;
+    WireStats wire;
+    std::unique_ptr<Transport> transport;
+    std::unique_ptr<Router> router;
+  };
+  std::vector<std::unique_ptr<Shard>> shard;
   const std::size_t apps = plan.node_of_app.size();
-  cfg.client_of_app.assign(apps, -1);
-  cfg.peer_of_app.assign(apps, -1);
-  for (std::size_t a = 0; a < apps; ++a) {
-    if (plan.node_of_app[a] == plan.node) cfg.client_of_app[a] = plan.local_of_app[a];
-    cfg.peer_of_app[a] = plan.node_of_app[a];  // routers are ranked by node id in router_comm
+  for (std::uint32_t k = 0; k < shards; ++k) {
+    auto sh = std::make_unique<Shard>(plan.options.buffer_bytes);
+    if (plan.num_nodes > 1)  // collective over router_comm, in the same order on every router
+      sh->transport = std::make_unique<Transport>(plan.router_comm, plan.options, &sh->pool, &sh->wire);
+    RouterConfig cfg;
+    cfg.options = plan.options;
+    cfg.mailbox = &mailbox;
+    cfg.client_of_app.assign(apps, -1);
+    cfg.peer_of_app.assign(apps, -1);
+    for (std::size_t a = 0; a < apps; ++a) {
+      if (plan.node_of_app[a] == plan.node) cfg.client_of_app[a] = plan.local_of_app[a];
+      cfg.peer_of_app[a] = plan.node_of_app[a];  // routers are ranked by node id in router_comm
+    }
+    cfg.transport = sh->transport.get();
+    cfg.check_client_pids = true;
+    cfg.name = "router";
+    cfg.shard = k;
+    cfg.shards = shards;
+    cfg.cpu_time = &thread_cpu_ns;
+    sh->router = std::make_unique<Router>(std::move(cfg), &sh->pool, &sh->wire);
+    sh->router->set_world_rank(plan.world_rank);
+    shard.push_back(std::move(sh));
   }
-  cfg.transport = transport.get();
-  cfg.check_client_pids = true;
-  cfg.name = "router";
-  Router router(std::move(cfg), &pool, &wire);
-  router.set_world_rank(plan.world_rank);
+  auto pin = [&](std::uint32_t k) {
+    if (plan.options.router_cpus.empty()) return;
+    const std::size_t i = static_cast<std::size_t>(plan.host_local) * shards + k;
+    pin_this_thread(plan.options.router_cpus[i % plan.options.router_cpus.size()], "router");
+  };
   std::atomic_ref<std::uint32_t>(mailbox.header()->router_state)
       .store(static_cast<std::uint32_t>(RouterState::Running), std::memory_order_release);
-  router.run(&process_cpu_ns);
-  const RouterStats s = router.stats();
+  std::vector<std::thread> threads;
+  for (std::uint32_t k = 1; k < shards; ++k)
+    threads.emplace_back([&, k] {
+      pin(k);
+      shard[k]->router->run();
+    });
+  pin(0);
+  shard[0]->router->run();
+  for (std::thread& t : threads) t.join();
+  const RouterStats s = load_router_stats(mailbox);
   ferry::log::app().info(
-      "ferry route: router of node {} (world rank {}): {} clients, {} frames routed, {} chunks in, {} out, "
-      "{} MPI buffers sent ({} bytes), {} received, cpu {:.3f} s",
-      plan.node, plan.world_rank, s.clients, s.frames_routed, s.chunks_in, s.chunks_out, s.wire.buffers_sent,
-      s.wire.bytes_sent, s.wire.buffers_received, static_cast<double>(s.cpu_ns) / 1e9);
+      "ferry route: router of node {} (world rank {}, {} threads): {} clients, {} frames routed, {} chunks "
+      "in, "
+      "{} out, {} MPI buffers sent ({} bytes), {} received, cpu {:.3f} s",
+      plan.node, plan.world_rank, shards, s.clients, s.frames_routed, s.chunks_in, s.chunks_out,
+      s.wire.buffers_sent, s.wire.bytes_sent, s.wire.buffers_received, static_cast<double>(s.cpu_ns) / 1e9);
   std::atomic_ref<std::uint32_t>(mailbox.header()->router_state)
       .store(static_cast<std::uint32_t>(RouterState::Stopped), std::memory_order_release);
-  transport.reset();
+  for (auto& sh : shard) {
+    sh->router.reset();
+    sh->transport.reset();
+  }
   return 0;
 }
 

@@ -12,7 +12,7 @@ std::uint64_t thread_cpu_ns() {
 }  // namespace
 
 RouterThread::RouterThread(MPI_Comm comm, const Options& options, const Topology& topology)
-    : mailbox_(Mailbox::create_private(1, options.ring_slots, options.ring_slot_bytes)),
+    : mailbox_(Mailbox::create_private(Mailbox::Geometry{1, options.ring_slots, options.ring_slot_bytes, 1})),
       pool_(options.buffer_bytes) {
   if (topology.app_size > 1) transport_ = std::make_unique<Transport>(comm, options, &pool_, &wire_);
   RouterConfig cfg;
@@ -26,6 +26,7 @@ RouterThread::RouterThread(MPI_Comm comm, const Options& options, const Topology
   cfg.transport = transport_.get();
   cfg.check_client_pids = false;
   cfg.name = "progress thread";
+  cfg.cpu_time = &thread_cpu_ns;
   router_ = std::make_unique<Router>(std::move(cfg), &pool_, &wire_);
   ClientSlot c = mailbox_.client(0);
   c.app->app_rank = static_cast<std::uint32_t>(topology.app_rank);
@@ -35,7 +36,7 @@ RouterThread::RouterThread(MPI_Comm comm, const Options& options, const Topology
 void RouterThread::start(int cpu) {
   thread_ = std::thread([this, cpu] {
     if (cpu >= 0) pin_this_thread(cpu, "progress thread");
-    router_->run(&thread_cpu_ns);
+    router_->run();
   });
 }
 

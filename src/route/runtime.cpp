@@ -55,7 +55,11 @@ Runtime::Runtime(int* argc, char*** argv) : state_(std::make_unique<detail::Runt
   st.options.apply_args(argc, argv);
   st.options.validate();
 
-  const int required = st.options.mode == Mode::Thread ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
+  // Threads that call MPI: thread mode's progress thread beside the app, or a
+  // router process's threads (each has its own communicator).
+  const bool threads_call_mpi =
+      st.options.mode == Mode::Thread || (st.options.mode == Mode::Process && st.options.router_threads > 1);
+  const int required = threads_call_mpi ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
   int provided = 0;
   if (MPI_Init_thread(argc, argv, required, &provided) != MPI_SUCCESS) throw Error("MPI_Init_thread failed");
   MPI_Comm_rank(MPI_COMM_WORLD, &st.world_rank);
@@ -72,7 +76,9 @@ Runtime::Runtime(int* argc, char*** argv) : state_(std::make_unique<detail::Runt
     std::map<int, std::size_t> per_node;
     for (int k : keys) ++per_node[k];
     const std::size_t ranks = per_node[keys[static_cast<std::size_t>(st.world_rank)]];
-    resolve_idle_spins(st.options, ranks * (st.options.mode == Mode::Thread ? 2 : 1));
+    std::size_t pollers = ranks * (st.options.mode == Mode::Thread ? 2 : 1);
+    if (st.options.mode == Mode::Process) pollers += st.options.router_threads - 1;
+    resolve_idle_spins(st.options, pollers);
   }
   if (st.options.mode != Mode::Process) {
     FERRY_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &st.app_comm), "creating the application communicator");

@@ -1,5 +1,6 @@
 // The router and its application ports under real concurrency, the lock-free
-// part of thread and process mode: a router thread serves three app threads
+// part of thread and process mode: router threads (one, then two, as with
+// router_threads) serve three app threads
 // through one mailbox. Apps send frames of random sizes to random apps; a
 // quarter are requests whose handler replies (handlers that send). After each
 // barrier the apps meet on a std::barrier and check that quiescence was real:
@@ -13,6 +14,7 @@
 #include <barrier>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -75,9 +77,14 @@ struct App {
   }
   // Runs the handlers of every delivered chunk (as RingBackend does).
   bool deliver() {
+    bool any = false;
+    for (std::uint32_t r = 0; r < port.delivery_rings(); ++r) any |= deliver_ring(r);
+    return any;
+  }
+  bool deliver_ring(std::uint32_t r) {
     SlotMessage m;
     bool any = false;
-    while (port.peek(&m)) {
+    while (port.peek(r, &m)) {
       for (std::size_t off = 0; off < m.payload.size;) {
         FrameHeader h;
         const std::uint32_t fb = read_frame(m.payload.data, m.payload.size, off, &h);
@@ -91,10 +98,10 @@ struct App {
         ++handled;
         off += fb;
       }
-      port.advance();
+      port.advance(r);
       any = true;
     }
-    if (any) port.release();
+    if (any) port.release(r);
     return any;
   }
   void barrier(std::uint32_t epoch) {
@@ -115,21 +122,30 @@ struct App {
   }
 };
 
-TEST(RouteRingFuzz, QuiescenceIsRealUnderConcurrency) {
+// `shards` router threads serve the apps (process mode's router_threads).
+void run_fuzz(std::uint32_t shards) {
   const std::uint64_t per_app = messages_per_app();
   constexpr int kPhases = 8;
-  Mailbox mailbox = Mailbox::create_private(kApps, 4, 512);  // tiny rings: full waits and parking happen
-  BufferPool pool(4096);
-  WireStats wire;
+  // Tiny rings: full waits and parking happen.
+  Mailbox mailbox = Mailbox::create_private(Mailbox::Geometry{kApps, 4, 512, shards});
   RouterConfig cfg;
   cfg.options.buffer_bytes = 4096;
   cfg.options.stall_timeout_ms = 120'000;
-  resolve_idle_spins(cfg.options, kApps + 1);
+  resolve_idle_spins(cfg.options, kApps + shards);
   cfg.mailbox = &mailbox;
   cfg.client_of_app = {0, 1, 2};
   cfg.peer_of_app = {-1, -1, -1};
+  cfg.shards = shards;
   port_options = cfg.options;
-  Router router(cfg, &pool, &wire);
+  std::vector<std::unique_ptr<BufferPool>> pools;
+  std::vector<std::unique_ptr<WireStats>> wires;
+  std::vector<std::unique_ptr<Router>> routers;
+  for (std::uint32_t k = 0; k < shards; ++k) {
+    cfg.shard = k;
+    pools.push_back(std::make_unique<BufferPool>(4096));
+    wires.push_back(std::make_unique<WireStats>());
+    routers.push_back(std::make_unique<Router>(cfg, pools.back().get(), wires.back().get()));
+  }
   std::vector<App> apps;
   for (int i = 0; i < kApps; ++i) {
     apps.push_back(
@@ -137,7 +153,8 @@ TEST(RouteRingFuzz, QuiescenceIsRealUnderConcurrency) {
     mailbox.client(static_cast<std::uint32_t>(i)).app->state =
         static_cast<std::uint32_t>(ClientState::Attached);
   }
-  std::thread router_thread([&] { router.run(nullptr); });  // after the apps attached
+  std::vector<std::thread> router_threads;  // after the apps attached
+  for (auto& r : routers) router_threads.emplace_back([&r] { r->run(); });
   std::atomic<std::uint64_t> imbalance{0};
   std::barrier meet(kApps);
   std::vector<std::thread> threads;
@@ -167,7 +184,7 @@ TEST(RouteRingFuzz, QuiescenceIsRealUnderConcurrency) {
     });
   }
   for (auto& t : threads) t.join();
-  router_thread.join();
+  for (auto& t : router_threads) t.join();
   std::uint64_t sent = 0, handled = 0, corrupt = 0, misrouted = 0;
   for (const App& a : apps) {
     sent += a.sent;
@@ -180,10 +197,20 @@ TEST(RouteRingFuzz, QuiescenceIsRealUnderConcurrency) {
   EXPECT_EQ(corrupt, 0u);
   EXPECT_EQ(misrouted, 0u);
   EXPECT_GE(sent, per_app / kPhases * kPhases * kApps);
-  EXPECT_EQ(router.epoch(), static_cast<std::uint32_t>(kPhases));
-  std::printf("moved %llu messages in %d phases; router parked up to %llu buffers\n",
+  EXPECT_EQ(routers[0]->epoch(), static_cast<std::uint32_t>(kPhases));
+  const RouterStats rs = load_router_stats(mailbox);
+  EXPECT_EQ(rs.frames_routed, sent);  // every shard published its share
+  std::printf("%u router thread(s) moved %llu messages in %d phases; parked up to %llu buffers\n", shards,
               static_cast<unsigned long long>(sent), kPhases,
-              static_cast<unsigned long long>(router.stats().pending_max));
+              static_cast<unsigned long long>(rs.pending_max));
+}
+
+TEST(RouteRingFuzz, QuiescenceIsRealUnderConcurrency) {
+  run_fuzz(1);
+}
+
+TEST(RouteRingFuzz, QuiescenceIsRealWithSeveralRouterThreads) {
+  run_fuzz(2);
 }
 
 }  // namespace

@@ -133,12 +133,14 @@ TEST(RouteQuiescence, NeedsTwoEqualBalancedRounds) {
 TEST(RouteMailbox, SharedMailboxValidatesItsHeader) {
   const std::string name = "/ferry-route-unit-" + std::to_string(getpid());
   {
-    Mailbox m = Mailbox::create_shared(name, 3, 8, 1024);
+    Mailbox m = Mailbox::create_shared(name, Mailbox::Geometry{3, 8, 1024, 2});
     Mailbox a = Mailbox::attach_shared(name);
     EXPECT_EQ(a.num_clients(), 3u);
     EXPECT_EQ(a.header()->ring_slot_bytes, 1024u);
     ClientSlot c = a.client(2);
     EXPECT_EQ(c.requests.capacity(), 8u);
+    EXPECT_EQ(c.delivery_rings, 2u);
+    EXPECT_EQ(c.deliveries[1].slot_size(), 1024u);
     EXPECT_THROW(a.client(3), Error);
     m.header()->version = 99;
     EXPECT_THROW(Mailbox::attach_shared(name), Error);
@@ -159,7 +161,7 @@ TEST(RouteMailbox, SharedMailboxValidatesItsHeader) {
 
 // Two apps and a router with no transport, driven by hand in one thread.
 struct Loopback {
-  Mailbox mailbox = Mailbox::create_private(2, 4, 256);
+  Mailbox mailbox = Mailbox::create_private(Mailbox::Geometry{2, 4, 256, 1});
   BufferPool pool{4096};
   WireStats wire;
   std::unique_ptr<Router> router;
@@ -185,7 +187,7 @@ struct Loopback {
     std::vector<std::uint64_t> out;
     SlotMessage m;
     ClientPort& p = ports[static_cast<std::size_t>(to)];
-    while (p.peek(&m)) {
+    while (p.peek(0, &m)) {
       for (std::size_t off = 0; off < m.payload.size;) {
         FrameHeader h;
         const std::uint32_t fb = read_frame(m.payload.data, m.payload.size, off, &h);
@@ -197,9 +199,9 @@ struct Loopback {
         out.push_back(v);
         off += fb;
       }
-      p.advance();
+      p.advance(0);
     }
-    p.release();
+    p.release(0);
     return out;
   }
 };
