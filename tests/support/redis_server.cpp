@@ -73,7 +73,8 @@ std::string RedisServer::find_binary() {
 
 RedisServer::RedisServer() : bin_(find_binary()) {
   if (bin_.empty())
-    throw std::runtime_error("redis-server not found on PATH (scripts/install-deps.sh installs redis-server)");
+    throw std::runtime_error(
+        "redis-server not found on PATH (scripts/install-deps.sh installs redis-server)");
   std::string tmpl = (std::filesystem::temp_directory_path() / "ferry-redis-XXXXXX").string();
   if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
@@ -105,12 +106,29 @@ void RedisServer::launch() {
   const std::string watchdog =
       "trap 'kill -9 $r 2>/dev/null; wait $r; exit 0' TERM; "
       "\"$@\" >>\"$0\" 2>&1 & r=$!; "
-      "while kill -0 " + std::to_string(getpid()) + " 2>/dev/null && kill -0 $r 2>/dev/null; do sleep 0.1; done; "
+      "while kill -0 " +
+      std::to_string(getpid()) +
+      " 2>/dev/null && kill -0 $r 2>/dev/null; do sleep 0.1; done; "
       "kill -9 $r 2>/dev/null; wait $r";
-  const std::vector<std::string> argv = {"/bin/sh", "-c", watchdog, dir_ + "/redis.log",
-                                         bin_, "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                         "--save", "", "--appendonly", "no", "--dir", dir_,
-                                         "--daemonize", "no", "--protected-mode", "no"};
+  const std::vector<std::string> argv = {"/bin/sh",
+                                         "-c",
+                                         watchdog,
+                                         dir_ + "/redis.log",
+                                         bin_,
+                                         "--port",
+                                         std::to_string(port_),
+                                         "--bind",
+                                         "127.0.0.1",
+                                         "--save",
+                                         "",
+                                         "--appendonly",
+                                         "no",
+                                         "--dir",
+                                         dir_,
+                                         "--daemonize",
+                                         "no",
+                                         "--protected-mode",
+                                         "no"};
   proc_ = Subprocess::spawn(argv);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {

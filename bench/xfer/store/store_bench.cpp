@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   unsigned qd = 32, batch = 0, threads = 1;
   std::uint64_t distinct_keys = 0;
   bool direct = false, keep = false;
-  app.add_option("--tier", tiers, "tier spec (repeat for a chain), e.g. file:/tmp/b or redis://127.0.0.1:6379")
+  app.add_option("--tier", tiers,
+                 "tier spec (repeat for a chain), e.g. file:/tmp/b or redis://127.0.0.1:6379")
       ->required();
   app.add_option("--block-size", block_text, "object size (e.g. 4KiB, 1MiB)");
   app.add_option("--qd", qd, "the file tier's queue depth (objects in flight)")->check(CLI::Range(1u, 4096u));
@@ -64,7 +65,8 @@ int main(int argc, char** argv) {
                  "objects per put/get call (default: --qd); for Redis the pipeline window (up to 128)")
       ->check(CLI::Range(1u, 65536u));
   app.add_option("--total", total_text, "bytes written, then read, per run");
-  app.add_option("--threads", threads, "concurrent callers (connections for Redis)")->check(CLI::Range(1u, 256u));
+  app.add_option("--threads", threads, "concurrent callers (connections for Redis)")
+      ->check(CLI::Range(1u, 256u));
   app.add_flag("--direct", direct, "add ',direct' (O_DIRECT) to file tier specs");
   app.add_option("--keys", distinct_keys,
                  "cycle over this many keys (1: every put overwrites one key, as redis-benchmark does by "
@@ -85,7 +87,8 @@ int main(int argc, char** argv) {
         if (t.find(",qd=") == std::string::npos) t += ",qd=" + std::to_string(qd);
       }
       if (t.rfind("redis://", 0) == 0 && t.find("connections=") == std::string::npos)
-        t += std::string(t.find('?') == std::string::npos ? "?" : "&") + "connections=" + std::to_string(threads);
+        t += std::string(t.find('?') == std::string::npos ? "?" : "&") +
+             "connections=" + std::to_string(threads);
     }
     auto chain = store::make_chain(tiers);
 
@@ -195,8 +198,8 @@ int main(int argc, char** argv) {
                        {"checksum_gbps", checksum_gbps},
                        {"put", phase_json(put)},
                        {"get", phase_json(get)}};
-    std::printf("%-40s %10s %4s %6s %8s %10s %10s %8s\n", "tier", "block", "qd", "batch", "objects", "put GB/s",
-                "get GB/s", "errors");
+    std::printf("%-40s %10s %4s %6s %8s %10s %10s %8s\n", "tier", "block", "qd", "batch", "objects",
+                "put GB/s", "get GB/s", "errors");
     std::printf("%-40s %10s %4u %6u %8llu %10.3f %10.3f %8llu\n", tiers.front().c_str(),
                 store::format_size(block).c_str(), qd, batch, static_cast<unsigned long long>(objects),
                 bytes / put.seconds / 1e9, bytes / get.seconds / 1e9,

@@ -11,8 +11,12 @@ namespace ferry::xfer::store {
 
 inline constexpr std::size_t kIoAlign = 4096;
 
-constexpr std::size_t io_round_up(std::size_t n) { return (n + kIoAlign - 1) & ~(kIoAlign - 1); }
-inline bool io_aligned(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & (kIoAlign - 1)) == 0; }
+constexpr std::size_t io_round_up(std::size_t n) {
+  return (n + kIoAlign - 1) & ~(kIoAlign - 1);
+}
+inline bool io_aligned(const void* p) {
+  return (reinterpret_cast<std::uintptr_t>(p) & (kIoAlign - 1)) == 0;
+}
 
 class AlignedBuffer {
  public:

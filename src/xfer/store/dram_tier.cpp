@@ -13,7 +13,9 @@
 namespace ferry::xfer::store {
 namespace {
 
-std::uint64_t page_round(std::uint64_t n) { return (n + kDramAlign - 1) & ~(kDramAlign - 1); }
+std::uint64_t page_round(std::uint64_t n) {
+  return (n + kDramAlign - 1) & ~(kDramAlign - 1);
+}
 
 }  // namespace
 
@@ -41,11 +43,13 @@ DramTier::DramTier(std::uint64_t capacity, std::string spec)
       capacity_(capacity),
       alloc_(page_round(capacity), kDramAlign) {
   if (capacity == 0) throw Error("dram tier: capacity must be more than 0 bytes");
-  if (page_round(capacity) < capacity) throw Error("dram tier: capacity " + std::to_string(capacity) + " is too large");
+  if (page_round(capacity) < capacity)
+    throw Error("dram tier: capacity " + std::to_string(capacity) + " is too large");
   pool_size_ = page_round(capacity);
   // MAP_NORESERVE: the pool is a reservation of address space; pages are
   // committed when an object first lands on them.
-  base_ = mmap(nullptr, pool_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  base_ =
+      mmap(nullptr, pool_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base_ == MAP_FAILED) {
     base_ = nullptr;
     throw_errno("dram tier: cannot map a pool of " + format_size(pool_size_));
@@ -93,8 +97,8 @@ std::shared_ptr<const DramTier::Block> DramTier::make_block(std::uint64_t size, 
     const auto at = alloc_.allocate(size);
     if (!at) {
       *error = "dram tier " + spec_ + ": no free range of " + format_size(alloc_.rounded(size)) + " (free " +
-               format_size(alloc_.free_bytes()) + ", largest free range " + format_size(alloc_.largest_free()) +
-               ")";
+               format_size(alloc_.free_bytes()) + ", largest free range " +
+               format_size(alloc_.largest_free()) + ")";
       return nullptr;
     }
     offset = *at;

@@ -45,7 +45,8 @@ std::string decode_file_header(const std::byte* in, DecodedHeader* out) {
   if (h.flags != 0) return "unknown flags " + std::to_string(h.flags);
   const std::uint64_t want = header_sum(in, h.key_len);
   if (want != h.header_sum)
-    return "header checksum mismatch (stored " + checksum_hex(h.header_sum) + ", computed " + checksum_hex(want) + ")";
+    return "header checksum mismatch (stored " + checksum_hex(h.header_sum) + ", computed " +
+           checksum_hex(want) + ")";
   out->key.assign(reinterpret_cast<const char*>(in + kFileHeaderFixed), h.key_len);
   out->size = h.size;
   out->checksum = h.checksum;

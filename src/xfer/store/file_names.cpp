@@ -53,7 +53,9 @@ std::string temp_file_name(std::string_view name) {
   return std::string(name) + buf;
 }
 
-bool is_object_file_name(std::string_view name) { return ends_with(name, kObjectSuffix) && name.size() > 3; }
+bool is_object_file_name(std::string_view name) {
+  return ends_with(name, kObjectSuffix) && name.size() > 3;
+}
 
 bool is_temp_file_name(std::string_view name) {
   if (is_object_file_name(name)) return false;

@@ -30,7 +30,7 @@ namespace {
 
 constexpr const char* kLockName = ".ferry-lock";
 constexpr const char* kProbeName = ".ferry-direct-probe";
-constexpr int kMaxReadAttempts = 8;  // re-reads of an object that is being replaced meanwhile
+constexpr int kMaxReadAttempts = 8;           // re-reads of an object that is being replaced meanwhile
 constexpr std::size_t kKeepBounce = 4 << 20;  // bounce buffers above this are freed after use
 
 // Disk full, quota and file-size limits all mean "this tier cannot take the
@@ -260,14 +260,16 @@ void FileTier::scan() {
            std::to_string(st.st_size - static_cast<std::int64_t>(kFileHeaderSize)));
       continue;
     }
-    found.push_back({st.st_mtim.tv_sec * 1'000'000'000ll + st.st_mtim.tv_nsec, std::move(h.key), h.size, h.checksum});
+    found.push_back(
+        {st.st_mtim.tv_sec * 1'000'000'000ll + st.st_mtim.tv_nsec, std::move(h.key), h.size, h.checksum});
   }
   closedir(d);
 
   // Oldest first, so that the newest file ends at the front of the LRU list: the
   // order survives a restart as "last written" (reads do not touch mtime).
-  std::sort(found.begin(), found.end(),
-            [](const Found& a, const Found& b) { return std::tie(a.mtime_ns, a.key) < std::tie(b.mtime_ns, b.key); });
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+    return std::tie(a.mtime_ns, a.key) < std::tie(b.mtime_ns, b.key);
+  });
   std::lock_guard lock(mu_);
   for (auto& f : found) {
     lru_.emplace_front(f.key);
@@ -275,16 +277,21 @@ void FileTier::scan() {
     used_ += f.size;
   }
   if (!found.empty() || stale > 0 || bad > 0)
-    log::app().info("file tier {}: found {} object(s) ({}), removed {} stale temporary file(s), skipped {} bad file(s)",
-                    opts_.dir, found.size(), format_size(used_), stale, bad);
+    log::app().info(
+        "file tier {}: found {} object(s) ({}), removed {} stale temporary file(s), skipped {} bad file(s)",
+        opts_.dir, found.size(), format_size(used_), stale, bad);
   if (opts_.capacity != kUnbounded && used_ > opts_.capacity)
     log::app().warn("file tier {}: holds {} but its capacity is {}; new puts wait for evictions", opts_.dir,
                     format_size(used_), format_size(opts_.capacity));
 }
 
-std::mutex& FileTier::stripe(std::string_view key) { return stripes_[KeyHash{}(key) % stripes_.size()]; }
+std::mutex& FileTier::stripe(std::string_view key) {
+  return stripes_[KeyHash{}(key) % stripes_.size()];
+}
 
-std::string FileTier::path_of(std::string_view key) const { return opts_.dir + "/" + object_file_name(key); }
+std::string FileTier::path_of(std::string_view key) const {
+  return opts_.dir + "/" + object_file_name(key);
+}
 
 std::uint64_t FileTier::used() const {
   std::lock_guard lock(mu_);
@@ -311,12 +318,13 @@ void FileTier::put(std::span<PutItem> items) {
       [&](PutOp& op, int res) {
         if (res < 0) {
           fail_put(op, write_errno_status(-res),
-                   "file tier " + opts_.dir + ": writing " + op.tmp + " for key " + quote_key(op.item->key) + ": " +
-                       std::strerror(-res));
+                   "file tier " + opts_.dir + ": writing " + op.tmp + " for key " + quote_key(op.item->key) +
+                       ": " + std::strerror(-res));
           return false;
         }
         if (res == 0) {
-          fail_put(op, XferStatus::IoError, "file tier " + opts_.dir + ": writing " + op.tmp + " made no progress");
+          fail_put(op, XferStatus::IoError,
+                   "file tier " + opts_.dir + ": writing " + op.tmp + " made no progress");
           return false;
         }
         op.offset += static_cast<std::uint64_t>(res);
@@ -353,7 +361,8 @@ bool FileTier::start_put(PutOp& op) {
   const std::uint64_t size = item.data.size;
   {
     std::lock_guard lock(mu_);
-    if (opts_.capacity != kUnbounded && (size > opts_.capacity || used_ + reserved_ + size > opts_.capacity)) {
+    if (opts_.capacity != kUnbounded &&
+        (size > opts_.capacity || used_ + reserved_ + size > opts_.capacity)) {
       item.status = XferStatus::NoSpace;
       item.error = "file tier " + opts_.dir + ": full (" + format_size(used_) + " stored + " +
                    format_size(reserved_) + " being written + " + format_size(size) + " > capacity " +
@@ -429,10 +438,11 @@ void FileTier::finish_put(PutOp& op) {
   const auto fail_errno = [&](const char* what) {
     const int err = errno;
     fail_put(op, write_errno_status(err),
-             "file tier " + opts_.dir + ": " + what + " " + op.tmp + " for key " + quote_key(item.key) + ": " +
-                 std::strerror(err));
+             "file tier " + opts_.dir + ": " + what + " " + op.tmp + " for key " + quote_key(item.key) +
+                 ": " + std::strerror(err));
   };
-  if (op.truncate && ftruncate(op.fd, static_cast<off_t>(kFileHeaderSize + size)) != 0) return fail_errno("truncating");
+  if (op.truncate && ftruncate(op.fd, static_cast<off_t>(kFileHeaderSize + size)) != 0)
+    return fail_errno("truncating");
   if (opts_.fsync && fsync(op.fd) != 0) return fail_errno("fsync of");
   if (close(std::exchange(op.fd, -1)) != 0) return fail_errno("closing");
 
@@ -499,8 +509,8 @@ void FileTier::get(std::span<GetItem> items) {
         if (res < 0) {
           close(std::exchange(op.fd, -1));
           op.item->status = XferStatus::IoError;
-          op.item->error = "file tier " + opts_.dir + ": reading " + op.name + " for key " + quote_key(op.item->key) +
-                           ": " + std::strerror(-res);
+          op.item->error = "file tier " + opts_.dir + ": reading " + op.name + " for key " +
+                           quote_key(op.item->key) + ": " + std::strerror(-res);
           return false;
         }
         op.offset += static_cast<std::uint64_t>(res);
@@ -560,11 +570,12 @@ bool FileTier::start_get(GetOp& op) {
       // Removed meanwhile, or deleted behind our back: either way it is gone.
       if (op.attempts == 1) forget_vanished(item.key, op.generation);
       item.status = XferStatus::NotFound;
-      item.error = "file tier " + opts_.dir + ": object " + quote_key(item.key) + " was removed (" + op.name + ")";
+      item.error =
+          "file tier " + opts_.dir + ": object " + quote_key(item.key) + " was removed (" + op.name + ")";
     } else {
       item.status = XferStatus::IoError;
-      item.error = "file tier " + opts_.dir + ": cannot open " + op.name + " for key " + quote_key(item.key) + ": " +
-                   std::strerror(err);
+      item.error = "file tier " + opts_.dir + ": cannot open " + op.name + " for key " + quote_key(item.key) +
+                   ": " + std::strerror(err);
     }
     return false;
   }
@@ -606,7 +617,8 @@ void FileTier::finish_get(GetOp& op, bool* retry) {
   if (auto why = decode_file_header(op.header.data(), &h); !why.empty()) return corrupt("bad header: " + why);
   if (h.key != item.key) {
     item.status = XferStatus::IoError;
-    item.error = "file tier: file " + path + " holds key " + quote_key(h.key) + ", not " + quote_key(item.key);
+    item.error =
+        "file tier: file " + path + " holds key " + quote_key(h.key) + ", not " + quote_key(item.key);
     return;
   }
   if (h.size != op.hint) {
@@ -616,7 +628,8 @@ void FileTier::finish_get(GetOp& op, bool* retry) {
       return;
     }
     item.status = XferStatus::IoError;
-    item.error = "file tier: key " + quote_key(item.key) + " kept changing size while being read (" + path + ")";
+    item.error =
+        "file tier: key " + quote_key(item.key) + " kept changing size while being read (" + path + ")";
     return;
   }
   if (op.offset - kFileHeaderSize < h.size)
@@ -627,7 +640,8 @@ void FileTier::finish_get(GetOp& op, bool* retry) {
   item.size = h.size;
   const std::uint64_t got = checksum({item.out.data, h.size});
   if (got != h.checksum)
-    return corrupt("checksum mismatch (stored " + checksum_hex(h.checksum) + ", computed " + checksum_hex(got) + ")");
+    return corrupt("checksum mismatch (stored " + checksum_hex(h.checksum) + ", computed " +
+                   checksum_hex(got) + ")");
   item.status = XferStatus::Ok;
   item.error.clear();
 }
@@ -638,8 +652,8 @@ void FileTier::forget_vanished(std::string_view key, std::uint64_t generation) {
   auto it = index_.find(key);
   if (it == index_.end() || it->second.generation != generation) return;  // removed or re-published
   if (faccessat(dir_fd_, object_file_name(key).c_str(), F_OK, 0) == 0) return;
-  log::app().warn("file tier {}: {} vanished from the directory; dropping key {}", opts_.dir, object_file_name(key),
-                  quote_key(key));
+  log::app().warn("file tier {}: {} vanished from the directory; dropping key {}", opts_.dir,
+                  object_file_name(key), quote_key(key));
   used_ -= it->second.size;
   lru_.erase(it->second.lru);
   index_.erase(it);

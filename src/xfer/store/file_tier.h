@@ -35,12 +35,12 @@ namespace ferry::xfer::store {
 class UringPool;
 
 struct FileTierOptions {
-  std::string dir;                     // created if missing
+  std::string dir;                      // created if missing
   std::uint64_t capacity = kUnbounded;  // object bytes (headers not counted)
-  unsigned queue_depth = 32;           // operations in flight per batch call
-  bool direct = false;                 // O_DIRECT: bypass the page cache
-  bool fsync = false;                  // fsync each file and the directory at publish
-  std::string spec;                    // for describe(); made from the options when empty
+  unsigned queue_depth = 32;            // operations in flight per batch call
+  bool direct = false;                  // O_DIRECT: bypass the page cache
+  bool fsync = false;                   // fsync each file and the directory at publish
+  std::string spec;                     // for describe(); made from the options when empty
 };
 
 class FileTier final : public Tier {

@@ -57,7 +57,9 @@ void PoolAllocator::free(std::uint64_t offset, std::uint64_t n) {
   insert(start, len);
 }
 
-std::uint64_t PoolAllocator::largest_free() const { return by_size_.empty() ? 0 : by_size_.rbegin()->first; }
+std::uint64_t PoolAllocator::largest_free() const {
+  return by_size_.empty() ? 0 : by_size_.rbegin()->first;
+}
 
 void PoolAllocator::insert(std::uint64_t offset, std::uint64_t len) {
   by_offset_.emplace(offset, len);

@@ -11,7 +11,9 @@
 namespace ferry::xfer::store {
 namespace {
 
-timeval to_timeval(int ms) { return timeval{ms / 1000, (ms % 1000) * 1000}; }
+timeval to_timeval(int ms) {
+  return timeval{ms / 1000, (ms % 1000) * 1000};
+}
 
 }  // namespace
 
@@ -52,7 +54,8 @@ redisContext* RedisPool::Lease::connect(std::string* error) {
   const RedisEndpoint& ep = pool_->ep_;
   c = redisConnectWithTimeout(ep.host.c_str(), ep.port, to_timeval(ep.timeout_ms));
   if (c == nullptr || c->err != 0) {
-    *error = "cannot connect to redis " + pool_->address() + ": " + (c != nullptr ? c->errstr : "out of memory");
+    *error =
+        "cannot connect to redis " + pool_->address() + ": " + (c != nullptr ? c->errstr : "out of memory");
     drop();
     return nullptr;
   }

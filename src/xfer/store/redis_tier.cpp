@@ -151,7 +151,9 @@ RedisTier::RedisTier(RedisTierOptions options) : opts_(std::move(options)) {
 
 RedisTier::~RedisTier() = default;
 
-std::string RedisTier::full_key(std::string_view key) const { return opts_.prefix + std::string(key); }
+std::string RedisTier::full_key(std::string_view key) const {
+  return opts_.prefix + std::string(key);
+}
 
 std::uint64_t RedisTier::used() const {
   std::lock_guard lock(mu_);
@@ -282,7 +284,8 @@ void RedisTier::get(std::span<GetItem> items) {
           item.error = std::move(why);
           return {};
         };
-        const auto where = "redis " + pool_->address() + ": key " + quote_key(opts_.prefix + std::string(item.key));
+        const auto where =
+            "redis " + pool_->address() + ": key " + quote_key(opts_.prefix + std::string(item.key));
         if (len < kValueHeader)
           return finish(len, XferStatus::ChecksumMismatch,
                         where + ": value of " + std::to_string(len) + " bytes is shorter than a header");
@@ -330,14 +333,16 @@ std::optional<ObjectMeta> RedisTier::stat(std::string_view key) {
     return std::nullopt;
   }
   const std::string k = full_key(key);
-  Reply r(static_cast<redisReply*>(redisCommand(c, "GETRANGE %b 0 %d", k.data(), k.size(), int(kValueHeader) - 1)));
+  Reply r(static_cast<redisReply*>(
+      redisCommand(c, "GETRANGE %b 0 %d", k.data(), k.size(), int(kValueHeader) - 1)));
   if (!r) {
     log::app().warn("redis tier: stat {}: {}", quote_key(key), c->errstr);
     lease.drop();
     return std::nullopt;
   }
   ValueHeader h;
-  if (r->type != REDIS_REPLY_STRING || r->len == 0 || !parse_header(r->str, r->len, &h).empty()) return std::nullopt;
+  if (r->type != REDIS_REPLY_STRING || r->len == 0 || !parse_header(r->str, r->len, &h).empty())
+    return std::nullopt;
   return ObjectMeta{h.size, h.checksum};
 }
 

@@ -97,8 +97,7 @@ std::string RespReader::read_head(int fd, Head* head) {
         head->kind = type == ':' ? Kind::Integer : (v < 0 ? Kind::Nil : Kind::Bulk);
         return {};
       }
-      default:
-        return std::string("unexpected reply type '") + type + "'";
+      default: return std::string("unexpected reply type '") + type + "'";
     }
   }
 }

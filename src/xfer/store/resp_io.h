@@ -29,8 +29,8 @@ class RespReader {
   enum class Kind { Status, Error, Integer, Bulk, Nil };
   struct Head {
     Kind kind = Kind::Nil;
-    std::string text;     // Status and Error: the line after the type byte
-    std::int64_t n = 0;   // Integer: the value; Bulk: the payload length
+    std::string text;    // Status and Error: the line after the type byte
+    std::int64_t n = 0;  // Integer: the value; Bulk: the payload length
   };
 
   // The next reply's first line. Returns "" or why it failed (I/O error, end of

@@ -47,13 +47,15 @@ TierChain::TierChain(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::mov
   std::size_t dup = 0;
   for (const auto& [key, mask] : where_) dup += (mask & (mask - 1)) != 0;
   if (dup > 0)
-    log::app().warn("tier chain: {} key(s) are in more than one tier (a move was cut short); the topmost copy wins",
-                    dup);
+    log::app().warn(
+        "tier chain: {} key(s) are in more than one tier (a move was cut short); the topmost copy wins", dup);
 }
 
 TierChain::~TierChain() = default;
 
-std::size_t TierChain::stripe_of(std::string_view key) const { return KeyHash{}(key) % kStripes; }
+std::size_t TierChain::stripe_of(std::string_view key) const {
+  return KeyHash{}(key) % kStripes;
+}
 
 std::uint32_t TierChain::where(std::string_view key) {
   std::lock_guard lock(where_mu_);

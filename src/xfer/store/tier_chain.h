@@ -79,7 +79,7 @@ class TierChain {
   struct Stats {
     std::uint64_t moved_objects = 0;  // moved down to make room
     std::uint64_t moved_bytes = 0;
-    std::uint64_t failed_moves = 0;  // victims no lower tier would take (they stay put)
+    std::uint64_t failed_moves = 0;     // victims no lower tier would take (they stay put)
     std::uint64_t dropped_corrupt = 0;  // victims that failed their checksum (removed)
   };
   Stats stats() const;
@@ -101,7 +101,7 @@ class TierChain {
   std::vector<std::unique_ptr<Tier>> tiers_;
   std::array<std::mutex, kStripes> stripes_;
 
-  SpinMutex where_mu_;  // guards where_ (a key's mask changes only under its stripe)
+  SpinMutex where_mu_;           // guards where_ (a key's mask changes only under its stripe)
   KeyMap<std::uint32_t> where_;  // bit i: tier i holds the key
 
   std::atomic<std::uint64_t> moved_objects_{0}, moved_bytes_{0}, failed_moves_{0}, dropped_corrupt_{0};

@@ -17,7 +17,9 @@ constexpr const char* kForms =
   throw Error("--tier '" + std::string(spec) + "': " + why + " (" + kForms + ")");
 }
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 
 long parse_int(std::string_view spec, std::string_view text, std::string_view what, long lo, long hi) {
   long v = 0;
@@ -62,7 +64,8 @@ TierSpec parse_file(std::string_view spec, std::string_view rest) {
     } else if (name == "qd" && eq != std::string_view::npos) {
       t.file.queue_depth = static_cast<unsigned>(parse_int(spec, value, "qd", 1, 4096));
     } else {
-      bad(spec, "unknown file tier option '" + std::string(p) + "' (options: direct, fsync, capacity=<size>, qd=<n>)");
+      bad(spec, "unknown file tier option '" + std::string(p) +
+                    "' (options: direct, fsync, capacity=<size>, qd=<n>)");
     }
   }
   return t;
@@ -111,7 +114,8 @@ TierSpec parse_redis(std::string_view spec, std::string_view rest) {
       } else if (name == "timeout_ms") {
         t.redis.endpoint.timeout_ms = static_cast<int>(parse_int(spec, value, "timeout_ms", 1, 600000));
       } else {
-        bad(spec, "unknown redis parameter '" + std::string(name) + "' (parameters: prefix, connections, timeout_ms)");
+        bad(spec, "unknown redis parameter '" + std::string(name) +
+                      "' (parameters: prefix, connections, timeout_ms)");
       }
     }
   }
@@ -134,8 +138,9 @@ TierSpec parse_tier_spec(std::string_view spec) {
     t = parse_redis(spec, spec.substr(8));
   } else {
     const std::size_t colon = spec.find(':');
-    bad(spec, colon == std::string_view::npos ? "no tier kind"
-                                              : "unknown tier kind '" + std::string(spec.substr(0, colon)) + "'");
+    bad(spec, colon == std::string_view::npos
+                  ? "no tier kind"
+                  : "unknown tier kind '" + std::string(spec.substr(0, colon)) + "'");
   }
   t.text = std::string(spec);
   t.file.spec = t.text;
@@ -152,7 +157,9 @@ std::unique_ptr<Tier> make_tier(const TierSpec& spec) {
   throw Error("--tier '" + spec.text + "': unknown tier kind");
 }
 
-std::unique_ptr<Tier> make_tier(std::string_view spec) { return make_tier(parse_tier_spec(spec)); }
+std::unique_ptr<Tier> make_tier(std::string_view spec) {
+  return make_tier(parse_tier_spec(spec));
+}
 
 std::unique_ptr<TierChain> make_chain(const std::vector<std::string>& specs) {
   std::vector<std::unique_ptr<Tier>> tiers;

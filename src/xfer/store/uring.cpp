@@ -11,11 +11,13 @@ namespace ferry::xfer::store {
 Uring::Uring(unsigned entries) : entries_(entries) {
   const int rc = io_uring_queue_init(entries, &ring_, 0);
   if (rc < 0)
-    throw Error("file tier: io_uring_queue_init(" + std::to_string(entries) + ") failed: " + std::strerror(-rc) +
-                " (is io_uring disabled by the kernel or a seccomp profile?)");
+    throw Error("file tier: io_uring_queue_init(" + std::to_string(entries) + ") failed: " +
+                std::strerror(-rc) + " (is io_uring disabled by the kernel or a seccomp profile?)");
 }
 
-Uring::~Uring() { io_uring_queue_exit(&ring_); }
+Uring::~Uring() {
+  io_uring_queue_exit(&ring_);
+}
 
 int Uring::submit_and_wait() {
   for (;;) {

@@ -65,7 +65,8 @@ TEST(DramTier, OverwriteReplacesAndFreesTheOldRange) {
 
 TEST(DramTier, FullAndFragmentedIsNoSpace) {
   DramTier t(4 * 4096);
-  for (int i = 0; i < 4; ++i) ASSERT_EQ(put_one(t, "p" + std::to_string(i), random_bytes(4096, i)), XferStatus::Ok);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(put_one(t, "p" + std::to_string(i), random_bytes(4096, i)), XferStatus::Ok);
   std::string error;
   EXPECT_EQ(put_one(t, "more", random_bytes(1, 9), &error), XferStatus::NoSpace);
   EXPECT_NE(error.find("no free range"), std::string::npos) << error;
@@ -80,7 +81,7 @@ TEST(DramTier, LruOrderFollowsPutsAndGets) {
   DramTier t(1 << 20);
   for (const char* k : {"a", "b", "c", "d"}) ASSERT_EQ(put_one(t, k, random_bytes(1000, 1)), XferStatus::Ok);
   ASSERT_EQ(get_one(t, "a").status, XferStatus::Ok);  // a becomes the most recent
-  (void)t.stat("b");                                   // stat is not a use
+  (void)t.stat("b");                                  // stat is not a use
   EXPECT_EQ(t.lru_victims(1), (std::vector<std::string>{"b"}));
   EXPECT_EQ(t.lru_victims(2500), (std::vector<std::string>{"b", "c", "d"}));
   EXPECT_EQ(t.lru_victims(1 << 30), (std::vector<std::string>{"b", "c", "d", "a"}));
@@ -103,7 +104,9 @@ TEST(DramTier, CorruptedPoolIsDetected) {
   EXPECT_NE(got.error.find("'x'"), std::string::npos) << got.error;
 }
 
-TEST(DramTier, RejectsZeroCapacity) { EXPECT_THROW(DramTier(0), Error); }
+TEST(DramTier, RejectsZeroCapacity) {
+  EXPECT_THROW(DramTier(0), Error);
+}
 
 // The agent's zero-copy path: fill a reserved range, put it, and the tier adopts
 // it in place; a range the tier did not adopt goes back to the pool.
@@ -114,7 +117,8 @@ TEST(DramTier, AReservedRangeIsAdoptedWithoutACopyAndUnreserveThenDoesNothing) {
   ASSERT_TRUE(r);
   EXPECT_GE(r->data, reinterpret_cast<std::uint8_t*>(t.pool().data()));
   std::memcpy(r->data, data.data(), data.size());
-  PutItem item = test::put_item("adopted", ByteView{r->data, data.size()}, checksum({data.data(), data.size()}));
+  PutItem item =
+      test::put_item("adopted", ByteView{r->data, data.size()}, checksum({data.data(), data.size()}));
   t.put({&item, 1});
   ASSERT_EQ(item.status, XferStatus::Ok) << item.error;
   t.unreserve(*r);  // adopted: must not free the object's range

@@ -70,7 +70,8 @@ TEST(FileNames, KeysBecomeSafeNames) {
   EXPECT_EQ(hashed[0], '~');
   EXPECT_NE(hashed, object_file_name(std::string(501, 'z')));
   EXPECT_TRUE(is_object_file_name("a.kv"));
-  EXPECT_TRUE(is_object_file_name("x.tmp.3.kv")) << "a key that looks like a temporary name is still an object";
+  EXPECT_TRUE(is_object_file_name("x.tmp.3.kv"))
+      << "a key that looks like a temporary name is still an object";
   EXPECT_FALSE(is_temp_file_name("x.tmp.3.kv"));
   EXPECT_TRUE(is_temp_file_name(temp_file_name("a.kv")));
   EXPECT_FALSE(is_object_file_name(temp_file_name("a.kv")));
@@ -117,7 +118,8 @@ TEST_P(FileTierModes, RoundTripsEverySizeAlignedOrNot) {
       const std::string key = "obj/" + std::to_string(n) + "/" + std::to_string(misalign);
       AlignedBuffer src(n + 1), dst(n + 4096 + 1);
       if (n > 0) std::memcpy(src.data() + misalign, data.data(), n);
-      PutItem p = test::put_item(key, {reinterpret_cast<std::uint8_t*>(src.data()) + misalign, n}, checksum({data.data(), n}));
+      PutItem p = test::put_item(key, {reinterpret_cast<std::uint8_t*>(src.data()) + misalign, n},
+                                 checksum({data.data(), n}));
       t->put({&p, 1});
       ASSERT_EQ(p.status, XferStatus::Ok) << p.error;
       EXPECT_EQ(fs::file_size(t->path_of(key)), kFileHeaderSize + n);
@@ -145,11 +147,11 @@ TEST_P(FileTierModes, BatchesLongerThanTheQueueDepth) {
     data.push_back(random_bytes(1000 * i + 7, i));
     keys.push_back("batch-" + std::to_string(i));
   }
-  for (int i = 0; i < kItems; ++i)
-    puts.push_back(test::put_item(keys[i], data[i]));
+  for (int i = 0; i < kItems; ++i) puts.push_back(test::put_item(keys[i], data[i]));
   puts[5].key = "";  // one bad item fails alone
   t->put(puts);
-  for (int i = 0; i < kItems; ++i) EXPECT_EQ(puts[i].status, i == 5 ? XferStatus::InvalidDesc : XferStatus::Ok) << i;
+  for (int i = 0; i < kItems; ++i)
+    EXPECT_EQ(puts[i].status, i == 5 ? XferStatus::InvalidDesc : XferStatus::Ok) << i;
 
   std::vector<std::vector<std::uint8_t>> out(kItems, std::vector<std::uint8_t>(64 << 10));
   std::vector<GetItem> gets;
@@ -239,8 +241,15 @@ TEST(FileTier, BadKeysStayInsideTheDirectory) {
   std::string error;
   EXPECT_EQ(put_one(t, "", data, &error), XferStatus::InvalidDesc);
   EXPECT_EQ(put_one(t, std::string(kMaxFileKeyLength + 1, 'k'), data), XferStatus::InvalidDesc);
-  const std::vector<std::string> keys = {"../x", "../../etc/passwd", "/abs", ".", "..", std::string("nul\0byte", 8),
-                                std::string(300, 'L'), std::string(kMaxFileKeyLength, 'M'), "\xff\xfe"};
+  const std::vector<std::string> keys = {"../x",
+                                         "../../etc/passwd",
+                                         "/abs",
+                                         ".",
+                                         "..",
+                                         std::string("nul\0byte", 8),
+                                         std::string(300, 'L'),
+                                         std::string(kMaxFileKeyLength, 'M'),
+                                         "\xff\xfe"};
   for (const auto& key : keys) {
     ASSERT_EQ(put_one(t, key, data), XferStatus::Ok) << key.size();
     EXPECT_EQ(fs::path(t.path_of(key)).parent_path(), fs::path(inner));

@@ -12,9 +12,9 @@ namespace {
 
 TEST(PoolAllocator, BestFitAndCoalescing) {
   PoolAllocator a(16 * 4096, 4096);
-  const auto x = a.allocate(1);          // one page
-  const auto y = a.allocate(3 * 4096);   // three
-  const auto z = a.allocate(4096 + 1);   // two
+  const auto x = a.allocate(1);         // one page
+  const auto y = a.allocate(3 * 4096);  // three
+  const auto z = a.allocate(4096 + 1);  // two
   ASSERT_TRUE(x && y && z);
   EXPECT_EQ(*x, 0u);
   EXPECT_EQ(*y, 4096u);

@@ -122,7 +122,8 @@ TEST_F(RedisTierTest, CorruptedValueIsDetected) {
   std::string value(r->str, r->len);
   freeReplyObject(r);
   value[600] ^= 1;
-  r = static_cast<redisReply*>(redisCommand(raw.c, "SET %b %b", "ferry:v", size_t{7}, value.data(), value.size()));
+  r = static_cast<redisReply*>(
+      redisCommand(raw.c, "SET %b %b", "ferry:v", size_t{7}, value.data(), value.size()));
   freeReplyObject(r);
   const auto got = get_one(t, "v");
   EXPECT_EQ(got.status, XferStatus::ChecksumMismatch);
@@ -141,7 +142,8 @@ TEST_F(RedisTierTest, FullRedisIsNoSpace) {
   freeReplyObject(redisCommand(raw.c, "CONFIG SET maxmemory 2mb"));
   std::string error;
   XferStatus s = XferStatus::Ok;
-  for (int i = 0; i < 10 && s == XferStatus::Ok; ++i) s = put_one(t, "big" + std::to_string(i), random_bytes(1 << 20, i), &error);
+  for (int i = 0; i < 10 && s == XferStatus::Ok; ++i)
+    s = put_one(t, "big" + std::to_string(i), random_bytes(1 << 20, i), &error);
   EXPECT_EQ(s, XferStatus::NoSpace) << error;
   EXPECT_NE(error.find("OOM"), std::string::npos) << error;
 }
@@ -213,8 +215,9 @@ TEST_F(RedisTierTest, ThreeTierChainSpillsIntoRedis) {
   EXPECT_GT(per_tier[2], 0);
   const auto listed = chain->list();
   EXPECT_EQ(listed.size(), 40u);
-  EXPECT_EQ(std::count_if(listed.begin(), listed.end(), [&](const auto& l) { return l.tier_name == redis.url(); }),
-            per_tier[2]);
+  EXPECT_EQ(
+      std::count_if(listed.begin(), listed.end(), [&](const auto& l) { return l.tier_name == redis.url(); }),
+      per_tier[2]);
 }
 
 TEST_F(RedisTierTest, ChainUnderConcurrencyWithRedisLast) {

@@ -104,7 +104,8 @@ void run_stress(Store& store, const StressParams& p) {
           }
         } else {  // remove an own key
           const bool had = store.remove(keys[id]);
-          if (had != mine[k].has_value()) fail("remove " + keys[id] + " returned " + (had ? "true" : "false"));
+          if (had != mine[k].has_value())
+            fail("remove " + keys[id] + " returned " + (had ? "true" : "false"));
           mine[k].reset();
         }
       }

@@ -78,7 +78,8 @@ TEST(TierChain, FullDramMovesLeastRecentlyUsedToFile) {
 TEST(TierChain, GetsKeepHotObjectsUp) {
   TempDir dir;
   TierChain c = dram_file(4 * 8192, dir.path());
-  for (int i = 0; i < 4; ++i) ASSERT_EQ(put(c, "k" + std::to_string(i), random_bytes(8000, i)), XferStatus::Ok);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(put(c, "k" + std::to_string(i), random_bytes(8000, i)), XferStatus::Ok);
   ASSERT_EQ(get(c, "k0").tier, 0);  // k0 is now the most recently used
   ASSERT_EQ(put(c, "k4", random_bytes(8000, 4)), XferStatus::Ok);
   EXPECT_EQ(get(c, "k0").tier, 0);
