@@ -31,20 +31,9 @@ std::uint64_t cpu_ns_self() {
 }
 
 // Stats as (name, value) pairs, one list for JSON keys and for MPI gathers.
+// The transport's counters, shared by the rank and router tables.
 template <class F>
-void each_stat(Stats& s, F&& f) {
-  f("msgs_sent", s.msgs_sent);
-  f("bytes_sent", s.bytes_sent);
-  f("msgs_received", s.msgs_received);
-  f("bytes_received", s.bytes_received);
-  f("flushes", s.flushes);
-  f("flush_bytes", s.flush_bytes);
-  f("chunk_bytes", s.chunk_bytes);
-  f("full_waits", s.full_waits);
-  f("barriers", s.barriers);
-  f("handler_ns", s.handler_ns);
-  f("comm_ns", s.comm_ns);
-  WireStats& w = s.wire;
+void each_wire_stat(WireStats& w, F&& f) {
   f("wire_buffers_sent", w.buffers_sent);
   f("wire_bytes_sent", w.bytes_sent);
   f("wire_buffers_received", w.buffers_received);
@@ -61,6 +50,22 @@ void each_stat(Stats& s, F&& f) {
 }
 
 template <class F>
+void each_stat(Stats& s, F&& f) {
+  f("msgs_sent", s.msgs_sent);
+  f("bytes_sent", s.bytes_sent);
+  f("msgs_received", s.msgs_received);
+  f("bytes_received", s.bytes_received);
+  f("flushes", s.flushes);
+  f("flush_bytes", s.flush_bytes);
+  f("chunk_bytes", s.chunk_bytes);
+  f("full_waits", s.full_waits);
+  f("barriers", s.barriers);
+  f("handler_ns", s.handler_ns);
+  f("comm_ns", s.comm_ns);
+  each_wire_stat(s.wire, f);
+}
+
+template <class F>
 void each_router_stat(RouterStats& s, F&& f) {
   f("world_rank", s.world_rank);
   f("clients", s.clients);
@@ -71,20 +76,7 @@ void each_router_stat(RouterStats& s, F&& f) {
   f("busy_loops", s.busy_loops);
   f("idle_loops", s.idle_loops);
   f("cpu_ns", s.cpu_ns);
-  WireStats& w = s.wire;
-  f("wire_buffers_sent", w.buffers_sent);
-  f("wire_bytes_sent", w.bytes_sent);
-  f("wire_buffers_received", w.buffers_received);
-  f("wire_bytes_received", w.bytes_received);
-  f("wire_timed_flushes", w.timed_flushes);
-  f("wire_forced_flushes", w.forced_flushes);
-  f("wire_frames_forwarded", w.frames_forwarded);
-  f("wire_frames_local", w.frames_local);
-  f("wire_send_slot_waits", w.send_slot_waits);
-  f("wire_max_in_flight", w.max_in_flight);
-  f("wire_rounds", w.rounds);
-  f("wire_pool_buffers", w.pool_buffers);
-  f("wire_capacity_bytes", w.capacity_bytes);
+  each_wire_stat(s.wire, f);
 }
 
 // Phase deltas: counters subtract, maxima and capacities keep the end value.
