@@ -25,8 +25,10 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
   sub->add_option("--queue-depth", o.queue_depth, "Batches in flight (copy threads and CUDA streams)")
       ->capture_default_str();
   sub->add_option("--gpu", o.gpu, "auto, none (memcpy threads only) or a CUDA device index")->capture_default_str();
-  sub->add_option("--copy", o.copy, "Device copies: batch (cudaMemcpyBatchAsync) or loop (cudaMemcpyAsync per block)")
-      ->check(CLI::IsMember({"batch", "loop"}))
+  sub->add_option("--copy", o.copy,
+                  "Device copies: batch (cudaMemcpyBatchAsync), loop (cudaMemcpyAsync per block) or kernel "
+                  "(a gather/scatter kernel that also computes the checksums on the GPU)")
+      ->check(CLI::IsMember({"batch", "loop", "kernel"}))
       ->capture_default_str();
   sub->add_option("--cpus", o.cpus, "Pin the agent to these cores (the proxy's own cores)")->delimiter(',');
   sub->add_option("--ready-file", o.ready_file, "Write the endpoint here once applications can connect");

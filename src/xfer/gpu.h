@@ -38,7 +38,9 @@ void close_ipc(void* base, int device) noexcept;
 void* alloc_pinned(std::size_t size);
 void free_pinned(void* p) noexcept;
 
-// Pins existing host memory for DMA (the dram tier's pool), and unpins it.
+// Pins existing host memory for DMA (the dram tier's pool), and unpins it. Both
+// this and alloc_pinned map the memory for the GPU's loads and stores too (the
+// copy kernel reads and writes it directly).
 void register_host(void* p, std::size_t size);
 void unregister_host(void* p) noexcept;
 
@@ -49,11 +51,21 @@ struct Segment {
   std::size_t len;
 };
 
+// How a lane moves device memory (the agent's --copy):
+//   Batch   one cudaMemcpyBatchAsync per call (copy engines)
+//   Loop    a cudaMemcpyAsync per segment (copy engines)
+//   Kernel  a gather/scatter kernel (SM loads and stores over PCIe) that also
+//           computes each segment's XXH3-64: copy_hashed() (cuda/copy_kernel.h)
+enum class CopyMethod { Batch, Loop, Kernel };
+
 // Copy lanes: one CUDA stream each, used by one agent thread at a time.
 class Lanes {
  public:
-  // use_batch: cudaMemcpyBatchAsync for many segments; else a cudaMemcpyAsync loop.
-  Lanes(int device, int count, bool use_batch);
+  // max_segment_bytes: the largest segment copy_hashed() will be given (a
+  // staging slot); the kernel's per-lane buffers are sized for it. xxh3_secret:
+  // the 192-byte default secret (store::xxh3_default_secret()).
+  Lanes(int device, int count, CopyMethod method, std::size_t max_segment_bytes = 0,
+        const std::uint8_t* xxh3_secret = nullptr);
   ~Lanes();
   Lanes(const Lanes&) = delete;
   Lanes& operator=(const Lanes&) = delete;
@@ -68,11 +80,19 @@ class Lanes {
   std::uint64_t mark(int lane) noexcept;
   bool wait(int lane, std::uint64_t ticket, std::string* error) noexcept;
   bool finish(int lane, std::string* error) noexcept;
-  bool uses_batch() const noexcept { return use_batch_; }
+
+  // CopyMethod::Kernel only. Copies every segment on lane `lane` and waits; for
+  // segment i, hashed[i] = 1 and sums[i] = XXH3-64 of the bytes it copied, or
+  // hashed[i] = 0 where the kernel did not hash (240 bytes or less, or src/dst
+  // not 16-byte aligned: the caller hashes those). False with *error on failure.
+  bool copy_hashed(int lane, std::span<const Segment> segs, bool to_device, std::uint64_t* sums,
+                   std::uint8_t* hashed, std::string* error) noexcept;
+  CopyMethod method() const noexcept { return method_; }
 
  private:
   int device_;
-  bool use_batch_;
+  CopyMethod method_;
+  void* kernel_lanes_ = nullptr;  // cuda::KernelLane[count] for CopyMethod::Kernel, opaque here
   void* streams_ = nullptr;  // cudaStream_t[count], opaque here
   void* events_ = nullptr;   // cudaEvent_t[count][kMarks]
   std::uint64_t* next_mark_ = nullptr;  // per lane

@@ -20,7 +20,8 @@ void* alloc_pinned(std::size_t) { no_gpu(); }
 void register_host(void*, std::size_t) { no_gpu(); }
 void unregister_host(void*) noexcept {}
 void free_pinned(void*) noexcept {}
-Lanes::Lanes(int device, int count, bool use_batch) : device_(device), use_batch_(use_batch), count_(count) {
+Lanes::Lanes(int device, int count, CopyMethod method, std::size_t, const std::uint8_t*)
+    : device_(device), method_(method), count_(count) {
   no_gpu();
 }
 Lanes::~Lanes() = default;
@@ -38,6 +39,10 @@ bool Lanes::wait(int, std::uint64_t, std::string* error) noexcept {
   return false;
 }
 bool Lanes::finish(int, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
+bool Lanes::copy_hashed(int, std::span<const Segment>, bool, std::uint64_t*, std::uint8_t*, std::string* error) noexcept {
   *error = "no GPU in this build";
   return false;
 }

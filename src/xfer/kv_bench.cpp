@@ -17,6 +17,7 @@
 #include "ferry/xfer/agent.h"
 #include "ferry/xfer/kv_tool.h"
 #include "xfer/gpu.h"
+#include "xfer/store/xxh3_parts.h"
 
 namespace ferry::xfer {
 namespace {
@@ -87,13 +88,21 @@ Row run_agent_op(Agent& agent, XferOp op, const Buffer& buf, std::size_t block, 
   return row;
 }
 
+std::string method_name(gpu::CopyMethod m) {
+  switch (m) {
+    case gpu::CopyMethod::Batch: return "cudaMemcpyBatchAsync";
+    case gpu::CopyMethod::Loop: return "cudaMemcpyAsync loop";
+    default: return "copy kernel+XXH3";
+  }
+}
+
 // The same bytes copied by the application itself into pinned host memory:
-// what the agent's path is measured against.
+// what the agent's path is measured against. The copy kernel (the agent's
+// --copy kernel, one lane here) also hashes every block, as the agent does.
 Row run_baseline(const Buffer& buf, void* host, std::size_t block, std::size_t batch, std::size_t iterations,
-                 bool to_device, bool use_batch) {
-  Row row{std::string(buf.on_gpu() ? (use_batch ? "cudaMemcpyBatchAsync" : "cudaMemcpyAsync loop") : "memcpy loop") +
-              (to_device ? " H2D" : " D2H"),
-          block, batch, iterations};
+                 bool to_device, gpu::CopyMethod method) {
+  Row row{(buf.on_gpu() ? method_name(method) : std::string("memcpy loop")) + (to_device ? " H2D" : " D2H"), block,
+          batch, iterations};
   std::vector<gpu::Segment> segs(batch);
   for (std::size_t i = 0; i < batch; ++i) {
     auto* dev = static_cast<std::uint8_t*>(buf.data()) + i * block;
@@ -101,12 +110,17 @@ Row run_baseline(const Buffer& buf, void* host, std::size_t block, std::size_t b
     segs[i] = to_device ? gpu::Segment{dev, h, block} : gpu::Segment{h, dev, block};
   }
   std::unique_ptr<gpu::Lanes> lanes;
-  if (buf.on_gpu()) lanes = std::make_unique<gpu::Lanes>(buf.device(), 1, use_batch);
+  std::vector<std::uint64_t> sums(batch);
+  std::vector<std::uint8_t> hashed(batch);
+  if (buf.on_gpu()) lanes = std::make_unique<gpu::Lanes>(buf.device(), 1, method, block * batch, store::xxh3_default_secret());
   const auto start = Clock::now();
   for (std::size_t it = 0; it < iterations; ++it) {
     if (lanes) {
       std::string error;
-      if (!lanes->copy(0, segs, to_device, &error)) throw Error("kv bench baseline: " + error);
+      const bool ok = method == gpu::CopyMethod::Kernel
+                          ? lanes->copy_hashed(0, segs, to_device, sums.data(), hashed.data(), &error)
+                          : lanes->copy(0, segs, to_device, &error);
+      if (!ok) throw Error("kv bench baseline: " + error);
     } else {
       for (const auto& s : segs) std::memcpy(s.dst, s.src, s.len);
     }
@@ -159,9 +173,10 @@ int kv_bench(const KvBenchOptions& o) {
     if (std::memcmp(back.data(), pattern.data(), per_iter) != 0)
       throw Error("kv bench: pulled data differs from what was pushed (" + std::to_string(block) + "-byte blocks)");
     if (o.baselines) {
-      for (bool use_batch : buf.on_gpu() ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
-        results.push_back(run_baseline(buf, host, block, batch, iterations, false, use_batch));
-        results.push_back(run_baseline(buf, host, block, batch, iterations, true, use_batch));
+      using M = gpu::CopyMethod;
+      for (M m : buf.on_gpu() ? std::vector<M>{M::Loop, M::Batch, M::Kernel} : std::vector<M>{M::Loop}) {
+        results.push_back(run_baseline(buf, host, block, batch, iterations, false, m));
+        results.push_back(run_baseline(buf, host, block, batch, iterations, true, m));
       }
     }
     for (const auto& r : results) {

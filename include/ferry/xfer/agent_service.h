@@ -17,7 +17,7 @@ struct AgentServiceOptions {
   std::size_t chunk_kib = 4096;
   int queue_depth = 8;
   std::string gpu = "auto";   // "auto", "none", or a device index
-  std::string copy = "batch";  // "batch" (cudaMemcpyBatchAsync) or "loop" (cudaMemcpyAsync per block)
+  std::string copy = "batch";  // "batch" (cudaMemcpyBatchAsync), "loop" (cudaMemcpyAsync per block) or "kernel"
   std::vector<int> cpus;      // pin the agent to these cores (empty: no pinning)
   std::string ready_file;     // written with the endpoint once the agent accepts applications
 };

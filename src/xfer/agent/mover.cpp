@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "ferry/core/status.h"
 #include "xfer/store/checksum.h"
+#include "xfer/store/xxh3_parts.h"
 
 namespace ferry::xfer::agent {
 namespace {
@@ -40,7 +41,8 @@ DataMover::DataMover(const MoverOptions& options, store::TierChain& chain) : opt
   const std::size_t total = slot_bytes_ * static_cast<std::size_t>(options_.queue_depth);
   if (options_.gpu) {
     staging_ = static_cast<std::uint8_t*>(gpu::alloc_pinned(total));
-    lanes_ = std::make_unique<gpu::Lanes>(options_.device, options_.queue_depth, options_.use_batch);
+    lanes_ = std::make_unique<gpu::Lanes>(options_.device, options_.queue_depth, options_.copy, slot_bytes_,
+                                          store::xxh3_default_secret());
   } else {
     staging_ = static_cast<std::uint8_t*>(std::aligned_alloc(kStageAlign, total));
     if (staging_ == nullptr) throw Error("cannot allocate " + std::to_string(total >> 20) + " MiB of staging");
@@ -73,7 +75,10 @@ DataMover::~DataMover() {
 std::string DataMover::describe() const {
   return std::to_string(options_.queue_depth) + " lanes x " + std::to_string(slot_bytes_ >> 10) +
          " KiB staging (" + (options_.gpu ? "pinned, CUDA " : "host, memcpy") +
-         (options_.gpu ? (options_.use_batch ? "cudaMemcpyBatchAsync" : "cudaMemcpyAsync loop") : "") +
+         (options_.gpu ? (options_.copy == gpu::CopyMethod::Batch  ? "cudaMemcpyBatchAsync"
+                          : options_.copy == gpu::CopyMethod::Loop ? "cudaMemcpyAsync loop"
+                                                                   : "copy kernel with XXH3 on the GPU")
+                       : "") +
          "), batches up to " + std::to_string(options_.chunk_bytes >> 10) + " KiB";
 }
 
@@ -151,10 +156,9 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
   thread_local std::vector<MutableByteView> reserved;
   host.clear();
   reserved.clear();
-  std::size_t off = 0, batch_bytes = 0;
+  std::size_t off = 0;
   for (std::size_t k = 0; k < count; ++k) {
     const JobDesc& d = job.descs[first + k];
-    batch_bytes += d.len;
     std::optional<MutableByteView> r;
     if (dram_ != nullptr) r = dram_->reserve(d.len);
     if (r) {
@@ -166,76 +170,11 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
     }
   }
 
-  // Copy in waves of pieces, and checksum each piece as soon as its wave has
-  // landed, while the later waves are still crossing PCIe: a large block is
-  // hashed behind its own DMA instead of after it (the reference's chunked,
-  // pipelined DMA).
-  struct Piece {
-    std::size_t k, offset, len, wave;
-  };
-  constexpr std::size_t kNoWave = ~std::size_t{0};
-  thread_local std::vector<Piece> pieces;
-  thread_local std::vector<gpu::Segment> segs;
-  thread_local std::vector<std::uint64_t> tickets;
-  pieces.clear();
-  segs.clear();
-  tickets.clear();
-  const std::size_t wave_target = std::max(kPieceBytes, batch_bytes / (gpu::Lanes::kMarks / 2));
-  std::size_t wave_bytes = 0;
-  std::string error;
-  bool ok = true;
-  const auto close_wave = [&] {
-    if (segs.empty()) return;
-    ok = ok && lanes_->start(lane, segs, false, &error);
-    tickets.push_back(lanes_->mark(lane));
-    segs.clear();
-    wave_bytes = 0;
-  };
-  for (std::size_t k = 0; k < count; ++k) {
-    const JobDesc& d = job.descs[first + k];
-    const std::uint8_t* app = d.region->base() + d.offset;
-    for (std::size_t at = 0; at < d.len; at += kPieceBytes) {
-      const std::size_t len = std::min<std::size_t>(kPieceBytes, d.len - at);
-      if (d.region->on_device()) {
-        segs.push_back({host[k] + at, app + at, len});
-        pieces.push_back({k, at, len, tickets.size()});
-        if ((wave_bytes += len) >= wave_target) close_wave();
-      } else {
-        std::memcpy(host[k] + at, app + at, len);
-        pieces.push_back({k, at, len, kNoWave});
-      }
-    }
-  }
-  close_wave();
-
   thread_local std::vector<std::uint64_t> sums;
   sums.assign(count, 0);
-  std::unique_ptr<store::ChecksumStream> stream;
-  std::size_t waited = 0;
-  for (const Piece& p : pieces) {
-    if (!ok) break;
-    if (p.wave != kNoWave && p.wave >= waited) {
-      ok = lanes_->wait(lane, tickets[p.wave], &error);
-      waited = p.wave + 1;
-      if (!ok) break;
-    }
-    const std::size_t len = job.descs[first + p.k].len;
-    const ByteView bytes{host[p.k] + p.offset, p.len};
-    if (p.len == len) {
-      sums[p.k] = store::checksum(bytes);
-      continue;
-    }
-    if (p.offset == 0) stream = std::make_unique<store::ChecksumStream>();
-    stream->update(bytes);
-    if (p.offset + p.len == len) sums[p.k] = stream->digest();
-  }
-  if (!tickets.empty()) {  // drain the lane even after a failure: the next batch reuses its slot
-    std::string drain_error;
-    if (!lanes_->finish(lane, &drain_error) && ok) {
-      ok = false;
-      error = drain_error;
-    }
-  }
+  std::string error;
+  const bool ok = by_kernel() ? push_by_kernel(lane, job, first, count, host, sums, &error)
+                              : push_by_engine(lane, job, first, count, host, sums, &error);
 
   if (!ok) {
     for (std::size_t k = 0; k < count; ++k)
@@ -264,6 +203,114 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
     }
   }
   for (const auto& r : reserved) dram_->unreserve(r);  // no-op for the ranges the tier adopted
+}
+
+bool DataMover::push_by_engine(int lane, const Job& job, std::size_t first, std::size_t count,
+                               std::span<std::uint8_t* const> host, std::span<std::uint64_t> sums,
+                               std::string* error) {
+  // Copy in waves of pieces, and checksum each piece as soon as its wave has
+  // landed, while the later waves are still crossing PCIe: a large block is
+  // hashed behind its own DMA instead of after it (the reference's chunked,
+  // pipelined DMA).
+  struct Piece {
+    std::size_t k, offset, len, wave;
+  };
+  constexpr std::size_t kNoWave = ~std::size_t{0};
+  thread_local std::vector<Piece> pieces;
+  thread_local std::vector<gpu::Segment> segs;
+  thread_local std::vector<std::uint64_t> tickets;
+  pieces.clear();
+  segs.clear();
+  tickets.clear();
+  std::size_t batch_bytes = 0;
+  for (std::size_t k = 0; k < count; ++k) batch_bytes += job.descs[first + k].len;
+  const std::size_t wave_target = std::max(kPieceBytes, batch_bytes / (gpu::Lanes::kMarks / 2));
+  std::size_t wave_bytes = 0;
+  bool ok = true;
+  const auto close_wave = [&] {
+    if (segs.empty()) return;
+    ok = ok && lanes_->start(lane, segs, false, error);
+    tickets.push_back(lanes_->mark(lane));
+    segs.clear();
+    wave_bytes = 0;
+  };
+  for (std::size_t k = 0; k < count; ++k) {
+    const JobDesc& d = job.descs[first + k];
+    const std::uint8_t* app = d.region->base() + d.offset;
+    for (std::size_t at = 0; at < d.len; at += kPieceBytes) {
+      const std::size_t len = std::min<std::size_t>(kPieceBytes, d.len - at);
+      if (d.region->on_device()) {
+        segs.push_back({host[k] + at, app + at, len});
+        pieces.push_back({k, at, len, tickets.size()});
+        if ((wave_bytes += len) >= wave_target) close_wave();
+      } else {
+        std::memcpy(host[k] + at, app + at, len);
+        pieces.push_back({k, at, len, kNoWave});
+      }
+    }
+  }
+  close_wave();
+
+  std::unique_ptr<store::ChecksumStream> stream;
+  std::size_t waited = 0;
+  for (const Piece& p : pieces) {
+    if (!ok) break;
+    if (p.wave != kNoWave && p.wave >= waited) {
+      ok = lanes_->wait(lane, tickets[p.wave], error);
+      waited = p.wave + 1;
+      if (!ok) break;
+    }
+    const std::size_t len = job.descs[first + p.k].len;
+    const ByteView bytes{host[p.k] + p.offset, p.len};
+    if (p.len == len) {
+      sums[p.k] = store::checksum(bytes);
+      continue;
+    }
+    if (p.offset == 0) stream = std::make_unique<store::ChecksumStream>();
+    stream->update(bytes);
+    if (p.offset + p.len == len) sums[p.k] = stream->digest();
+  }
+  if (!tickets.empty()) {  // drain the lane even after a failure: the next batch reuses its slot
+    std::string drain_error;
+    if (!lanes_->finish(lane, &drain_error) && ok) {
+      ok = false;
+      *error = drain_error;
+    }
+  }
+  return ok;
+}
+
+// The kernel copies each device block and hashes it on the way; the CPU copies
+// and hashes only host (memfd) blocks and what the kernel leaves (240 bytes or
+// less, unaligned).
+bool DataMover::push_by_kernel(int lane, const Job& job, std::size_t first, std::size_t count,
+                               std::span<std::uint8_t* const> host, std::span<std::uint64_t> sums,
+                               std::string* error) {
+  thread_local std::vector<gpu::Segment> segs;
+  thread_local std::vector<std::size_t> seg_k;
+  thread_local std::vector<std::uint64_t> gpu_sums;
+  thread_local std::vector<std::uint8_t> hashed;
+  segs.clear();
+  seg_k.clear();
+  for (std::size_t k = 0; k < count; ++k) {
+    const JobDesc& d = job.descs[first + k];
+    const std::uint8_t* app = d.region->base() + d.offset;
+    if (d.region->on_device() && d.len > 0) {
+      segs.push_back({host[k], app, d.len});
+      seg_k.push_back(k);
+    } else {
+      std::memcpy(host[k], app, d.len);
+      sums[k] = store::checksum({host[k], d.len});
+    }
+  }
+  gpu_sums.resize(segs.size());
+  hashed.resize(segs.size());
+  if (!lanes_->copy_hashed(lane, segs, false, gpu_sums.data(), hashed.data(), error)) return false;
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    const std::size_t k = seg_k[i];
+    sums[k] = hashed[i] != 0 ? gpu_sums[i] : store::checksum({host[k], job.descs[first + k].len});
+  }
+  return true;
 }
 
 void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t count) {
@@ -325,33 +372,49 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
     }
   }
 
+  constexpr std::size_t kNoSeg = ~std::size_t{0};
   thread_local std::vector<gpu::Segment> segs;
+  thread_local std::vector<std::size_t> seg_of;  // k -> its segment, or kNoSeg
   segs.clear();
+  seg_of.assign(count, kNoSeg);
   for (std::size_t k = 0; k < count; ++k) {
     const DescResult& r = job.results[first + k];
     if (r.status != XferStatus::Ok || r.size == 0) continue;
     const JobDesc& d = job.descs[first + k];
     std::uint8_t* app = d.region->base() + d.offset;
-    if (d.region->on_device())
+    if (d.region->on_device()) {
+      seg_of[k] = segs.size();
       segs.push_back({app, host[k], r.size});
-    else
+    } else {
       std::memcpy(app, host[k], r.size);
+    }
   }
   std::string error;
-  bool ok = lanes_ == nullptr || lanes_->start(lane, segs, true, &error);
-  // The DMA reads the pool while the CPU verifies the same bytes. A mismatch
-  // fails the descriptor: the application must not use what landed in its buffer.
+  bool ok = true;
+  // The copy kernel hashes what it copies (and waits); a copy engine's DMA reads
+  // the pool while the CPU verifies the same bytes.
+  thread_local std::vector<std::uint64_t> gpu_sums;
+  thread_local std::vector<std::uint8_t> hashed;
+  gpu_sums.assign(segs.size(), 0);
+  hashed.assign(segs.size(), 0);
+  if (by_kernel())
+    ok = lanes_->copy_hashed(lane, segs, true, gpu_sums.data(), hashed.data(), &error);
+  else if (lanes_ != nullptr)
+    ok = lanes_->start(lane, segs, true, &error);
+  // A mismatch fails the descriptor: the application must not use what landed in its buffer.
   for (std::size_t k = 0; k < count; ++k) {
     if (!borrowed[k]) continue;
     DescResult& r = job.results[first + k];
-    const std::uint64_t sum = store::checksum({host[k], r.size});
+    const std::size_t i = seg_of[k];
+    const std::uint64_t sum =
+        i != kNoSeg && hashed[i] != 0 ? gpu_sums[i] : store::checksum({host[k], r.size});
     if (sum != expected[k]) {
       r.status = XferStatus::ChecksumMismatch;
       r.error = "'" + job.descs[first + k].key + "' fails its checksum in " + dram_name + " (stored " +
                 store::checksum_hex(expected[k]) + ", computed " + store::checksum_hex(sum) + ")";
     }
   }
-  if (!segs.empty() && !lanes_->finish(lane, &error)) ok = false;
+  if (!by_kernel() && !segs.empty() && !lanes_->finish(lane, &error)) ok = false;
   if (!ok) {
     for (std::size_t k = 0; k < count; ++k) {
       DescResult& r = job.results[first + k];

@@ -12,8 +12,9 @@
 // The staging buffer (--staging-mib; pinned where there is a GPU) is cut into
 // queue_depth slots, one per copy thread, and each thread owns one copy lane (a
 // CUDA stream). A batch gathers consecutive descriptors up to --chunk-kib, so many
-// small blocks cross PCIe in one cudaMemcpyBatchAsync call; device memory goes
-// through the lane, host (memfd) memory through memcpy.
+// small blocks cross PCIe in one cudaMemcpyBatchAsync call (--copy batch) or one
+// launch of the copy kernel (--copy kernel, which also computes the checksums on
+// the GPU); device memory goes through the lane, host (memfd) memory through memcpy.
 
 #include <atomic>
 #include <condition_variable>
@@ -22,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,7 +43,7 @@ struct MoverOptions {
   int queue_depth = 8;
   bool gpu = false;      // pinned staging and CUDA copy lanes
   int device = 0;
-  bool use_batch = true;  // cudaMemcpyBatchAsync (else a cudaMemcpyAsync loop)
+  gpu::CopyMethod copy = gpu::CopyMethod::Batch;  // --copy batch | loop | kernel
 };
 
 struct JobDesc {
@@ -88,7 +90,14 @@ class DataMover {
   void process(int lane, const Batch& b);
   void write_batch(int lane, Job& job, std::size_t first, std::size_t count);
   void read_batch(int lane, Job& job, std::size_t first, std::size_t count);
-  // Copies between application memory and staging; false with *error on failure.
+  // A push's copy into host[k] and the checksum sums[k] of each block, by copy
+  // engine (in waves, the CPU hashing behind them) or by the copy kernel (which
+  // hashes on the GPU). False with *error when a copy fails.
+  bool push_by_engine(int lane, const Job& job, std::size_t first, std::size_t count,
+                      std::span<std::uint8_t* const> host, std::span<std::uint64_t> sums, std::string* error);
+  bool push_by_kernel(int lane, const Job& job, std::size_t first, std::size_t count,
+                      std::span<std::uint8_t* const> host, std::span<std::uint64_t> sums, std::string* error);
+  bool by_kernel() const noexcept { return lanes_ != nullptr && options_.copy == gpu::CopyMethod::Kernel; }
   void finish_batch(const std::shared_ptr<Job>& job);
 
   MoverOptions options_;

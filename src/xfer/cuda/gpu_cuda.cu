@@ -3,10 +3,13 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "worker/cuda/cuda_check.h"
+#include "xfer/cuda/copy_kernel.h"
+#include "xfer/cuda/host_map.h"
 #include "xfer/gpu.h"
 
 namespace ferry::xfer::gpu {
@@ -96,22 +99,36 @@ void close_ipc(void* base, int device) noexcept {
 
 void* alloc_pinned(std::size_t size) {
   void* p = nullptr;
-  FERRY_CUDA_CHECK(cudaHostAlloc(&p, size, cudaHostAllocPortable));
+  FERRY_CUDA_CHECK(cudaHostAlloc(&p, size, cudaHostAllocPortable | cudaHostAllocMapped));
+  cuda::note_mapped(p, size);
   return p;
 }
 
 void free_pinned(void* p) noexcept {
-  if (p != nullptr) cudaFreeHost(p);
+  if (p == nullptr) return;
+  cuda::forget_mapped(p);
+  cudaFreeHost(p);
 }
 
 void register_host(void* p, std::size_t size) {
-  FERRY_CUDA_CHECK(cudaHostRegister(p, size, cudaHostRegisterPortable));
+  FERRY_CUDA_CHECK(cudaHostRegister(p, size, cudaHostRegisterPortable | cudaHostRegisterMapped));
+  cuda::note_mapped(p, size);
 }
 
-void unregister_host(void* p) noexcept { cudaHostUnregister(p); }
+void unregister_host(void* p) noexcept {
+  cuda::forget_mapped(p);
+  cudaHostUnregister(p);
+}
 
-Lanes::Lanes(int device, int count, bool use_batch) : device_(device), use_batch_(use_batch), count_(count) {
+Lanes::Lanes(int device, int count, CopyMethod method, std::size_t max_segment_bytes, const std::uint8_t* xxh3_secret)
+    : device_(device), method_(method), count_(count) {
   FERRY_CUDA_CHECK(cudaSetDevice(device));
+  if (method == CopyMethod::Kernel) {
+    if (max_segment_bytes == 0) throw Error("Lanes: the kernel copy method needs max_segment_bytes");
+    auto* k = new std::vector<std::unique_ptr<cuda::KernelLane>>();
+    kernel_lanes_ = k;
+    for (int i = 0; i < count; ++i) k->push_back(std::make_unique<cuda::KernelLane>(device, max_segment_bytes, xxh3_secret));
+  }
   auto* s = new cudaStream_t[count];
   for (int i = 0; i < count; ++i) FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking));
   streams_ = s;
@@ -130,6 +147,7 @@ Lanes::~Lanes() {
   for (int i = 0; i < count_ * kMarks; ++i) cudaEventDestroy(e[i]);
   delete[] e;
   delete[] next_mark_;
+  delete static_cast<std::vector<std::unique_ptr<cuda::KernelLane>>*>(kernel_lanes_);
 }
 
 namespace {
@@ -144,7 +162,7 @@ bool Lanes::start(int lane, std::span<const Segment> segs, bool to_device, std::
   cudaStream_t stream = static_cast<cudaStream_t*>(streams_)[lane];
   cudaSetDevice(device_);
   cudaError_t err = cudaSuccess;
-  if (use_batch_ && segs.size() > 1) {
+  if (method_ == CopyMethod::Batch && segs.size() > 1) {
     // One driver call for the whole gather/scatter: the per-copy launch cost of a
     // cudaMemcpyAsync loop is what holds small blocks to a third of PCIe.
     thread_local std::vector<void*> dsts;
@@ -207,6 +225,19 @@ bool Lanes::finish(int lane, std::string* error) noexcept {
 
 bool Lanes::copy(int lane, std::span<const Segment> segs, bool to_device, std::string* error) noexcept {
   return start(lane, segs, to_device, error) && finish(lane, error);
+}
+
+bool Lanes::copy_hashed(int lane, std::span<const Segment> segs, bool to_device, std::uint64_t* sums,
+                        std::uint8_t* hashed, std::string* error) noexcept {
+  if (kernel_lanes_ == nullptr) {
+    *error = "copy_hashed: these lanes do not use the copy kernel";
+    return false;
+  }
+  if (segs.empty()) return true;
+  cudaSetDevice(device_);
+  auto& k = *static_cast<std::vector<std::unique_ptr<cuda::KernelLane>>*>(kernel_lanes_);
+  return k[static_cast<std::size_t>(lane)]->run(static_cast<cudaStream_t*>(streams_)[lane], segs, to_device, sums,
+                                                hashed, error);
 }
 
 }  // namespace ferry::xfer::gpu
