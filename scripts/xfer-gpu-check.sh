@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The transfer engine on the GPU machine, in one call: the end-to-end suite with
 # real CUDA IPC, then `ferry kv bench` (4 GiB per block size and direction,
-# DRAM tier) beside the cudaMemcpyAsync-loop and cudaMemcpyBatchAsync baselines,
-# once with each device copy mode of the agent. Also the hung-kernel test on the
-# GPU launch methods (issue 3). Results go to $OUT as one tarball.
+# DRAM tier) beside the cudaMemcpyAsync-loop, cudaMemcpyBatchAsync and copy-kernel
+# baselines, once with each device copy mode of the agent (batch, loop, kernel).
+# Also the hung-kernel test on the GPU launch methods (issue 3). Results go to
+# $OUT as one tarball.
 #
 # Binaries come prebuilt in .carry/ (scripts/carry-build.sh).
 set -uo pipefail
@@ -11,10 +12,11 @@ FINAL=${OUT:-$PWD/xfer-results}
 OUT=$(mktemp -d)
 . "$(dirname "$0")/device-steps.sh"
 step xfer_e2e_gpu "$C/build/tests/xfer/xfer_e2e_test" --mem=vram --gpu
+step xfer_e2e_gpu_kernel "$C/build/tests/xfer/xfer_e2e_test" --mem=vram --gpu --copy=kernel
 for m in persistent burst; do
   step "hang_cuda_$m" "$C/build/tests/offload/e2e_test" --backend=cuda --launch=$m --gtest_filter='Faults.AHung*'
 done
-for copy in batch loop; do
+for copy in batch loop kernel; do
   ep="unix:ferry-bench-$copy"
   # The agent on its own cores (8-15); the application runs on 0-7.
   "$FERRY" agent --endpoint "$ep" --tier dram:12GiB --staging-mib 1024 --chunk-kib 4096 --queue-depth 8 \
@@ -22,11 +24,11 @@ for copy in batch loop; do
   agent=$!
   for i in $(seq 100); do [ -f "$OUT/ready-$copy" ] && break; sleep 0.1; done
   step "kv_bench_$copy" taskset -c 0-7 "$FERRY" kv bench --endpoint "$ep" --mem vram --total-bytes 4294967296 \
-    --json-out "$OUT/kv_bench_$copy.json" $([ $copy = loop ] && echo --no-baselines)
+    --json-out "$OUT/kv_bench_$copy.json" $([ $copy != batch ] && echo --no-baselines)
   kill -TERM $agent; wait $agent
 done
 log "summary"; cat "$OUT/summary.txt"; echo "status=$status"
-cat "$OUT"/kv_bench_batch.log 2>/dev/null
+cat "$OUT"/kv_bench_batch.log "$OUT"/kv_bench_kernel.log 2>/dev/null
 mkdir -p "$FINAL"
 tar czf "$FINAL/xfer-results.tgz" -C "$OUT" .
 exit $status

@@ -100,6 +100,11 @@ FerryOrchestrator::~FerryOrchestrator() {
 
 std::string FerryOrchestrator::log() const { return read_file(log_path_); }
 
+std::vector<std::string>& agent_flags_under_test() {
+  static std::vector<std::string> flags;
+  return flags;
+}
+
 FerryAgent::FerryAgent(std::vector<std::string> tiers, std::vector<std::string> extra) {
   const std::string name = "xfer-test-" + unique_suffix();
   endpoint_ = "unix:" + name;
@@ -111,6 +116,8 @@ FerryAgent::FerryAgent(std::vector<std::string> tiers, std::vector<std::string> 
     argv_.push_back("--tier");
     argv_.push_back(t);
   }
+  const auto& common = agent_flags_under_test();
+  argv_.insert(argv_.end(), common.begin(), common.end());
   argv_.insert(argv_.end(), extra.begin(), extra.end());
   start();
 }

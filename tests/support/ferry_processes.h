@@ -49,6 +49,10 @@ class FerryOrchestrator {
   Subprocess proc_;
 };
 
+// Flags every FerryAgent gets after its defaults (the xfer e2e binary's
+// --copy=kernel becomes {"--copy", "kernel"}), set by the test's main().
+std::vector<std::string>& agent_flags_under_test();
+
 // `ferry agent` on a unique abstract socket, with the given --tier flags (and
 // any extra flags); the constructor returns once it accepts applications.
 class FerryAgent {

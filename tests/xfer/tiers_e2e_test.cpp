@@ -2,10 +2,14 @@
 // data that survives an agent restart, and corruption that is caught.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <unistd.h>
+#include <sstream>
 
 #include "support/ferry_processes.h"
 #include "xfer_test_env.h"
@@ -123,6 +127,73 @@ TEST(XferTiers, ACorruptedFileIsReportedNeverReturnedAsData) {
   // The agent goes on serving.
   ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, kSize), {"fine"}), XferStatus::Ok);
   ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, kSize), {"fine"}), XferStatus::Ok);
+}
+
+// Flips the byte at `flip_at` of every copy of `needle` in the agent's private
+// anonymous memory (its dram tier's pool) through /proc/PID/mem: the test is the
+// agent's parent, so it may. Returns the copies changed, or -1 when the kernel
+// does not let this process write there.
+int corrupt_agent_memory(pid_t pid, const std::vector<std::uint8_t>& needle, std::size_t flip_at) {
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDWR);
+  if (fd < 0) return -1;
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  std::vector<std::uint8_t> chunk;
+  int changed = 0;
+  while (std::getline(maps, line)) {
+    std::istringstream in(line);
+    std::string range, perms, offset, dev, inode, path;
+    in >> range >> perms >> offset >> dev >> inode >> path;
+    if (perms != "rw-p" || !path.empty()) continue;  // not anonymous private memory
+    const std::uint64_t lo = std::stoull(range.substr(0, range.find('-')), nullptr, 16);
+    const std::uint64_t hi = std::stoull(range.substr(range.find('-') + 1), nullptr, 16);
+    if (hi - lo > (1ull << 30)) continue;
+    chunk.resize(hi - lo);
+    if (::pread(fd, chunk.data(), chunk.size(), static_cast<off_t>(lo)) != static_cast<ssize_t>(chunk.size()))
+      continue;  // memory the kernel will not show (device mappings)
+    for (auto it = chunk.begin();
+         (it = std::search(it, chunk.end(), needle.begin(), needle.end())) != chunk.end(); ++it) {
+      const std::uint64_t at = lo + static_cast<std::uint64_t>(it - chunk.begin()) + flip_at;
+      std::uint8_t c = 0;
+      if (::pread(fd, &c, 1, static_cast<off_t>(at)) != 1) continue;
+      c ^= 0x40;
+      if (::pwrite(fd, &c, 1, static_cast<off_t>(at)) == 1) ++changed;
+    }
+  }
+  ::close(fd);
+  return changed;
+}
+
+// The dram tier's objects are verified on every pull too: by the CPU beside the
+// copy engine, or by the copy kernel's own XXH3 (--copy=kernel).
+TEST(XferTiers, ACorruptedDramObjectIsReportedOnPullNeverReturnedAsData) {
+  FerryAgent agent_proc({"dram:16MiB"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  constexpr std::size_t kSize = 50000;  // not a multiple of 16 or 1024: the kernel's tail paths
+  Buffer buf = Buffer::allocate(xfer_env().mem, kSize);
+  const auto data = random_bytes(kSize, 9);
+  buf.write(0, data.data(), kSize);
+  agent.register_memory(buf);
+  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, kSize), {"victim"}), XferStatus::Ok);
+  const std::vector<std::uint8_t> needle(data.begin(), data.begin() + 256);
+  const int changed = corrupt_agent_memory(agent_proc.process().pid(), needle, kSize / 2);
+  if (changed < 0) GTEST_SKIP() << "this process may not write the agent's memory (/proc/PID/mem)";
+  ASSERT_GE(changed, 1) << "the object's bytes were not found in the agent's memory";
+  std::vector<xfer::DescResult> results;
+  EXPECT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, kSize), {"victim"}, &results),
+            XferStatus::ChecksumMismatch);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_NE(results[0].error.find("victim"), std::string::npos) << results[0].error;
+  EXPECT_NE(results[0].error.find("checksum"), std::string::npos) << results[0].error;
+  // The agent goes on serving: a fresh copy of the object reads back whole.
+  buf.write(0, data.data(), kSize);  // the failed pull may have overwritten it
+  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, kSize), {"victim"}), XferStatus::Ok);
+  const std::vector<std::uint8_t> zeros(kSize, 0);
+  buf.write(0, zeros.data(), kSize);
+  ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, kSize), {"victim"}), XferStatus::Ok);
+  std::vector<std::uint8_t> back(kSize);
+  buf.read(0, back.data(), kSize);
+  EXPECT_EQ(back, data);
 }
 
 TEST(XferTiers, AFullFileTierFailsOnlyTheTransfersThatDoNotFitAndTheAgentGoesOn) {

@@ -3,6 +3,7 @@
 //   --mem=dram          application memory is shared host memory
 //   --mem=vram          Vram buffers: emulated (memfd) where there is no GPU
 //   --mem=vram --gpu    Vram must be real GPU memory (CUDA IPC): exits 77 without a GPU
+//   --copy=METHOD       every agent copies device memory by METHOD (batch, loop, kernel)
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "ferry/xfer/buffer.h"
+#include "support/ferry_processes.h"
 #include "xfer_test_env.h"
 
 namespace ferry::test {
@@ -27,6 +29,7 @@ int main(int argc, char** argv) {
     if (a == "--mem=dram") ferry::test::xfer_env().mem = ferry::xfer::MemType::Dram;
     if (a == "--mem=vram") ferry::test::xfer_env().mem = ferry::xfer::MemType::Vram;
     if (a == "--gpu") require_gpu = true;
+    if (a.starts_with("--copy=")) ferry::test::agent_flags_under_test() = {"--copy", a.substr(7)};
   }
   if (require_gpu) {
     if (!ferry::xfer::vram_is_gpu()) {
