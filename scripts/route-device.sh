@@ -3,6 +3,9 @@
 # every app in every mode at 4 and 8 ranks (process mode with one router thread
 # and with four), then transpose and qs-mini swept over --work-per-message
 # (speedup against the memory-to-communication ratio).
+# ROUTE_ONLY=qs_mini: only qs-mini at 8 ranks (about 4 minutes): its run-2
+# geometry at work 0, then its Quicksilver setting swept over the work, every
+# point three times (the median counts).
 # Results go to $OUT (or ./route-results) as route-results.tgz plus the table,
 # the JSON and the plot.
 #
@@ -48,11 +51,20 @@ PY=$(command -v python3)
 [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 
 status=0
-log "benchmark (deadline 300 s)"
+if [ "${ROUTE_ONLY:-}" = qs_mini ]; then
+  what="qs-mini only" deadline=230
+  args=(--ranks 8 --apps qs_mini_escape --modes inline,thread,process,process_t4 --works 0
+        --sweep-apps qs_mini --sweep-ranks 8 --sweep-works 0,1,2,4,8,16,32
+        --sweep-modes inline,thread,process,process_t4 --repeat 3 --stat median)
+else
+  what="benchmark" deadline=300
+  args=(--ranks 8,4 --modes inline,thread,process,process_t4 --works 0
+        --sweep-apps transpose,qs_mini --sweep-ranks 8 --sweep-works 0,1,2,4,8,16,32
+        --sweep-modes inline,thread,process,process_t4,process2)
+fi
+log "$what (deadline $deadline s)"
 "$PY" bench/route/route_bench.py --build-dir "$C/build" --size full --cpus "$CPUS" --out "$WORK" \
-  --ranks 8,4 --modes inline,thread,process,process_t4 --works 0 \
-  --sweep-apps transpose,qs_mini --sweep-ranks 8 --sweep-works 0,1,2,4,8,16,32 \
-  --sweep-modes inline,thread,process,process_t4,process2 --deadline 300 --timeout 60 2>&1 | tee "$WORK/bench.txt"
+  "${args[@]}" --deadline "$deadline" --timeout 60 2>&1 | tee "$WORK/bench.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 if "$PY" -c "import matplotlib" 2>/dev/null; then
   "$PY" bench/route/plot_route.py "$WORK/route-results.json" "$WORK/route-speedup.png" || status=1

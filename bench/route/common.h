@@ -95,6 +95,8 @@ class Bench {
     if (++sends_ % options_.progress_every == 0) engine_.progress();
     if (sends_ == options_.die_after && engine_.rank() == options_.die_rank) die();
   }
+  // Counts one send made by a handler, which must not call progress().
+  void sent_in_handler() noexcept { ++sends_; }
   std::uint64_t sends() const noexcept { return sends_; }
 
   void start();  // barrier, then the clock starts
