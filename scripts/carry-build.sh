@@ -3,13 +3,15 @@
 # binaries in their build-tree places, and the shared libraries the GPU
 # machine lacks (spdlog, fmt, and xfer's hiredis, liburing, xxhash).
 # Usage: [CARRY_EXTRA="more/build/paths"] scripts/carry-build.sh [BUILD_DIR]
+# CARRY_FILES="build/paths" replaces the default list (a build dir that holds
+# only some targets, e.g. the route apps for scripts/route-device.sh).
 set -euo pipefail
 B=${1:-build}
 C=.carry
 rm -rf "$C"
 mkdir -p "$C/lib"
-files="apps/ferry/ferry bench/ferry-echo-baseline tests/core/core_unit_test tests/core/slot_ring_fuzz_test
-       tests/offload/e2e_test tests/worker/worker_unit_test tests/xfer/xfer_e2e_test ${CARRY_EXTRA:-}"
+files="${CARRY_FILES:-apps/ferry/ferry bench/ferry-echo-baseline tests/core/core_unit_test tests/core/slot_ring_fuzz_test
+       tests/offload/e2e_test tests/worker/worker_unit_test tests/xfer/xfer_e2e_test} ${CARRY_EXTRA:-}"
 for f in $files; do
   mkdir -p "$C/build/$(dirname "$f")"
   strip -o "$C/build/$f" "$B/$f"
