@@ -37,6 +37,7 @@ SIZES = {
         "transpose": ["--rows-per-rank", "8192", "--nnz-per-row", "16"],
         "qs_mini": ["--particles-per-rank", "20000"],
         "qs_mini_escape": ["--particles-per-rank", "20000", "--boundary", "escape", "--cycles", "1", "--census", "8"],
+        "qs_mini_thin": ["--particles-per-rank", "20000", "--xs-scale", "0.1", "--cycles", "2", "--census", "4"],
         "randperm": ["--items-per-rank", "100000"],
     },
     "full": {
@@ -53,16 +54,18 @@ SIZES = {
         "qs_mini_escape": ["--particles-per-rank", "400000", "--cells-x-per-rank", "1", "--cells-y", "32",
                            "--cells-z", "32", "--xs-scale", "0.5", "--boundary", "escape", "--cycles", "1",
                            "--census", "8"],
+        # The thin end: 2 cycles, a tenth of the cross sections, ~2.2 segments a crossing.
+        "qs_mini_thin": ["--particles-per-rank", "400000", "--cells-x-per-rank", "1", "--cells-y", "4", "--cells-z", "4",
+                         "--cell-width", "8", "--xs-scale", "0.1", "--cycles", "2", "--census", "4"],
         "randperm": ["--items-per-rank", "4000000"],
     },
 }
 # The flag that sets each application's amount of work (scaled down as
 # --work-per-message grows, so a sweep point stays about as long as the first).
 COUNT_FLAG = {"histogram": "--updates", "index_gather": "--requests", "transpose": "--rows-per-rank",
-              "qs_mini": "--particles-per-rank", "qs_mini_escape": "--particles-per-rank",
-              "randperm": "--items-per-rank"}
+              "qs_mini": "--particles-per-rank", "randperm": "--items-per-rank"}
 # Settings of an application under a name of their own: name -> program.
-PROGRAM = {"qs_mini_escape": "qs_mini"}
+PROGRAM = {"qs_mini_escape": "qs_mini", "qs_mini_thin": "qs_mini"}
 
 
 class BenchError(Exception):
@@ -75,7 +78,7 @@ def int_list(text):
 
 def scaled_args(app, size, work):
     args = list(SIZES[size][app])
-    flag = COUNT_FLAG[app]
+    flag = COUNT_FLAG[PROGRAM.get(app, app)]
     i = args.index(flag)
     # On the H100 machine a random DRAM read of the work table cost about a
     # sixth of a message's base cost (~20 ns against ~120 ns in transpose), so
