@@ -119,8 +119,8 @@ int run(int argc, char** argv) {
   });
 
   for (std::uint64_t i = 0; i < s.particles; ++i) {
-    queue.push_back(source(common.seed, static_cast<std::uint64_t>(me) * s.particles + i, s.particles, box,
-                           s.census));
+    queue.push_back(
+        source(common.seed, static_cast<std::uint64_t>(me) * s.particles + i, s.particles, box, s.census));
     ++t.created;
     t.w_created += queue.back().weight;
   }
@@ -171,7 +171,8 @@ int run(int argc, char** argv) {
       serial_ok = r.absorbed == g.absorbed && r.census == g.census && r.escaped == g.escaped &&
                   r.segments == g.segments && r.collisions == g.collisions;
       char buf[200];
-      std::snprintf(buf, sizeof buf, "serial run: %llu absorbed, %llu census, %llu escaped, %llu segments: %s",
+      std::snprintf(buf, sizeof buf,
+                    "serial run: %llu absorbed, %llu census, %llu escaped, %llu segments: %s",
                     static_cast<unsigned long long>(r.absorbed), static_cast<unsigned long long>(r.census),
                     static_cast<unsigned long long>(r.escaped), static_cast<unsigned long long>(r.segments),
                     serial_ok ? "identical" : "DIFFERENT");

@@ -41,8 +41,8 @@ constexpr double kEmin = 0.01, kEmax = 10.0;
 struct Box {
   int cx, ny, nz;  // cells: cx per rank along x, ny by nz across
   int ranks;
-  double width = 1.0;    // of a cell along y and z
-  bool reflect = true;   // Quicksilver's default boundary; false: particles escape
+  double width = 1.0;   // of a cell along y and z
+  bool reflect = true;  // Quicksilver's default boundary; false: particles escape
   int owner(int x) const noexcept { return x / cx; }
   double size(int axis) const noexcept { return axis == 0 ? 1.0 : width; }
   bool inside(const std::int32_t c[3]) const noexcept {
