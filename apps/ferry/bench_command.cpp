@@ -27,6 +27,10 @@ void register_bench(CLI::App& app, GeneralFlags& general, Command& command) {
   launch->add_option("--round-trips", o.latency_round_trips, "Round trips in each latency measurement")
       ->capture_default_str();
   launch->add_option("-g,--gpu-pci-addr", o.gpu, "GPU: PCI address or device index");
+  launch->add_option("--idle-sleep-max-us", o.idle_sleep_max_us,
+                     "persistent: longest sleep between polls of a channel idle for 5 ms")
+      ->check(CLI::Range(0u, 1000u))
+      ->capture_default_str();
   launch->add_option("--json-out", o.json_out, "Where to write the JSON results")->capture_default_str();
   launch->callback([&command] {
     command.role = "bench";

@@ -41,6 +41,11 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
   sub->add_option("--burst-timeout-us", o.worker.burst_timeout_us,
                   "burst/graph/memops: longest wait to fill a burst")
       ->capture_default_str();
+  sub->add_option("--idle-sleep-max-us", o.worker.idle_sleep_max_us,
+                  "persistent: longest sleep between polls of a channel idle for 5 ms (its next request may wait "
+                  "this long; busy channels gain the idle ones' PCIe reads)")
+      ->check(CLI::Range(0u, 1000u))
+      ->capture_default_str();
   sub->add_option("--worker-cpu", o.worker.cpus, "cpu backend: cores to pin worker threads to (comma-separated)")
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

@@ -42,6 +42,7 @@ Setup start_method(const std::string& method, const LaunchBenchOptions& opts, st
   w.gpu = opts.gpu;
   w.burst = burst;
   w.burst_timeout_us = 20;
+  w.idle_sleep_max_us = opts.idle_sleep_max_us;
   p.backend = method == "cpu" ? ArenaBackend::Cpu : ArenaBackend::Cuda;
   Setup s{std::make_unique<Arena>(Arena::create(p, "ferry-bench-launch")), nullptr, {}, {}};
   for (std::uint32_t c = 0; c < p.num_channels; ++c) {
@@ -172,6 +173,7 @@ int run_launch_bench(const LaunchBenchOptions& opts) {
   out["gpu"] = gpu.empty() ? "none" : gpu;
   out["channels"] = opts.channels;
   out["seconds_per_point"] = opts.seconds_per_point;
+  out["idle_sleep_max_us"] = opts.idle_sleep_max_us;
   std::printf("ferry bench launch: %s, %u CPU threads, %u channels (one producer thread each)\n",
               gpu.empty() ? "no GPU" : gpu.c_str(), std::thread::hardware_concurrency(), opts.channels);
 

@@ -17,6 +17,7 @@ struct LaunchBenchOptions {
   double seconds_per_point = 0.25;
   std::uint64_t latency_round_trips = 20000;
   std::string gpu;
+  std::uint32_t idle_sleep_max_us = 8;  // persistent: see WorkerOptions
   std::string json_out = "launch.json";
 };
 

@@ -26,6 +26,11 @@ struct WorkerOptions {
   std::string gpu;                 // CUDA backend: PCI address or device index; empty = device 0
   std::uint32_t burst = 32;        // burst/graph/memops: most requests per launch
   std::uint32_t burst_timeout_us = 20;
+  // persistent: after about 5 ms without requests a channel's block sleeps
+  // between polls, 0.5 us at first, doubling up to this. Longer sleeps cost a
+  // long-idle channel's first request up to this much latency, and spare the
+  // busy channels the idle ones' PCIe reads.
+  std::uint32_t idle_sleep_max_us = 8;
 };
 
 BackendKind parse_backend(std::string_view name);

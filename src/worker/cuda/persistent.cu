@@ -101,7 +101,7 @@ class PersistentBackend final : public Backend {
     const unsigned blocks = gpu_.arena()->num_channels();
     visit_handler(options_.handler, [&](auto handler) {
       persistent_kernel<<<blocks, kThreadsPerBlock, 0, stream_>>>(gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(),
-                                                                  handler);
+                                                                  options_.idle_sleep_max_us * 1000u, handler);
     });
     FERRY_CUDA_CHECK(cudaGetLastError());
   }
