@@ -25,8 +25,9 @@ import subprocess
 import sys
 import time
 
-# processK_tT: K routers (as K virtual nodes), T threads each; "process" = process1_t1.
-MODE_RE = re.compile(r"^(inline|thread|process(\d*)(?:_t(\d+))?)$")
+# processK_tT_sS: K routers (as K virtual nodes), T threads each, rings of S
+# slots (default 64); "process" = process1_t1.
+MODE_RE = re.compile(r"^(inline|thread|process(\d*)(?:_t(\d+))?(?:_s(\d+))?)$")
 
 # Problem sizes per application: `small` for CI-class machines (numbers mean
 # nothing there), `full` for the 16-core machine (about a second per run).
@@ -107,6 +108,8 @@ def plan(mode, ranks, cpus):
             flags.append(f"--route-node-size={ranks // routers + 1}")
         if threads > 1:
             flags.append(f"--route-router-threads={threads}")
+        if m.group(4):  # fewer ring slots: a smaller cache footprint of the rings
+            flags.append(f"--route-ring-slots={m.group(4)}")
     pinned = need <= cpus
     if pinned:
         # Application ranks on cores 0..ranks-1 (virtual node by virtual node),
@@ -192,7 +195,7 @@ def main():
     modes = [m for m in a.modes.split(",") if m]
     for m in modes + a.sweep_modes.split(","):
         if not MODE_RE.match(m):
-            raise BenchError(f"unknown mode {m}: inline, thread, process, processK, processK_tT")
+            raise BenchError(f"unknown mode {m}: inline, thread, process, processK, processK_tT, processK_tT_sS")
     # Order: the largest rank count first, then the sweep, so that a --deadline
     # cuts the least telling points.
     points = []  # (app, ranks, work, modes)
