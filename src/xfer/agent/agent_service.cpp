@@ -184,6 +184,7 @@ int run_agent(const AgentServiceOptions& o) {
   const agent::MoverStats st = mover.stats();
   log::app().info("agent done: {} objects written ({} bytes), {} read ({} bytes), {} failed descriptors",
                   st.objects_written, st.bytes_written, st.objects_read, st.bytes_read, st.failures);
+  log::app().info("agent time per phase (summed over threads): {}", mover.phases().describe());
   return exit_code;
 }
 

@@ -156,6 +156,7 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
   thread_local std::vector<MutableByteView> reserved;
   host.clear();
   reserved.clear();
+  PhaseTimer reserve_time(phases_, Phase::Reserve);
   std::size_t off = 0;
   for (std::size_t k = 0; k < count; ++k) {
     const JobDesc& d = job.descs[first + k];
@@ -170,11 +171,16 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
     }
   }
 
+  reserve_time.stop();
+
   thread_local std::vector<std::uint64_t> sums;
   sums.assign(count, 0);
   std::string error;
+  PhaseTimer copy_time(phases_, Phase::Copy);
   const bool ok = by_kernel() ? push_by_kernel(lane, job, first, count, host, sums, &error)
                               : push_by_engine(lane, job, first, count, host, sums, &error);
+  copy_time.stop();
+  PhaseTimer put_time(phases_, Phase::Put);
 
   if (!ok) {
     for (std::size_t k = 0; k < count; ++k)
@@ -330,6 +336,7 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
   items.clear();
   thread_local std::vector<bool> borrowed;
   borrowed.assign(count, false);
+  PhaseTimer lookup_time(phases_, Phase::Lookup);
   const std::string dram_name = dram_ != nullptr ? dram_->describe() : std::string();
   std::size_t off = 0;
   for (std::size_t k = 0; k < count; ++k) {
@@ -372,6 +379,9 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
     }
   }
 
+  lookup_time.stop();
+
+  PhaseTimer copy_time(phases_, Phase::Copy);
   constexpr std::size_t kNoSeg = ~std::size_t{0};
   thread_local std::vector<gpu::Segment> segs;
   thread_local std::vector<std::size_t> seg_of;  // k -> its segment, or kNoSeg
@@ -401,6 +411,8 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
     ok = lanes_->copy_hashed(lane, segs, true, gpu_sums.data(), hashed.data(), &error);
   else if (lanes_ != nullptr)
     ok = lanes_->start(lane, segs, true, &error);
+  copy_time.stop();
+  PhaseTimer verify_time(phases_, Phase::Verify);
   // A mismatch fails the descriptor: the application must not use what landed in its buffer.
   for (std::size_t k = 0; k < count; ++k) {
     if (!borrowed[k]) continue;

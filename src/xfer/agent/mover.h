@@ -30,6 +30,7 @@
 
 #include "ferry/xfer/agent.h"
 #include "ferry/xfer/types.h"
+#include "xfer/agent/phases.h"
 #include "xfer/agent/region.h"
 #include "xfer/gpu.h"
 #include "xfer/store/dram_tier.h"
@@ -80,6 +81,8 @@ class DataMover {
   std::size_t slot_bytes() const noexcept { return slot_bytes_; }
   MoverStats stats() const;
   std::string describe() const;
+  // Time per phase of the request path (the session adds decode and answer).
+  PhaseStats& phases() noexcept { return phases_; }
 
  private:
   struct Batch {
@@ -114,6 +117,7 @@ class DataMover {
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 
+  PhaseStats phases_;
   std::atomic<std::uint64_t> bytes_written_{0}, bytes_read_{0}, objects_written_{0}, objects_read_{0},
       failures_{0}, batches_{0};
 };

@@ -99,6 +99,7 @@ void Session::on_register(const proto::Frame& f, int fd) {
 }
 
 void Session::on_transfer(const proto::Frame& f) {
+  PhaseTimer decode_time(ctx_.mover->phases(), Phase::Decode);
   proto::TransferMsg msg;
   if (!proto::decode(f.body, &msg)) throw Error("malformed transfer");
   ctx_.transfers.fetch_add(1, std::memory_order_relaxed);
@@ -143,7 +144,9 @@ void Session::on_transfer(const proto::Frame& f) {
   }
   std::weak_ptr<Session> self = weak_from_this();
   const std::uint64_t request = msg.request;
-  job->on_done = [self, request](Job& j) {
+  DataMover* mover = ctx_.mover;
+  job->on_done = [self, request, mover](Job& j) {
+    PhaseTimer answer_time(mover->phases(), Phase::Answer);
     proto::TransferDone done;
     done.request = request;
     done.status = XferStatus::Ok;
@@ -163,6 +166,7 @@ void Session::on_transfer(const proto::Frame& f) {
       s->send(proto::encode(done));
     }
   };
+  decode_time.stop();
   ctx_.mover->submit(std::move(job));
 }
 

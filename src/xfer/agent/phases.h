@@ -1,0 +1,72 @@
+#pragma once
+// Where the agent's time goes, per phase of the request path, summed over all
+// threads (so a phase's total can exceed wall time when lanes run it in
+// parallel). Timed per batch or per request, never per block: two steady_clock
+// reads per phase and batch cost ~50 ns against a batch's tens of microseconds.
+// The agent logs the totals on exit (docs/bench/xfer.md reads them).
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <iterator>
+#include <string>
+#include <type_traits>
+
+namespace ferry::xfer::agent {
+
+enum class Phase : int {
+  Decode,    // session: decode a transfer frame, check its descriptors, build the job
+  Reserve,   // push: reserve pool ranges in the dram tier
+  Copy,      // push/pull: the copy (and, by the copy engines' path, the CPU checksum)
+  Put,       // push: the chain's put (adopt, index, key map)
+  Lookup,    // pull: borrow from the dram tier / read from lower tiers
+  Verify,    // pull: compare checksums, account
+  Answer,    // encode and send transfer_done
+  kCount
+};
+
+class PhaseStats {
+ public:
+  void add(Phase p, std::chrono::steady_clock::duration d) noexcept {
+    ns_[static_cast<int>(p)].fetch_add(static_cast<std::uint64_t>(d.count()), std::memory_order_relaxed);
+  }
+  // "decode 12.3 ms, reserve ..." (milliseconds, summed over threads).
+  std::string describe() const {
+    static constexpr const char* kNames[] = {"decode", "reserve", "copy", "put", "lookup", "verify", "answer"};
+    static_assert(std::size(kNames) == static_cast<std::size_t>(Phase::kCount));
+    std::string out;
+    for (int i = 0; i < static_cast<int>(Phase::kCount); ++i) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%s %.1f ms", i ? ", " : "", kNames[i], ns_[i].load() / 1e6);
+      out += buf;
+    }
+    return out;
+  }
+
+ private:
+  static_assert(std::is_same_v<std::chrono::steady_clock::duration, std::chrono::nanoseconds>);
+  std::array<std::atomic<std::uint64_t>, static_cast<int>(Phase::kCount)> ns_{};
+};
+
+// Adds the time from construction to destruction (or to stop()) to one phase.
+class PhaseTimer {
+ public:
+  PhaseTimer(PhaseStats& s, Phase p) noexcept : s_(&s), p_(p), t0_(std::chrono::steady_clock::now()) {}
+  ~PhaseTimer() { stop(); }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+  void stop() noexcept {
+    if (s_ == nullptr) return;
+    s_->add(p_, std::chrono::steady_clock::now() - t0_);
+    s_ = nullptr;
+  }
+
+ private:
+  PhaseStats* s_;
+  Phase p_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace ferry::xfer::agent
