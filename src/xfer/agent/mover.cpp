@@ -77,7 +77,11 @@ std::string DataMover::describe() const {
          " KiB staging (" + (options_.gpu ? "pinned, CUDA " : "host, memcpy") +
          (options_.gpu ? (options_.copy == gpu::CopyMethod::Batch  ? "cudaMemcpyBatchAsync"
                           : options_.copy == gpu::CopyMethod::Loop ? "cudaMemcpyAsync loop"
-                                                                   : "copy kernel with XXH3 on the GPU")
+                          : options_.copy == gpu::CopyMethod::Kernel
+                              ? "copy kernel with XXH3 on the GPU"
+                              : "copy kernel with XXH3 on the GPU below " +
+                                    std::to_string(options_.kernel_below >> 10) +
+                                    " KiB blocks, cudaMemcpyBatchAsync at and above")
                        : "") +
          "), batches up to " + std::to_string(options_.chunk_bytes >> 10) + " KiB";
 }
@@ -100,6 +104,7 @@ void DataMover::submit(std::shared_ptr<Job> job) {
     while (i < job->descs.size() && job->descs[i].len <= slot_bytes_) {
       const std::size_t need = align_up(job->descs[i].len);
       if (b.count > 0 && (bytes + need > options_.chunk_bytes || bytes + need > slot_bytes_)) break;
+      if (b.count > 0 && by_kernel(job->descs[i].len) != by_kernel(job->descs[b.first].len)) break;
       bytes += need;
       ++b.count;
       ++i;
@@ -157,27 +162,30 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
   host.clear();
   reserved.clear();
   PhaseTimer reserve_time(phases_, Phase::Reserve);
+  // The whole batch's ranges under one lock of the tier's allocator.
+  reserved.assign(count, MutableByteView{nullptr, 0});
+  if (dram_ != nullptr) {
+    thread_local std::vector<std::uint64_t> sizes;
+    sizes.resize(count);
+    for (std::size_t k = 0; k < count; ++k) sizes[k] = job.descs[first + k].len;
+    dram_->reserve(sizes, reserved);
+  }
   std::size_t off = 0;
   for (std::size_t k = 0; k < count; ++k) {
-    const JobDesc& d = job.descs[first + k];
-    std::optional<MutableByteView> r;
-    if (dram_ != nullptr) r = dram_->reserve(d.len);
-    if (r) {
-      reserved.push_back(*r);
-      host.push_back(r->data);
+    if (reserved[k].data != nullptr) {
+      host.push_back(reserved[k].data);
     } else {
       host.push_back(slot + off);
-      off += align_up(d.len);
+      off += align_up(job.descs[first + k].len);
     }
   }
-
   reserve_time.stop();
 
   thread_local std::vector<std::uint64_t> sums;
   sums.assign(count, 0);
   std::string error;
   PhaseTimer copy_time(phases_, Phase::Copy);
-  const bool ok = by_kernel() ? push_by_kernel(lane, job, first, count, host, sums, &error)
+  const bool ok = by_kernel(job.descs[first].len) ? push_by_kernel(lane, job, first, count, host, sums, &error)
                               : push_by_engine(lane, job, first, count, host, sums, &error);
   copy_time.stop();
   PhaseTimer put_time(phases_, Phase::Put);
@@ -208,7 +216,7 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
       }
     }
   }
-  for (const auto& r : reserved) dram_->unreserve(r);  // no-op for the ranges the tier adopted
+  if (dram_ != nullptr) dram_->unreserve(reserved);  // skips the ranges the tier adopted
 }
 
 bool DataMover::push_by_engine(int lane, const Job& job, std::size_t first, std::size_t count,
@@ -338,27 +346,34 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
   borrowed.assign(count, false);
   PhaseTimer lookup_time(phases_, Phase::Lookup);
   const std::string dram_name = dram_ != nullptr ? dram_->describe() : std::string();
+  // The whole batch's lookups under one lock of the tier's index.
+  thread_local std::vector<std::string_view> keys;
+  thread_local std::vector<std::optional<store::DramTier::Borrowed>> found;
+  found.assign(count, std::nullopt);
+  if (dram_ != nullptr) {
+    keys.resize(count);
+    for (std::size_t k = 0; k < count; ++k) keys[k] = job.descs[first + k].key;
+    dram_->borrow(keys, found);
+  }
   std::size_t off = 0;
   for (std::size_t k = 0; k < count; ++k) {
     const JobDesc& d = job.descs[first + k];
     DescResult& r = job.results[first + k];
-    if (dram_ != nullptr) {
-      if (auto b = dram_->borrow(d.key)) {
-        r.size = b->bytes.size;
-        r.tier = dram_name;
-        if (b->bytes.size > d.len) {
-          r.status = XferStatus::TooLarge;
-          r.error = "'" + d.key + "' has " + std::to_string(b->bytes.size) + " bytes, the buffer holds " +
-                    std::to_string(d.len);
-        } else {
-          r.status = XferStatus::Ok;
-          host[k] = const_cast<std::uint8_t*>(b->bytes.data);
-          expected[k] = b->checksum;
-          borrowed[k] = true;
-          holds.push_back(std::move(b->hold));  // the bytes stay valid until the copy is done
-        }
-        continue;
+    if (auto& b = found[k]) {
+      r.size = b->bytes.size;
+      r.tier = dram_name;
+      if (b->bytes.size > d.len) {
+        r.status = XferStatus::TooLarge;
+        r.error = "'" + d.key + "' has " + std::to_string(b->bytes.size) + " bytes, the buffer holds " +
+                  std::to_string(d.len);
+      } else {
+        r.status = XferStatus::Ok;
+        host[k] = const_cast<std::uint8_t*>(b->bytes.data);
+        expected[k] = b->checksum;
+        borrowed[k] = true;
+        holds.push_back(std::move(b->hold));  // the bytes stay valid until the copy is done
       }
+      continue;
     }
     host[k] = slot + off;
     staged.push_back(k);
@@ -401,13 +416,14 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
   }
   std::string error;
   bool ok = true;
+  const bool kernel = by_kernel(job.descs[first].len);
   // The copy kernel hashes what it copies (and waits); a copy engine's DMA reads
   // the pool while the CPU verifies the same bytes.
   thread_local std::vector<std::uint64_t> gpu_sums;
   thread_local std::vector<std::uint8_t> hashed;
   gpu_sums.assign(segs.size(), 0);
   hashed.assign(segs.size(), 0);
-  if (by_kernel())
+  if (kernel)
     ok = lanes_->copy_hashed(lane, segs, true, gpu_sums.data(), hashed.data(), &error);
   else if (lanes_ != nullptr)
     ok = lanes_->start(lane, segs, true, &error);
@@ -426,7 +442,7 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
                 store::checksum_hex(expected[k]) + ", computed " + store::checksum_hex(sum) + ")";
     }
   }
-  if (!by_kernel() && !segs.empty() && !lanes_->finish(lane, &error)) ok = false;
+  if (!kernel && !segs.empty() && !lanes_->finish(lane, &error)) ok = false;
   if (!ok) {
     for (std::size_t k = 0; k < count; ++k) {
       DescResult& r = job.results[first + k];

@@ -113,9 +113,11 @@ void Session::on_transfer(const proto::Frame& f) {
   std::size_t invalid_index = 0;
   {
     std::lock_guard lk(regions_mu_);
+    // Consecutive descriptors usually name the same region: look it up once.
+    auto it = regions_.end();
     for (std::size_t i = 0; i < msg.descs.size() && invalid.empty(); ++i) {
-      const auto& d = msg.descs[i];
-      auto it = regions_.find(d.region);
+      auto& d = msg.descs[i];
+      if (it == regions_.end() || it->first != d.region) it = regions_.find(d.region);
       if (it == regions_.end()) {
         invalid = "region " + std::to_string(d.region) + " is not registered";
       } else if (d.len == 0 || d.offset > it->second->len() || d.len > it->second->len() - d.offset) {
@@ -124,7 +126,7 @@ void Session::on_transfer(const proto::Frame& f) {
       } else if (d.key.empty()) {
         invalid = "empty key";
       } else {
-        job->descs.push_back({it->second, d.offset, d.len, d.key});
+        job->descs.push_back({it->second, d.offset, d.len, std::move(d.key)});  // msg is dropped after this
       }
       invalid_index = i;
     }

@@ -124,6 +124,56 @@ void DramTier::unreserve(MutableByteView range) noexcept {
   reserved_.erase(it);
 }
 
+void DramTier::reserve(std::span<const std::uint64_t> sizes, std::span<MutableByteView> out) {
+  auto* base = static_cast<std::uint8_t*>(base_);
+  std::lock_guard lock(alloc_mu_);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    out[i] = MutableByteView{nullptr, 0};
+    if (sizes[i] == 0) continue;
+    const auto at = alloc_.allocate(sizes[i]);
+    if (!at) continue;
+    reserved_.emplace(*at, sizes[i]);
+    out[i] = MutableByteView{base + *at, static_cast<std::size_t>(sizes[i])};
+  }
+}
+
+void DramTier::unreserve(std::span<const MutableByteView> ranges) noexcept {
+  const auto* base = static_cast<const std::uint8_t*>(base_);
+  std::lock_guard lock(alloc_mu_);
+  for (const MutableByteView& r : ranges) {
+    if (r.data == nullptr) continue;
+    auto it = reserved_.find(static_cast<std::uint64_t>(r.data - base));
+    if (it == reserved_.end()) continue;  // adopted by put()
+    alloc_.free(it->first, it->second);
+    reserved_.erase(it);
+  }
+}
+
+void DramTier::borrow(std::span<const std::string_view> keys, std::span<std::optional<Borrowed>> out) {
+  // References taken under the lock, the Borrowed built outside it.
+  thread_local std::vector<std::shared_ptr<const Block>> blocks;
+  blocks.assign(keys.size(), nullptr);
+  {
+    std::lock_guard lock(mu_);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      auto it = index_.find(keys[i]);
+      if (it == index_.end()) continue;
+      blocks[i] = it->second.block;
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+    }
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (!blocks[i]) {
+      out[i].reset();
+      continue;
+    }
+    Borrowed& b = out[i].emplace();
+    b.bytes = ByteView{blocks[i]->data(), static_cast<std::size_t>(blocks[i]->size)};
+    b.checksum = blocks[i]->checksum;
+    b.hold = std::move(blocks[i]);
+  }
+}
+
 std::optional<DramTier::Borrowed> DramTier::borrow(std::string_view key) {
   std::shared_ptr<const Block> block;
   {
@@ -140,17 +190,19 @@ std::optional<DramTier::Borrowed> DramTier::borrow(std::string_view key) {
   return b;
 }
 
-// An item whose bytes are exactly a reserved range becomes a Block over that
-// range (no copy); nullptr for any other item.
-std::shared_ptr<const DramTier::Block> DramTier::adopt(const PutItem& item) {
+std::uint64_t DramTier::offset_of(const std::uint8_t* p) const noexcept {
+  return static_cast<std::uint64_t>(p - static_cast<const std::uint8_t*>(base_));
+}
+
+// Whether the item's bytes are exactly a reserved range; if so the range is no
+// longer reserved (the caller makes it a Block). Caller holds alloc_mu_.
+bool DramTier::take_reserved(const PutItem& item) noexcept {
   const auto* base = static_cast<const std::uint8_t*>(base_);
-  if (item.data.size == 0 || item.data.data < base || item.data.data >= base + pool_size_) return nullptr;
-  const auto offset = static_cast<std::uint64_t>(item.data.data - base);
-  std::lock_guard lock(alloc_mu_);
-  auto it = reserved_.find(offset);
-  if (it == reserved_.end() || it->second != item.data.size) return nullptr;
+  if (item.data.size == 0 || item.data.data < base || item.data.data >= base + pool_size_) return false;
+  auto it = reserved_.find(offset_of(item.data.data));
+  if (it == reserved_.end() || it->second != item.data.size) return false;
   reserved_.erase(it);
-  return std::make_shared<const Block>(this, offset, item.data.size, item.checksum);
+  return true;
 }
 
 void DramTier::put(std::span<PutItem> items) {
@@ -159,7 +211,15 @@ void DramTier::put(std::span<PutItem> items) {
   // the agent's lanes put batches of many small blocks concurrently, and a lock
   // per block is where they would queue.
   thread_local std::vector<std::shared_ptr<const Block>> blocks;
+  thread_local std::vector<std::uint8_t> adopted;
   blocks.assign(items.size(), nullptr);
+  adopted.assign(items.size(), 0);
+  {
+    // Reserved ranges (the agent's zero-copy pushes) change hands under one
+    // acquisition of the allocator's lock for the whole batch.
+    std::lock_guard lock(alloc_mu_);
+    for (std::size_t i = 0; i < items.size(); ++i) adopted[i] = !items[i].key.empty() && take_reserved(items[i]);
+  }
   for (std::size_t i = 0; i < items.size(); ++i) {
     PutItem& item = items[i];
     if (item.key.empty()) {
@@ -167,8 +227,10 @@ void DramTier::put(std::span<PutItem> items) {
       item.error = "dram tier: empty key";
       continue;
     }
-    auto block = adopt(item);
-    if (!block) {
+    std::shared_ptr<const Block> block;
+    if (adopted[i]) {
+      block = std::make_shared<const Block>(this, offset_of(item.data.data), item.data.size, item.checksum);
+    } else {
       block = make_block(item.data.size, item.checksum, &item.error);
       if (!block) {
         item.status = XferStatus::NoSpace;

@@ -64,6 +64,10 @@ class DramTier final : public Tier {
   // free range of that size (the caller stages instead).
   std::optional<MutableByteView> reserve(std::uint64_t size);
   void unreserve(MutableByteView range) noexcept;
+  // A batch's ranges under one lock: out[i] for sizes[i], {nullptr, 0} where
+  // there is no room (or sizes[i] is 0); unreserve(ranges) skips those.
+  void reserve(std::span<const std::uint64_t> sizes, std::span<MutableByteView> out);
+  void unreserve(std::span<const MutableByteView> ranges) noexcept;
 
   // A stored object's bytes in place, for a zero-copy read: valid while `hold`
   // lives, even if the key is removed or overwritten meanwhile. Counts as a use.
@@ -74,6 +78,8 @@ class DramTier final : public Tier {
     std::shared_ptr<const void> hold;
   };
   std::optional<Borrowed> borrow(std::string_view key);
+  // A batch's borrows under one lock: out[i] for keys[i], nullopt where absent.
+  void borrow(std::span<const std::string_view> keys, std::span<std::optional<Borrowed>> out);
 
   // The whole pool (for cudaHostRegister): stable for the tier's lifetime.
   std::span<std::byte> pool() const { return {static_cast<std::byte*>(base_), pool_size_}; }
@@ -88,7 +94,8 @@ class DramTier final : public Tier {
     std::list<std::string>::iterator lru;  // position in lru_ (front = most recent)
   };
 
-  std::shared_ptr<const Block> adopt(const PutItem& item);
+  bool take_reserved(const PutItem& item) noexcept;
+  std::uint64_t offset_of(const std::uint8_t* p) const noexcept;
   void get_one(GetItem& item);
   std::shared_ptr<const Block> make_block(std::uint64_t size, std::uint64_t checksum, std::string* error);
   void release_range(std::uint64_t offset, std::uint64_t len) noexcept;

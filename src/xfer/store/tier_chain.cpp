@@ -22,6 +22,7 @@ constexpr int kRounds = 4;
 // victim moving down from tier `source`.
 struct TierChain::Job {
   std::string_view key;
+  std::size_t stripe = 0;
   ByteView data;
   std::uint64_t checksum = 0;
   PutItem* item = nullptr;
@@ -42,10 +43,11 @@ TierChain::TierChain(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::mov
   if (tiers_.size() > 32) throw Error("tier chain: at most 32 tiers");
   for (std::size_t i = 0; i < tiers_.size(); ++i) {
     if (!tiers_[i]) throw Error("tier chain: tier " + std::to_string(i) + " is null");
-    for (const auto& [key, meta] : tiers_[i]->list()) where_[key] |= 1u << i;
+    for (const auto& [key, meta] : tiers_[i]->list()) stripes_[stripe_of(key)].where[key] |= 1u << i;
   }
   std::size_t dup = 0;
-  for (const auto& [key, mask] : where_) dup += (mask & (mask - 1)) != 0;
+  for (const auto& s : stripes_)
+    for (const auto& [key, mask] : s.where) dup += (mask & (mask - 1)) != 0;
   if (dup > 0)
     log::app().warn(
         "tier chain: {} key(s) are in more than one tier (a move was cut short); the topmost copy wins", dup);
@@ -58,18 +60,18 @@ std::size_t TierChain::stripe_of(std::string_view key) const {
 }
 
 std::uint32_t TierChain::where(std::string_view key) {
-  std::lock_guard lock(where_mu_);
-  auto it = where_.find(key);
-  return it == where_.end() ? 0 : it->second;
+  const auto& map = stripes_[stripe_of(key)].where;
+  auto it = map.find(key);
+  return it == map.end() ? 0 : it->second;
 }
 
 void TierChain::set_where(std::string_view key, std::uint32_t mask) {
-  std::lock_guard lock(where_mu_);
-  auto it = where_.find(key);
+  auto& map = stripes_[stripe_of(key)].where;
+  auto it = map.find(key);
   if (mask == 0) {
-    if (it != where_.end()) where_.erase(it);
-  } else if (it == where_.end()) {
-    where_.emplace(std::string(key), mask);
+    if (it != map.end()) map.erase(it);
+  } else if (it == map.end()) {
+    map.emplace(std::string(key), mask);
   } else {
     it->second = mask;
   }
@@ -85,7 +87,6 @@ void TierChain::put(std::span<PutItem> items) {
   Op op;
   std::vector<Job> jobs;
   jobs.reserve(items.size());
-  std::vector<std::size_t> stripes;
   for (auto& item : items) {
     if (item.key.empty()) {
       item.status = XferStatus::InvalidDesc;
@@ -94,23 +95,36 @@ void TierChain::put(std::span<PutItem> items) {
     }
     Job j;
     j.key = item.key;
+    j.stripe = stripe_of(item.key);
     j.data = item.data;
     j.checksum = item.checksum;
     j.item = &item;
     jobs.push_back(j);
-    stripes.push_back(stripe_of(item.key));
   }
-  // Ascending order: two batches that share stripes cannot wait for each other.
-  std::sort(stripes.begin(), stripes.end());
-  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
-  for (const std::size_t s : stripes) {
-    stripes_[s].lock();
-    op.held.set(s);
-  }
+  // By stripe, ascending, so that each window locks in order and two puts that
+  // share stripes cannot wait for each other. Stable: a key given twice in one
+  // batch keeps its order (the later one wins), and stays in one window.
+  std::stable_sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.stripe < b.stripe; });
   std::vector<Job*> todo;
-  for (auto& j : jobs) todo.push_back(&j);
-  place(0, std::move(todo), op);
-  for (const std::size_t s : stripes) stripes_[s].unlock();
+  for (std::size_t at = 0; at < jobs.size();) {
+    std::size_t end = at;
+    while (end < jobs.size() && (end - at < kWindow || jobs[end].stripe == jobs[end - 1].stripe)) ++end;
+    todo.clear();
+    for (std::size_t k = at; k < end; ++k) {
+      if (!op.held.test(jobs[k].stripe)) {
+        stripes_[jobs[k].stripe].mu.lock();
+        op.held.set(jobs[k].stripe);
+      }
+      todo.push_back(&jobs[k]);
+    }
+    place(0, todo, op);
+    for (std::size_t k = at; k < end; ++k) {
+      if (!op.held.test(jobs[k].stripe)) continue;
+      op.held.reset(jobs[k].stripe);
+      stripes_[jobs[k].stripe].mu.unlock();
+    }
+    at = end;
+  }
 
   for (auto& j : jobs) {
     if (j.placed >= 0) {
@@ -190,10 +204,17 @@ void TierChain::place(std::size_t level, std::vector<Job*> jobs, Op& op) {
 // stale versions of a new object).
 void TierChain::placed(Job& job, std::size_t level) {
   job.placed = static_cast<int>(level);
-  const std::uint32_t others = where(job.key) & ~(1u << level);
+  // One lookup for the read and the update (a tier's remove does not touch the map).
+  auto& map = stripes_[stripe_of(job.key)].where;
+  auto it = map.find(job.key);
+  if (it == map.end()) {
+    map.emplace(std::string(job.key), 1u << level);
+    return;
+  }
+  const std::uint32_t others = it->second & ~(1u << level);
   for (std::size_t b = 0; b < tiers_.size(); ++b)
     if (others & (1u << b)) tiers_[b]->remove(job.key);
-  set_where(job.key, 1u << level);
+  it->second = 1u << level;
 }
 
 void TierChain::drop_copy(std::string_view key, std::size_t level) {
@@ -214,7 +235,7 @@ bool TierChain::make_room(std::size_t level, std::uint64_t bytes, Op& op) {
     const std::size_t s = stripe_of(v);
     if (!op.held.test(s)) {
       // Busy with another put, move or remove: it is not idle, leave it.
-      if (!stripes_[s].try_lock()) continue;
+      if (!stripes_[s].mu.try_lock()) continue;
       op.held.set(s);
       locked_here.push_back(s);
     }
@@ -276,7 +297,7 @@ bool TierChain::make_room(std::size_t level, std::uint64_t bytes, Op& op) {
     log::app().warn("tier chain: cannot move victims out of {}: {}", t.describe(), first_error);
   for (const std::size_t s : locked_here) {
     op.held.reset(s);
-    stripes_[s].unlock();
+    stripes_[s].mu.unlock();
   }
   return progress;
 }
@@ -330,7 +351,7 @@ std::optional<TierChain::Found> TierChain::stat(std::string_view key) {
 }
 
 bool TierChain::remove(std::string_view key) {
-  std::lock_guard lock(stripes_[stripe_of(key)]);
+  std::lock_guard lock(stripes_[stripe_of(key)].mu);
   bool any = false;
   for (auto& t : tiers_) any = t->remove(key) || any;  // every tier, whatever the map says
   set_where(key, 0);

@@ -17,16 +17,21 @@
 //   removed from the upper one. A get searches top-down, so a reader that misses
 //   the upper copy finds the lower one.
 // - Puts, moves and removes of one key never interleave: each holds the key's
-//   stripe lock (256 stripes). A put locks its batch's stripes in ascending order;
-//   a move only try-locks its victims' stripes and skips a victim that is busy,
-//   so no thread ever waits while holding a lock out of order: no deadlock.
+//   stripe lock (1024 stripes). A put sorts its batch by stripe and places it in
+//   windows of up to kWindow keys, each window's stripes locked in ascending
+//   order and released before the next window's are taken; a move only
+//   try-locks its victims' stripes and skips a victim that is busy, so no thread
+//   ever waits while holding a lock out of order: no deadlock. (A whole batch of
+//   256 keys under its stripes held most of them: the agent's lanes' puts ran one
+//   at a time. With windows, two lanes' puts pipeline behind each other.)
 // - Gets take no chain lock: they see the old object, the new one, or (while a
 //   put moves a key to a lower tier) briefly neither: a cache miss, never stale
 //   or torn data.
 //
 // The chain remembers which tiers hold each key (rebuilt from every tier's list()
 // at construction), so that removing stale copies costs nothing when there are
-// none (no Redis round trip per put). It assumes it is the only writer of its
+// none (no Redis round trip per put). The map is split by stripe and guarded by
+// the stripe's lock, which every writer of a key holds anyway: no global lock. It assumes it is the only writer of its
 // tiers: the file tier locks its directory; give each agent its own Redis prefix.
 
 #include <array>
@@ -85,7 +90,8 @@ class TierChain {
   Stats stats() const;
 
  private:
-  static constexpr std::size_t kStripes = 256;
+  static constexpr std::size_t kStripes = 1024;
+  static constexpr std::size_t kWindow = 32;  // keys placed under one set of stripe locks
   struct Job;
   struct Op;
 
@@ -95,14 +101,17 @@ class TierChain {
   void placed(Job& job, std::size_t level);
   void drop_copy(std::string_view key, std::size_t level);
 
+  // The key's mask (bit i: tier i holds it); the caller holds the key's stripe.
   std::uint32_t where(std::string_view key);
   void set_where(std::string_view key, std::uint32_t mask);
 
-  std::vector<std::unique_ptr<Tier>> tiers_;
-  std::array<std::mutex, kStripes> stripes_;
+  struct Stripe {
+    std::mutex mu;
+    KeyMap<std::uint32_t> where;  // guarded by mu: the masks of this stripe's keys
+  };
 
-  SpinMutex where_mu_;           // guards where_ (a key's mask changes only under its stripe)
-  KeyMap<std::uint32_t> where_;  // bit i: tier i holds the key
+  std::vector<std::unique_ptr<Tier>> tiers_;
+  std::array<Stripe, kStripes> stripes_;
 
   std::atomic<std::uint64_t> moved_objects_{0}, moved_bytes_{0}, failed_moves_{0}, dropped_corrupt_{0};
 };
