@@ -26,9 +26,14 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
       ->capture_default_str();
   sub->add_option("--gpu", o.gpu, "auto, none (memcpy threads only) or a CUDA device index")->capture_default_str();
   sub->add_option("--copy", o.copy,
-                  "Device copies: batch (cudaMemcpyBatchAsync), loop (cudaMemcpyAsync per block) or kernel "
-                  "(a gather/scatter kernel that also computes the checksums on the GPU)")
-      ->check(CLI::IsMember({"batch", "loop", "kernel"}))
+                  "Device copies: kernel (a gather/scatter kernel that also computes the checksums on the GPU), "
+                  "batch (cudaMemcpyBatchAsync), loop (cudaMemcpyAsync per block), or auto: the kernel for blocks "
+                  "below --kernel-below, batch for the rest")
+      ->check(CLI::IsMember({"auto", "batch", "loop", "kernel"}))
+      ->capture_default_str();
+  sub->add_option("--kernel-below", o.kernel_below,
+                  "--copy auto: blocks smaller than this go by the copy kernel (the kernel's serial XXH3 "
+                  "finish caps large blocks), the rest by cudaMemcpyBatchAsync; a size such as 1MiB")
       ->capture_default_str();
   sub->add_option("--cpus", o.cpus, "Pin the agent to these cores (the proxy's own cores)")->delimiter(',');
   sub->add_option("--ready-file", o.ready_file, "Write the endpoint here once applications can connect");

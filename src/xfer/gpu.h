@@ -56,7 +56,9 @@ struct Segment {
 //   Loop    a cudaMemcpyAsync per segment (copy engines)
 //   Kernel  a gather/scatter kernel (SM loads and stores over PCIe) that also
 //           computes each segment's XXH3-64: copy_hashed() (cuda/copy_kernel.h)
-enum class CopyMethod { Batch, Loop, Kernel };
+//   Auto    both Batch (start, copy) and Kernel (copy_hashed) resources: the
+//           caller picks per call (the agent: the kernel for small blocks)
+enum class CopyMethod { Batch, Loop, Kernel, Auto };
 
 // Copy lanes: one CUDA stream each, used by one agent thread at a time.
 class Lanes {

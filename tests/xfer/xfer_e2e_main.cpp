@@ -3,7 +3,7 @@
 //   --mem=dram          application memory is shared host memory
 //   --mem=vram          Vram buffers: emulated (memfd) where there is no GPU
 //   --mem=vram --gpu    Vram must be real GPU memory (CUDA IPC): exits 77 without a GPU
-//   --copy=METHOD       every agent copies device memory by METHOD (batch, loop, kernel)
+//   --copy=METHOD       every agent copies device memory by METHOD (auto, batch, loop, kernel)
 #include <gtest/gtest.h>
 
 #include <cstdlib>

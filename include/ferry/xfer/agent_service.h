@@ -17,7 +17,10 @@ struct AgentServiceOptions {
   std::size_t chunk_kib = 4096;
   int queue_depth = 8;
   std::string gpu = "auto";   // "auto", "none", or a device index
-  std::string copy = "batch";  // "batch" (cudaMemcpyBatchAsync), "loop" (cudaMemcpyAsync per block) or "kernel"
+  // "auto" (the kernel below kernel_below bytes, batch at and above), "batch"
+  // (cudaMemcpyBatchAsync), "loop" (cudaMemcpyAsync per block) or "kernel"
+  std::string copy = "auto";
+  std::string kernel_below = "1MiB";  // --copy auto's threshold (a size: "1MiB", "262144")
   std::vector<int> cpus;      // pin the agent to these cores (empty: no pinning)
   std::string ready_file;     // written with the endpoint once the agent accepts applications
 };

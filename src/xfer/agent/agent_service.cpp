@@ -18,6 +18,7 @@
 #include "xfer/agent/session.h"
 #include "xfer/gpu.h"
 #include "xfer/protocol.h"
+#include "xfer/store/sizes.h"
 #include "xfer/store/tier_chain.h"
 #include "xfer/store/tier_spec.h"
 
@@ -70,8 +71,8 @@ std::vector<BackendInfo> declared_backends(bool gpu, const store::TierChain& cha
 
 int run_agent(const AgentServiceOptions& o) {
   if (o.tiers.empty()) throw Error("at least one --tier is needed, e.g. --tier dram:1GiB");
-  if (o.copy != "batch" && o.copy != "loop" && o.copy != "kernel")
-    throw Error("--copy must be batch, loop or kernel, not '" + o.copy + "'");
+  if (o.copy != "auto" && o.copy != "batch" && o.copy != "loop" && o.copy != "kernel")
+    throw Error("--copy must be auto, batch, loop or kernel, not '" + o.copy + "'");
   if (o.staging_mib == 0 || o.chunk_kib == 0) throw Error("--staging-mib and --chunk-kib must be positive");
   pin_process(o.cpus);
   SignalFd signals;  // before any thread, so every thread blocks SIGINT/SIGTERM
@@ -85,9 +86,11 @@ int run_agent(const AgentServiceOptions& o) {
   mo.chunk_bytes = o.chunk_kib << 10;
   mo.queue_depth = o.queue_depth;
   mo.gpu = decide_gpu(o.gpu, &mo.device);
-  mo.copy = o.copy == "batch"  ? gpu::CopyMethod::Batch
-            : o.copy == "loop" ? gpu::CopyMethod::Loop
-                               : gpu::CopyMethod::Kernel;
+  mo.copy = o.copy == "batch"    ? gpu::CopyMethod::Batch
+            : o.copy == "loop"   ? gpu::CopyMethod::Loop
+            : o.copy == "kernel" ? gpu::CopyMethod::Kernel
+                                 : gpu::CopyMethod::Auto;
+  mo.kernel_below = store::parse_size(o.kernel_below, "--kernel-below");
   agent::DataMover mover(mo, chain);
 
   agent::AgentContext ctx;

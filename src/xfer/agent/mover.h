@@ -44,7 +44,9 @@ struct MoverOptions {
   int queue_depth = 8;
   bool gpu = false;      // pinned staging and CUDA copy lanes
   int device = 0;
-  gpu::CopyMethod copy = gpu::CopyMethod::Batch;  // --copy batch | loop | kernel
+  gpu::CopyMethod copy = gpu::CopyMethod::Auto;  // --copy auto | batch | loop | kernel
+  // --copy auto: blocks below this go by the copy kernel, the rest by batch.
+  std::size_t kernel_below = 1u << 20;
 };
 
 struct JobDesc {
@@ -100,7 +102,12 @@ class DataMover {
                       std::span<std::uint8_t* const> host, std::span<std::uint64_t> sums, std::string* error);
   bool push_by_kernel(int lane, const Job& job, std::size_t first, std::size_t count,
                       std::span<std::uint8_t* const> host, std::span<std::uint64_t> sums, std::string* error);
-  bool by_kernel() const noexcept { return lanes_ != nullptr && options_.copy == gpu::CopyMethod::Kernel; }
+  // Whether a block of `len` bytes goes by the copy kernel. A batch holds blocks
+  // of one method only (submit() cuts it where the method changes).
+  bool by_kernel(std::size_t len) const noexcept {
+    return lanes_ != nullptr && (options_.copy == gpu::CopyMethod::Kernel ||
+                                 (options_.copy == gpu::CopyMethod::Auto && len < options_.kernel_below));
+  }
   void finish_batch(const std::shared_ptr<Job>& job);
 
   MoverOptions options_;

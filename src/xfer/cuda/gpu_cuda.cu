@@ -123,7 +123,7 @@ void unregister_host(void* p) noexcept {
 Lanes::Lanes(int device, int count, CopyMethod method, std::size_t max_segment_bytes, const std::uint8_t* xxh3_secret)
     : device_(device), method_(method), count_(count) {
   FERRY_CUDA_CHECK(cudaSetDevice(device));
-  if (method == CopyMethod::Kernel) {
+  if (method == CopyMethod::Kernel || method == CopyMethod::Auto) {
     if (max_segment_bytes == 0) throw Error("Lanes: the kernel copy method needs max_segment_bytes");
     auto* k = new std::vector<std::unique_ptr<cuda::KernelLane>>();
     kernel_lanes_ = k;
@@ -162,7 +162,7 @@ bool Lanes::start(int lane, std::span<const Segment> segs, bool to_device, std::
   cudaStream_t stream = static_cast<cudaStream_t*>(streams_)[lane];
   cudaSetDevice(device_);
   cudaError_t err = cudaSuccess;
-  if (method_ == CopyMethod::Batch && segs.size() > 1) {
+  if ((method_ == CopyMethod::Batch || method_ == CopyMethod::Auto) && segs.size() > 1) {
     // One driver call for the whole gather/scatter: the per-copy launch cost of a
     // cudaMemcpyAsync loop is what holds small blocks to a third of PCIe.
     thread_local std::vector<void*> dsts;
