@@ -17,13 +17,13 @@
 namespace ferry::xfer::agent {
 
 enum class Phase : int {
-  Decode,    // session: decode a transfer frame, check its descriptors, build the job
-  Reserve,   // push: reserve pool ranges in the dram tier
-  Copy,      // push/pull: the copy (and, by the copy engines' path, the CPU checksum)
-  Put,       // push: the chain's put (adopt, index, key map)
-  Lookup,    // pull: borrow from the dram tier / read from lower tiers
-  Verify,    // pull: compare checksums, account
-  Answer,    // encode and send transfer_done
+  Decode,   // session: decode a transfer frame, check its descriptors, build the job
+  Reserve,  // push: reserve pool ranges in the dram tier
+  Copy,     // push/pull: the copy (and, by the copy engines' path, the CPU checksum)
+  Put,      // push: the chain's put (adopt, index, key map)
+  Lookup,   // pull: borrow from the dram tier / read from lower tiers
+  Verify,   // pull: compare checksums, account
+  Answer,   // encode and send transfer_done
   kCount
 };
 
@@ -34,7 +34,8 @@ class PhaseStats {
   }
   // "decode 12.3 ms, reserve ..." (milliseconds, summed over threads).
   std::string describe() const {
-    static constexpr const char* kNames[] = {"decode", "reserve", "copy", "put", "lookup", "verify", "answer"};
+    static constexpr const char* kNames[] = {"decode", "reserve", "copy",  "put",
+                                             "lookup", "verify",  "answer"};
     static_assert(std::size(kNames) == static_cast<std::size_t>(Phase::kCount));
     std::string out;
     for (int i = 0; i < static_cast<int>(Phase::kCount); ++i) {

@@ -218,7 +218,8 @@ void DramTier::put(std::span<PutItem> items) {
     // Reserved ranges (the agent's zero-copy pushes) change hands under one
     // acquisition of the allocator's lock for the whole batch.
     std::lock_guard lock(alloc_mu_);
-    for (std::size_t i = 0; i < items.size(); ++i) adopted[i] = !items[i].key.empty() && take_reserved(items[i]);
+    for (std::size_t i = 0; i < items.size(); ++i)
+      adopted[i] = !items[i].key.empty() && take_reserved(items[i]);
   }
   for (std::size_t i = 0; i < items.size(); ++i) {
     PutItem& item = items[i];

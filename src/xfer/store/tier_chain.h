@@ -31,8 +31,8 @@
 // The chain remembers which tiers hold each key (rebuilt from every tier's list()
 // at construction), so that removing stale copies costs nothing when there are
 // none (no Redis round trip per put). The map is split by stripe and guarded by
-// the stripe's lock, which every writer of a key holds anyway: no global lock. It assumes it is the only writer of its
-// tiers: the file tier locks its directory; give each agent its own Redis prefix.
+// the stripe's lock, which every writer of a key holds anyway: no global lock. It assumes it is the only
+// writer of its tiers: the file tier locks its directory; give each agent its own Redis prefix.
 
 #include <array>
 #include <atomic>
