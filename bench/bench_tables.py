@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Prints the Markdown tables of docs/bench/ from the benchmarks' JSON, so the
 documents carry exactly the measured numbers.
-Usage: bench_tables.py tcp FILE.json | launch FILE.json | scaling FILE.json... | kv FILE.json"""
+Usage: bench_tables.py tcp FILE.json | launch FILE.json | scaling FILE.json... | kv FILE.json
+       | route FILE.json (route_bench.py's route-results.json)"""
 import json
 import sys
 
@@ -74,7 +75,63 @@ def kv(path):
         print(line)
 
 
+def route(path):
+    """route_bench.py: one row per setting with each mode's speedup over inline (same
+    driver run), then every run with its time, rate and per-message costs. "engine
+    ns/msg" is the applications' time in the engine (comm_s, summed over ranks) per
+    message; "host cpu ns/msg" counts every application process and router."""
+    d = json.load(open(path))
+    rows = d["rows"]
+    modes = list(dict.fromkeys(r["mode_label"] for r in rows if r["mode_label"] != "inline"))
+    points = list(dict.fromkeys((r["app"], r["ranks"], r["work_per_message"]) for r in rows))
+    by = {(r["app"], r["ranks"], r["work_per_message"], r["mode_label"]): r for r in rows}
+
+    def engine(r):
+        return r["comm_s"] / r["messages"] * 1e9
+
+    print("| setting | work | mem/comm | segments / hop | busiest / mean | inline s | "
+          + " | ".join(modes) + " | inline engine ns/msg | process engine ns/msg |")
+    print("|---|---|---|---|---|---|" + "---|" * len(modes) + "---|---|")
+    for app, ranks, work in points:
+        base = by[(app, ranks, work, "inline")]
+        params = base.get("params", {})
+        cells = []
+        for m in modes:
+            r = by.get((app, ranks, work, m))
+            cells.append(f"{r['speedup']:.2f}" if r else "")
+        proc = by.get((app, ranks, work, "process"))
+        print(f"| {app} | {work} | {base['mem_comm_ratio']:.1f} | {params.get('segments_per_hop', float('nan')):.1f} "
+              f"| {params.get('imbalance', float('nan')):.2f} | {base['seconds']:.3f} | " + " | ".join(cells)
+              + f" | {engine(base):.0f} | " + (f"{engine(proc):.0f} |" if proc else " |"))
+    print()
+    # Where the ranks' time went, per message: rank time is ranks x the phase; "rest" is
+    # rank time outside the engine (the application's own work and its handlers); the
+    # ceiling is inline's time over inline's time less all of its engine time.
+    print("| setting | work | inline rank ns/msg | inline engine ns/msg | ceiling | removed by process ns/msg "
+          "| rest inline / process ns/msg | rest / removed | process |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for app, ranks, work in points:
+        base, proc = by[(app, ranks, work, "inline")], by.get((app, ranks, work, "process"))
+        if not proc:
+            continue
+        rank_ns = ranks * base["seconds"] / base["messages"] * 1e9
+        rest_i = rank_ns - engine(base)
+        rest_p = ranks * proc["seconds"] / proc["messages"] * 1e9 - engine(proc)
+        removed = engine(base) - engine(proc)
+        print(f"| {app} | {work} | {rank_ns:.0f} | {engine(base):.0f} ({engine(base) / rank_ns:.0%}) "
+              f"| {rank_ns / rest_i:.2f} | {removed:.0f} | {rest_i:.0f} / {rest_p:.0f} "
+              f"| {rest_i / removed if removed > 0 else float('inf'):.1f} | {proc['speedup']:.2f} |")
+    print()
+    print("| setting | work | mode | s | runs' s (min-max) | M msg/s | speedup | host cpu ns/msg | engine ns/msg |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        rep = r.get("repeat_seconds", [r["seconds"]])
+        print(f"| {r['app']} | {r['work_per_message']} | {r['mode_label']} | {r['seconds']:.3f} "
+              f"| {min(rep):.3f}-{max(rep):.3f} | {r['msgs_per_s'] / 1e6:.2f} | **{r['speedup']:.2f}** "
+              f"| {r['cpu_ns_per_msg']:.0f} | {engine(r):.0f} |")
+
+
 if __name__ == "__main__":
     kind, files = sys.argv[1], sys.argv[2:]
     {"tcp": lambda: tcp(files[0]), "launch": lambda: launch(files[0]), "scaling": lambda: scaling(files),
-     "kv": lambda: kv(files[0])}[kind]()
+     "kv": lambda: kv(files[0]), "route": lambda: route(files[0])}[kind]()
