@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct DramTier::Block {
   std::uint64_t offset;
   std::uint64_t size;
   std::uint64_t checksum;
+  // Set by put() when it returns the range itself, batched with the others it
+  // overwrote: the destructor then leaves the range alone.
+  mutable bool released = false;
 
   Block(DramTier* o, std::uint64_t off, std::uint64_t n, std::uint64_t sum)
       : owner(o), offset(off), size(n), checksum(sum) {}
@@ -34,7 +38,7 @@ struct DramTier::Block {
 
   std::uint8_t* data() const { return static_cast<std::uint8_t*>(owner->base_) + offset; }
   ~Block() {
-    if (size > 0) owner->release_range(offset, size);
+    if (size > 0 && !released) owner->release_range(offset, size);
   }
 };
 
@@ -241,7 +245,9 @@ void DramTier::put(std::span<PutItem> items) {
     }
     blocks[i] = std::move(block);
   }
-  std::vector<std::shared_ptr<const Block>> old;  // released after the lock, so a free never runs under mu_
+  // Overwritten blocks, released after the lock, so a free never runs under mu_.
+  thread_local std::vector<std::shared_ptr<const Block>> old;
+  old.clear();
   {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < items.size(); ++i) {
@@ -262,6 +268,32 @@ void DramTier::put(std::span<PutItem> items) {
     }
   }
   blocks.clear();
+  release_overwritten(old);
+}
+
+// The agent's pushes overwrite the same keys over and over, so most puts free
+// a range. Ranges that nobody borrows go back to the allocator under one
+// acquisition of alloc_mu_ for the whole batch: a lock per block queued each
+// lane behind the others' batch reserves (which hold alloc_mu_ for a whole
+// batch). A borrowed block still frees its range when its last reader lets go.
+void DramTier::release_overwritten(std::vector<std::shared_ptr<const Block>>& old) noexcept {
+  thread_local std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  ranges.clear();
+  for (auto& b : old) {
+    // Exact, not approximate: the block has left the index, so no new
+    // reference can appear; only existing ones can go away (then the
+    // destructor frees the range as usual).
+    if (b->size == 0 || b.use_count() != 1) continue;
+    ranges.emplace_back(b->offset, b->size);
+    b->released = true;
+  }
+  // Pairs with the release half of the last reader's reference drop (libstdc++
+  // decrements acq_rel): its reads of the range happen before we reuse it.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  old.clear();
+  if (ranges.empty()) return;
+  std::lock_guard lock(alloc_mu_);
+  for (const auto& [offset, len] : ranges) alloc_.free(offset, len);
 }
 
 void DramTier::get(std::span<GetItem> items) {

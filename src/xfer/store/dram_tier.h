@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "ferry/core/spin_mutex.h"
 #include "xfer/store/key_map.h"
@@ -99,6 +100,7 @@ class DramTier final : public Tier {
   void get_one(GetItem& item);
   std::shared_ptr<const Block> make_block(std::uint64_t size, std::uint64_t checksum, std::string* error);
   void release_range(std::uint64_t offset, std::uint64_t len) noexcept;
+  void release_overwritten(std::vector<std::shared_ptr<const Block>>& old) noexcept;
 
   std::string spec_;
   std::uint64_t capacity_;
