@@ -35,6 +35,10 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
                   "--copy auto: blocks smaller than this go by the copy kernel (the kernel's serial XXH3 "
                   "finish caps large blocks), the rest by cudaMemcpyBatchAsync; a size such as 1MiB")
       ->capture_default_str();
+  sub->add_option("--kernel-below-pull", o.kernel_below_pull,
+                  "--copy auto: the same threshold for pulls (where the kernel's GPU-side verify saves the CPU "
+                  "reading every byte back from the pool)")
+      ->capture_default_str();
   sub->add_option("--cpus", o.cpus, "Pin the agent to these cores (the proxy's own cores)")->delimiter(',');
   sub->add_option("--ready-file", o.ready_file, "Write the endpoint here once applications can connect");
   sub->callback([&command] {

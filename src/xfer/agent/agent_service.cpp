@@ -91,6 +91,7 @@ int run_agent(const AgentServiceOptions& o) {
             : o.copy == "kernel" ? gpu::CopyMethod::Kernel
                                  : gpu::CopyMethod::Auto;
   mo.kernel_below = store::parse_size(o.kernel_below, "--kernel-below");
+  mo.kernel_below_pull = store::parse_size(o.kernel_below_pull, "--kernel-below-pull");
   agent::DataMover mover(mo, chain);
 
   agent::AgentContext ctx;

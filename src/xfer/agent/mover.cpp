@@ -25,6 +25,7 @@ constexpr std::size_t kPieceBytes = 1u << 20;
 DataMover::DataMover(const MoverOptions& options, store::TierChain& chain) : options_(options), chain_(chain) {
   // A DRAM tier on top is the fast path: blocks go straight into (and out of) its pool.
   if (chain_.size() > 0) dram_ = dynamic_cast<store::DramTier*>(&chain_.tier(0));
+  for (std::size_t i = 0; i < chain_.size(); ++i) tier_names_.push_back(chain_.tier(i).describe());
   if (dram_ != nullptr && options_.gpu) {
     const auto pool = dram_->pool();
     log::app().info("pinning the dram tier's {} MiB for DMA (the GPU copies straight into it)", pool.size() >> 20);
@@ -80,8 +81,9 @@ std::string DataMover::describe() const {
                           : options_.copy == gpu::CopyMethod::Kernel
                               ? "copy kernel with XXH3 on the GPU"
                               : "copy kernel with XXH3 on the GPU below " +
-                                    std::to_string(options_.kernel_below >> 10) +
-                                    " KiB blocks, cudaMemcpyBatchAsync at and above")
+                                    std::to_string(options_.kernel_below >> 10) + " KiB (pushes) / " +
+                                    std::to_string(options_.kernel_below_pull >> 10) +
+                                    " KiB (pulls) blocks, cudaMemcpyBatchAsync at and above")
                        : "") +
          "), batches up to " + std::to_string(options_.chunk_bytes >> 10) + " KiB";
 }
@@ -104,7 +106,7 @@ void DataMover::submit(std::shared_ptr<Job> job) {
     while (i < job->descs.size() && job->descs[i].len <= slot_bytes_) {
       const std::size_t need = align_up(job->descs[i].len);
       if (b.count > 0 && (bytes + need > options_.chunk_bytes || bytes + need > slot_bytes_)) break;
-      if (b.count > 0 && by_kernel(job->descs[i].len) != by_kernel(job->descs[b.first].len)) break;
+      if (b.count > 0 && by_kernel(job->op, job->descs[i].len) != by_kernel(job->op, job->descs[b.first].len)) break;
       bytes += need;
       ++b.count;
       ++i;
@@ -185,7 +187,7 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
   sums.assign(count, 0);
   std::string error;
   PhaseTimer copy_time(phases_, Phase::Copy);
-  const bool ok = by_kernel(job.descs[first].len) ? push_by_kernel(lane, job, first, count, host, sums, &error)
+  const bool ok = by_kernel(XferOp::Write, job.descs[first].len) ? push_by_kernel(lane, job, first, count, host, sums, &error)
                               : push_by_engine(lane, job, first, count, host, sums, &error);
   copy_time.stop();
   PhaseTimer put_time(phases_, Phase::Put);
@@ -210,7 +212,7 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
       r.error = std::move(it.error);
       if (it.status == XferStatus::Ok) {
         r.size = it.data.size;
-        r.tier = it.tier >= 0 ? chain_.tier(static_cast<std::size_t>(it.tier)).describe() : std::string();
+        r.tier = tier_name(it.tier);
         bytes_written_.fetch_add(it.data.size, std::memory_order_relaxed);
         objects_written_.fetch_add(1, std::memory_order_relaxed);
       }
@@ -345,7 +347,7 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
   thread_local std::vector<bool> borrowed;
   borrowed.assign(count, false);
   PhaseTimer lookup_time(phases_, Phase::Lookup);
-  const std::string dram_name = dram_ != nullptr ? dram_->describe() : std::string();
+  const std::string& dram_name = tier_name(dram_ != nullptr ? 0 : -1);
   // The whole batch's lookups under one lock of the tier's index.
   thread_local std::vector<std::string_view> keys;
   thread_local std::vector<std::optional<store::DramTier::Borrowed>> found;
@@ -390,7 +392,7 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
     r.error = std::move(it.error);
     if (it.status == XferStatus::Ok) {
       r.size = it.size;
-      r.tier = it.tier >= 0 ? chain_.tier(static_cast<std::size_t>(it.tier)).describe() : std::string();
+      r.tier = tier_name(it.tier);
     }
   }
 
@@ -416,7 +418,7 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
   }
   std::string error;
   bool ok = true;
-  const bool kernel = by_kernel(job.descs[first].len);
+  const bool kernel = by_kernel(XferOp::Read, job.descs[first].len);
   // The copy kernel hashes what it copies (and waits); a copy engine's DMA reads
   // the pool while the CPU verifies the same bytes.
   thread_local std::vector<std::uint64_t> gpu_sums;

@@ -47,6 +47,7 @@ struct MoverOptions {
   gpu::CopyMethod copy = gpu::CopyMethod::Auto;  // --copy auto | batch | loop | kernel
   // --copy auto: blocks below this go by the copy kernel, the rest by batch.
   std::size_t kernel_below = 1u << 20;
+  std::size_t kernel_below_pull = 2u << 20;  // the same for pulls (reads)
 };
 
 struct JobDesc {
@@ -102,17 +103,24 @@ class DataMover {
                       std::span<std::uint8_t* const> host, std::span<std::uint64_t> sums, std::string* error);
   bool push_by_kernel(int lane, const Job& job, std::size_t first, std::size_t count,
                       std::span<std::uint8_t* const> host, std::span<std::uint64_t> sums, std::string* error);
-  // Whether a block of `len` bytes goes by the copy kernel. A batch holds blocks
+  // Whether a block of `len` bytes moving by `op` goes by the copy kernel. A batch holds blocks
   // of one method only (submit() cuts it where the method changes).
-  bool by_kernel(std::size_t len) const noexcept {
-    return lanes_ != nullptr && (options_.copy == gpu::CopyMethod::Kernel ||
-                                 (options_.copy == gpu::CopyMethod::Auto && len < options_.kernel_below));
+  bool by_kernel(XferOp op, std::size_t len) const noexcept {
+    const std::size_t below = op == XferOp::Write ? options_.kernel_below : options_.kernel_below_pull;
+    return lanes_ != nullptr &&
+           (options_.copy == gpu::CopyMethod::Kernel || (options_.copy == gpu::CopyMethod::Auto && len < below));
   }
   void finish_batch(const std::shared_ptr<Job>& job);
+  // The chain's tier names, built once: a result names its tier per block.
+  const std::string& tier_name(int tier) const noexcept {
+    static const std::string kNone;
+    return tier >= 0 ? tier_names_[static_cast<std::size_t>(tier)] : kNone;
+  }
 
   MoverOptions options_;
   store::TierChain& chain_;
   store::DramTier* dram_ = nullptr;  // the chain's top tier, when it is DRAM
+  std::vector<std::string> tier_names_;
   bool pool_registered_ = false;
   std::size_t slot_bytes_ = 0;
   std::uint8_t* staging_ = nullptr;
