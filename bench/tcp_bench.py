@@ -387,7 +387,16 @@ def print_table(results, window):
         print("  ".join(c.rjust(w) for c, w in zip(x, widths)))
 
 
+def exit_on_sigterm(signum, frame):
+    # Python dies on SIGTERM without unwinding, which left the server, workers
+    # and clients running (a `timeout` around this script did that on the GPU
+    # machine, and the next benchmark ran beside them). Exiting through
+    # SystemExit runs every Proc's __exit__, which kills its process group.
+    raise SystemExit(128 + signum)
+
+
 def main():
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-dir", required=True, help="CMake build directory")
