@@ -192,12 +192,12 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
   copy_time.stop();
   PhaseTimer put_time(phases_, Phase::Put);
 
+  thread_local std::vector<store::PutItem> items;
+  items.clear();
   if (!ok) {
     for (std::size_t k = 0; k < count; ++k)
       job.results[first + k] = {XferStatus::IoError, 0, "", "'" + job.descs[first + k].key + "': " + error};
   } else {
-    thread_local std::vector<store::PutItem> items;
-    items.clear();
     for (std::size_t k = 0; k < count; ++k) {
       store::PutItem& it = items.emplace_back();
       it.key = job.descs[first + k].key;
@@ -218,7 +218,14 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
       }
     }
   }
-  if (dram_ != nullptr) dram_->unreserve(reserved);  // skips the ranges the tier adopted
+  if (dram_ != nullptr) {
+    // Only ranges the tier did not adopt: an adopted one may already be freed
+    // (a later duplicate key, another lane's overwrite, eviction) and reserved
+    // again by another lane, whose reservation an unreserve by offset would free.
+    for (std::size_t k = 0; k < items.size(); ++k)
+      if (items[k].adopted) reserved[k] = MutableByteView{nullptr, 0};
+    dram_->unreserve(reserved);
+  }
 }
 
 bool DataMover::push_by_engine(int lane, const Job& job, std::size_t first, std::size_t count,

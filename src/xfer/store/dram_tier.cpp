@@ -234,6 +234,7 @@ void DramTier::put(std::span<PutItem> items) {
     }
     std::shared_ptr<const Block> block;
     if (adopted[i]) {
+      item.adopted = true;
       block = std::make_shared<const Block>(this, offset_of(item.data.data), item.data.size, item.checksum);
     } else {
       block = make_block(item.data.size, item.checksum, &item.error);

@@ -42,6 +42,11 @@ struct PutItem {
   XferStatus status = XferStatus::InProgress;  // set by the tier
   std::string error;                           // set on failure
   int tier = -1;  // set by TierChain: the index of the tier that took it
+  // Set by the dram tier when data was a range it reserved and it took that range
+  // as the object's storage. The caller must not unreserve such a range: once
+  // adopted it can be freed (overwritten, evicted) and reserved again by another
+  // caller at once, and an unreserve by offset would then free that one's range.
+  bool adopted = false;
 };
 
 struct GetItem {

@@ -28,6 +28,7 @@ struct TierChain::Job {
   PutItem* item = nullptr;
   int source = -1;
   int placed = -1;
+  bool adopted = false;              // the tier that took it adopted the caller's reserved range
   XferStatus hard = XferStatus::Ok;  // the first refusal that was not NoSpace
   std::string errors;                // every tier's answer, for the final message
 };
@@ -131,6 +132,7 @@ void TierChain::put(std::span<PutItem> items) {
       j.item->status = XferStatus::Ok;
       j.item->error.clear();
       j.item->tier = j.placed;
+      j.item->adopted = j.adopted;
       continue;
     }
     // Refused everywhere: NoSpace when every tier was full, else the first other
@@ -171,6 +173,7 @@ void TierChain::place(std::size_t level, std::vector<Job*> jobs, Op& op) {
       for (std::size_t k = 0; k < fits.size(); ++k) {
         Job* j = fits[k];
         if (batch[k].status == XferStatus::Ok) {
+          j->adopted = batch[k].adopted;
           placed(*j, i);
         } else if (batch[k].status == XferStatus::NoSpace) {
           full.push_back(j);

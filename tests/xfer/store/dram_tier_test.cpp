@@ -133,6 +133,25 @@ TEST(DramTier, AReservedRangeIsAdoptedWithoutACopyAndUnreserveThenDoesNothing) {
   EXPECT_EQ(got.data, data);
 }
 
+// The put says which ranges it adopted. The agent must leave those alone: an
+// adopted range can be freed by an overwrite and reserved again by another lane
+// before the first lane cleans up, and an unreserve by offset would then free
+// the second lane's live reservation.
+TEST(DramTier, APutReportsWhichReservedRangesItAdopted) {
+  DramTier t(1 << 20);
+  const auto data = random_bytes(4096, 5);
+  auto r = t.reserve(data.size());
+  ASSERT_TRUE(r);
+  std::memcpy(r->data, data.data(), data.size());
+  PutItem items[2] = {test::put_item("in-place", ByteView{r->data, data.size()}, checksum({data.data(), data.size()})),
+                      test::put_item("copied", ByteView{data.data(), data.size()}, checksum({data.data(), data.size()}))};
+  t.put(items);
+  ASSERT_EQ(items[0].status, XferStatus::Ok) << items[0].error;
+  ASSERT_EQ(items[1].status, XferStatus::Ok) << items[1].error;
+  EXPECT_TRUE(items[0].adopted);
+  EXPECT_FALSE(items[1].adopted);
+}
+
 TEST(DramTier, AnUnadoptedReservationReturnsItsRangeAndHoldsSpaceMeanwhile) {
   DramTier t(1 << 20);
   auto r = t.reserve(1 << 20);

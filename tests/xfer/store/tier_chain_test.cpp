@@ -187,6 +187,29 @@ TEST(TierChain, CorruptVictimIsDroppedNotMoved) {
   EXPECT_EQ(get(c, "b").status, XferStatus::Ok);
 }
 
+// The agent unreserves only what the chain says was not adopted (tier.h).
+TEST(TierChain, SaysWhichReservedRangesTheDramTierAdopted) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  auto dram = std::make_unique<DramTier>(1 << 20);
+  DramTier* d = dram.get();
+  tiers.push_back(std::move(dram));
+  tiers.push_back(file_tier(dir.path()));
+  TierChain c(std::move(tiers));
+  const auto data = random_bytes(4000, 7);
+  auto r = d->reserve(data.size());
+  ASSERT_TRUE(r);
+  std::memcpy(r->data, data.data(), data.size());
+  PutItem items[2] = {test::put_item("zero-copy", ByteView{r->data, data.size()}, checksum({data.data(), data.size()})),
+                      test::put_item("copied", data)};
+  c.put(items);
+  ASSERT_EQ(items[0].status, XferStatus::Ok) << items[0].error;
+  ASSERT_EQ(items[1].status, XferStatus::Ok) << items[1].error;
+  EXPECT_TRUE(items[0].adopted);
+  EXPECT_FALSE(items[1].adopted);
+  EXPECT_EQ(get(c, "zero-copy").data, data);
+}
+
 TEST(TierChain, RestartKeepsWhatTheFileTierHolds) {
   TempDir dir;
   const auto big = random_bytes(40 << 10, 1), small = random_bytes(100, 2);
