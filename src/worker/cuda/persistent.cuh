@@ -115,6 +115,10 @@ __device__ inline bool serve_alone(const DeviceChannel& ch, const Handler& handl
     if (lane == 0) atomicCAS(&fault, kNoError, kRequestLongerThanSlot);
     return false;
   }
+  // Only lane 0's poll acquired slot k (A1); the warp barrier orders the other
+  // lanes' reads of its payload after that acquire, as the block barrier does
+  // for the handler warps.
+  __syncwarp();
   const std::uint64_t cookie = ch.requests.desc(k).cookie;  // overlaps with the payload reads
   const std::uint32_t n = apply_warp(handler, ByteView{ch.requests.slot(k), len},
                                      MutableByteView{ch.responses.slot(k), ch.responses.slot_size}, lane);
@@ -165,9 +169,10 @@ __device__ inline void poll_batch(const DeviceChannel& ch, const Handler& handle
   // until the first empty one; then only lane 0 polls, so an idle channel costs
   // one small PCIe read per poll and a lone request is seen sooner.
   bool wide = true;
-  unsigned idle_polls = 0;
+  unsigned idle_polls = 0;   // since the last answer: when to start sleeping
+  unsigned empty_polls = 0;  // never reset: when to read the stop flag, even between lone requests
   std::uint32_t sleep_ns = kIdleSleepNs;
-  for (unsigned polls = 1;; ++polls) {
+  for (;;) {
     const std::uint32_t k = next + lane;
     std::uint32_t seq = 0;
     // A1 (device side): acquire pairs with the server's release of seq (R1):
@@ -183,7 +188,10 @@ __device__ inline void poll_batch(const DeviceChannel& ch, const Handler& handle
       break;
     }
     if (busy != 0) {
-      if (in_block(handling.done).load(::cuda::memory_order_relaxed) >= busy) break;
+      // One lane's view decides for the warp: lanes that left the loop apart
+      // would meet the next __ballot_sync short of the full mask.
+      const std::uint32_t done = __shfl_sync(0xffffffffu, in_block(handling.done).load(::cuda::memory_order_relaxed), 0);
+      if (done >= busy) break;
       continue;
     }
     if (m == 1) {
@@ -208,7 +216,7 @@ __device__ inline void poll_batch(const DeviceChannel& ch, const Handler& handle
       __nanosleep(sleep_ns);
       sleep_ns = min(2 * sleep_ns, idle_sleep_max_ns);
     }
-    if (polls % kStopCheckEvery == 0) {
+    if (++empty_polls % kStopCheckEvery == 0) {
       stop_seen = lane == 0 ? load_relaxed_sys(stop) : 0;
       stop_seen = __shfl_sync(0xffffffffu, stop_seen, 0);
       if (stop_seen != 0) break;
