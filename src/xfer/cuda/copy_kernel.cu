@@ -165,7 +165,13 @@ bool KernelLane::launch(cudaStream_t stream, std::string* error) noexcept {
   err = cudaGetLastError();
   if (err == cudaSuccess)
     err = cudaMemcpyAsync(sums_h_, sums_d_, n_objs * sizeof(std::uint64_t), cudaMemcpyDeviceToHost, stream);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  if (err == cudaSuccess) {
+    err = cudaStreamSynchronize(stream);
+  } else {
+    // A later launch or the copy-back failed to enqueue, but copy_pieces may be
+    // running: wait for it, since the caller frees the pool ranges it touches.
+    cudaStreamSynchronize(stream);
+  }
   if (err != cudaSuccess) {
     *error = cuda_error("copy kernel failed", err);
     return false;
