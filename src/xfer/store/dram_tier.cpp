@@ -45,7 +45,7 @@ struct DramTier::Block {
 DramTier::DramTier(std::uint64_t capacity, std::string spec)
     : spec_(spec.empty() ? "dram:" + format_size(capacity) : std::move(spec)),
       capacity_(capacity),
-      alloc_(page_round(capacity), kDramAlign) {
+      alloc_(page_round(capacity), kDramAlign, page_round(capacity) / 4) {
   if (capacity == 0) throw Error("dram tier: capacity must be more than 0 bytes");
   if (page_round(capacity) < capacity)
     throw Error("dram tier: capacity " + std::to_string(capacity) + " is too large");

@@ -6,7 +6,8 @@
 //
 //   pool (page aligned, capacity rounded up to 4 KiB)
 //   +0            object A (4 KiB aligned, length rounded up to 4 KiB)
-//   +a            free range ... (best fit, coalesced on free: pool_allocator.h)
+//   +a            free range ... (best fit, coalesced: pool_allocator.h; ranges of a
+//                 recently freed length recycled first: recycling_allocator.h)
 //   +b            object B
 //
 // Concurrency: one short mutex guards the index and the LRU list; the bytes are
@@ -27,7 +28,7 @@
 
 #include "ferry/core/spin_mutex.h"
 #include "xfer/store/key_map.h"
-#include "xfer/store/pool_allocator.h"
+#include "xfer/store/recycling_allocator.h"
 #include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
@@ -108,7 +109,7 @@ class DramTier final : public Tier {
   void* base_ = nullptr;
 
   mutable SpinMutex alloc_mu_;  // guards alloc_ and reserved_; taken after mu_ when both are held
-  PoolAllocator alloc_;
+  RecyclingAllocator alloc_;
   std::unordered_map<std::uint64_t, std::uint64_t> reserved_;  // offset -> size of ranges not yet adopted
 
   mutable SpinMutex mu_;  // guards index_, lru_, used_ (short sections: see spin_mutex.h)

@@ -1,0 +1,98 @@
+#include "xfer/store/recycling_allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+namespace ferry::xfer::store {
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+
+TEST(RecyclingAllocator, ReusesTheLastFreedRangeOfTheSameLength) {
+  RecyclingAllocator a(64 * kPage, kPage, 64 * kPage);
+  const auto x = a.allocate(2 * kPage);
+  const auto y = a.allocate(2 * kPage);
+  ASSERT_TRUE(x && y);
+  a.free(*x, 2 * kPage);
+  a.free(*y, 2 * kPage);
+  EXPECT_EQ(a.cached_bytes(), 4 * kPage);
+  EXPECT_EQ(a.free_bytes(), 64 * kPage) << "cached ranges count as free";
+  EXPECT_EQ(a.allocate(2 * kPage - 100), y) << "same rounded length, last freed first";
+  EXPECT_EQ(a.allocate(2 * kPage), x);
+  EXPECT_EQ(a.cached_bytes(), 0u);
+}
+
+TEST(RecyclingAllocator, MergesCachedRangesWhenNothingElseFits) {
+  RecyclingAllocator a(4 * kPage, kPage, 4 * kPage);
+  std::vector<std::uint64_t> pages;
+  for (int i = 0; i < 4; ++i) pages.push_back(*a.allocate(kPage));
+  EXPECT_FALSE(a.allocate(1));
+  for (const auto p : pages) a.free(p, kPage);
+  EXPECT_EQ(a.largest_free(), kPage) << "cached pages are not merged yet";
+  const auto all = a.allocate(4 * kPage);
+  ASSERT_TRUE(all) << "a failed fit flushes the cache, whose pages merge back into one range";
+  EXPECT_EQ(*all, 0u);
+  EXPECT_EQ(a.cached_bytes(), 0u);
+}
+
+TEST(RecyclingAllocator, StillRefusesWhatFragmentationForbids) {
+  RecyclingAllocator a(4 * kPage, kPage, 4 * kPage);
+  std::vector<std::uint64_t> pages;
+  for (int i = 0; i < 4; ++i) pages.push_back(*a.allocate(kPage));
+  a.free(pages[0], kPage);
+  a.free(pages[2], kPage);
+  EXPECT_FALSE(a.allocate(2 * kPage)) << "two free pages, but not adjacent";
+  EXPECT_EQ(a.free_bytes(), 2 * kPage);
+}
+
+TEST(RecyclingAllocator, FreesBeyondTheBoundGoStraightToTheTrees) {
+  RecyclingAllocator a(8 * kPage, kPage, 2 * kPage);
+  std::vector<std::uint64_t> pages;
+  for (int i = 0; i < 4; ++i) pages.push_back(*a.allocate(kPage));
+  for (const auto p : pages) a.free(p, kPage);
+  EXPECT_EQ(a.cached_bytes(), 2 * kPage);
+  EXPECT_EQ(a.free_bytes(), 8 * kPage);
+}
+
+// The same random walk as PoolAllocator's, with lengths from a few sizes (the
+// way KV blocks come): no overlap, exact accounting, and everything merges back.
+TEST(RecyclingAllocator, RandomAllocateFreeKeepsAccounting) {
+  RecyclingAllocator a(256 * kPage, kPage, 64 * kPage);
+  std::mt19937 rng(11);
+  const std::uint64_t lengths[] = {kPage, 4 * kPage, 16 * kPage - 7, 3 * kPage + 1};
+  std::map<std::uint64_t, std::uint64_t> live;  // offset -> n
+  for (int step = 0; step < 20000; ++step) {
+    if (live.empty() || rng() % 2 == 0) {
+      const std::uint64_t n = lengths[rng() % 4];
+      if (auto at = a.allocate(n)) {
+        auto next = live.lower_bound(*at);
+        if (next != live.end()) {
+          ASSERT_GE(next->first, *at + a.rounded(n)) << "overlap";
+        }
+        if (next != live.begin()) {
+          auto prev = std::prev(next);
+          ASSERT_LE(prev->first + a.rounded(prev->second), *at) << "overlap";
+        }
+        live[*at] = n;
+      }
+    } else {
+      auto it = live.begin();
+      std::advance(it, rng() % live.size());
+      a.free(it->first, it->second);
+      live.erase(it);
+    }
+    std::uint64_t used = 0;
+    for (const auto& [o, n] : live) used += a.rounded(n);
+    ASSERT_EQ(a.free_bytes() + used, a.size());
+    ASSERT_LE(a.cached_bytes(), 64 * kPage);
+  }
+  for (const auto& [o, n] : live) a.free(o, n);
+  a.flush();
+  EXPECT_EQ(a.free_ranges(), 1u);
+  EXPECT_EQ(a.largest_free(), a.size());
+}
+
+}  // namespace
+}  // namespace ferry::xfer::store
