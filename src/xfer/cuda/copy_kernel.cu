@@ -97,13 +97,24 @@ __global__ void __launch_bounds__(kThreads) copy_pieces(const Obj* objs, const P
 }
 
 // The serial part of XXH3 per segment; runs after copy_pieces on the same stream.
+// Eight threads per segment, one per accumulator (xxh3::fold_accumulator), in
+// one aligned group of eight lanes of a warp; they meet for the final mix by
+// shuffles within the group.
+constexpr unsigned kFoldThreads = 8;
 __global__ void finish_hashes(const Obj* objs, std::uint32_t n, const std::uint64_t* contrib, std::uint64_t* sums,
                               const __grid_constant__ xxh3::Keys keys) {
-  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const Obj o = objs[i];
-  if ((o.flags & KernelLane::kHash) == 0) return;
-  sums[i] = xxh3::hash_from_contributions(contrib + 8 * std::uint64_t{o.scratch}, o.len, keys);
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned obj = t / kFoldThreads, i = t % kFoldThreads;
+  if (obj >= n) return;  // the whole group leaves together
+  const Obj o = objs[obj];
+  if ((o.flags & KernelLane::kHash) == 0) return;  // likewise
+  const unsigned group = 0xFFu << (threadIdx.x & 31u & ~(kFoldThreads - 1));
+  const std::uint64_t acc = xxh3::fold_accumulator(contrib + 8 * std::uint64_t{o.scratch}, o.len, i, keys);
+  const std::uint64_t partner = __shfl_xor_sync(group, acc, 1);  // acc[i ^ 1]
+  std::uint64_t mixed = i % 2 == 0 ? xxh3::mix_pair(acc, partner, keys.merge[i], keys.merge[i + 1]) : 0;
+  mixed += __shfl_xor_sync(group, mixed, 2);
+  mixed += __shfl_xor_sync(group, mixed, 4);
+  if (i == 0) sums[obj] = xxh3::finish(mixed, o.len);
 }
 
 std::string cuda_error(const char* what, cudaError_t err) {
@@ -161,7 +172,7 @@ bool KernelLane::launch(cudaStream_t stream, std::string* error) noexcept {
   if (n_pieces > 0)
     copy_pieces<<<ctas, kThreads, 0, stream>>>(objs_d, pieces_d, n_pieces, reinterpret_cast<ulonglong2*>(contrib_d_),
                                                 keys_);
-  finish_hashes<<<(n_objs + 127) / 128, 128, 0, stream>>>(objs_d, n_objs, contrib_d_, sums_d_, keys_);
+  finish_hashes<<<(n_objs * kFoldThreads + 127) / 128, 128, 0, stream>>>(objs_d, n_objs, contrib_d_, sums_d_, keys_);
   err = cudaGetLastError();
   if (err == cudaSuccess)
     err = cudaMemcpyAsync(sums_h_, sums_d_, n_objs * sizeof(std::uint64_t), cudaMemcpyDeviceToHost, stream);
