@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -28,7 +29,11 @@ constexpr auto kCallTimeout = std::chrono::seconds(60);
 
 struct RequestState {
   XferOp op = XferOp::Write;
-  std::vector<proto::TransferDesc> descs;
+  std::size_t count = 0;  // descriptors
+  // The transfer message, encoded once by create_xfer_req (NIXL's prep): a post,
+  // and every re-post of the same request, only sends it. Shared, so that a
+  // post sends it outside the lock while a release may drop the request.
+  std::shared_ptr<const std::string> frame;
   std::string notif_msg;
   bool posted = false;
   XferStatus status = XferStatus::InProgress;
@@ -89,7 +94,7 @@ void Agent::Impl::fail_all(const std::string& reason) {
   for (auto& [id, r] : requests) {
     if (r.posted && r.status == XferStatus::InProgress) {
       r.status = XferStatus::Unavailable;
-      r.results.assign(r.descs.size(), DescResult{XferStatus::Unavailable, 0, "", "the agent went away: " + reason});
+      r.results.assign(r.count, DescResult{XferStatus::Unavailable, 0, "", "the agent went away: " + reason});
       notifs.push_back({id, r.notif_msg, r.status});
     }
   }
@@ -115,7 +120,7 @@ void Agent::Impl::read_loop() {
         if (it == requests.end()) continue;  // released while in flight
         it->second.status = done.status;
         it->second.results = std::move(done.results);
-        it->second.results.resize(it->second.descs.size());
+        it->second.results.resize(it->second.count);
         notifs.push_back({done.request, it->second.notif_msg, done.status});
         const std::uint64_t one = 1;
         [[maybe_unused]] auto n = ::write(event_fd, &one, sizeof(one));
@@ -278,9 +283,12 @@ XferReq Agent::create_xfer_req(XferOp op, std::span<const MemDesc> local, std::s
   if (local.empty()) throw Error("create_xfer_req: no descriptors");
   RequestState st;
   st.op = op;
+  st.count = local.size();
   st.notif_msg = std::move(notif_msg);
-  st.descs.reserve(local.size());
-  std::lock_guard lk(impl_->mu);
+  proto::TransferMsg m;
+  m.op = op;
+  m.descs.reserve(local.size());
+  std::unique_lock lk(impl_->mu);  // the regions and the request ids
   for (std::size_t i = 0; i < local.size(); ++i) {
     const MemDesc& d = local[i];
     const MemRegion* r = impl_->find_region(d.addr, d.len);
@@ -291,15 +299,19 @@ XferReq Agent::create_xfer_req(XferOp op, std::span<const MemDesc> local, std::s
     if (keys[i].empty() || keys[i].size() > proto::kMaxKey)
       throw Error("create_xfer_req: key " + std::to_string(i) + " must be 1 to " + std::to_string(proto::kMaxKey) +
                   " bytes");
-    st.descs.push_back({r->id, d.addr - r->addr, d.len, keys[i]});
+    m.descs.push_back({r->id, d.addr - r->addr, d.len, keys[i]});
   }
   const XferReq id = impl_->next_request++;
+  lk.unlock();  // encoding thousands of descriptors must not hold up the reader's completions
+  m.request = id;
+  st.frame = std::make_shared<const std::string>(proto::encode(m));
+  lk.lock();
   impl_->requests.emplace(id, std::move(st));
   return id;
 }
 
 XferStatus Agent::post(XferReq req) {
-  proto::TransferMsg m;
+  std::shared_ptr<const std::string> frame;
   {
     std::lock_guard lk(impl_->mu);
     auto it = impl_->requests.find(req);
@@ -310,12 +322,10 @@ XferStatus Agent::post(XferReq req) {
     st.posted = true;
     st.status = XferStatus::InProgress;
     st.results.clear();
-    m.request = req;
-    m.op = st.op;
-    m.descs = st.descs;
+    frame = st.frame;
   }
   std::lock_guard lk(impl_->send_mu);
-  if (!impl_->sock.send(proto::encode(m))) {
+  if (!impl_->sock.send(*frame)) {
     // The reader thread sees the closed socket and fails every posted request,
     // this one included, with the agent's reason.
     return XferStatus::Unavailable;
