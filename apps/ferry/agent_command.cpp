@@ -32,12 +32,11 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
       ->check(CLI::IsMember({"auto", "batch", "loop", "kernel"}))
       ->capture_default_str();
   sub->add_option("--kernel-below", o.kernel_below,
-                  "--copy auto: blocks smaller than this go by the copy kernel (the kernel's serial XXH3 "
-                  "finish caps large blocks), the rest by cudaMemcpyBatchAsync; a size such as 1MiB")
+                  "--copy auto: blocks smaller than this go by the copy kernel, the rest by "
+                  "cudaMemcpyBatchAsync (with the CPU hashing behind it); a size such as 1MiB")
       ->capture_default_str();
   sub->add_option("--kernel-below-pull", o.kernel_below_pull,
-                  "--copy auto: the same threshold for pulls (where the kernel's GPU-side verify saves the CPU "
-                  "reading every byte back from the pool)")
+                  "--copy auto: the same threshold for pulls")
       ->capture_default_str();
   sub->add_option("--cpus", o.cpus, "Pin the agent to these cores (the proxy's own cores)")->delimiter(',');
   sub->add_option("--ready-file", o.ready_file, "Write the endpoint here once applications can connect");

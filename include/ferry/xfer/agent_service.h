@@ -20,10 +20,12 @@ struct AgentServiceOptions {
   // "auto" (the kernel below kernel_below bytes, batch at and above), "batch"
   // (cudaMemcpyBatchAsync), "loop" (cudaMemcpyAsync per block) or "kernel"
   std::string copy = "auto";
-  std::string kernel_below = "1MiB";  // --copy auto's threshold for pushes (a size: "1MiB", "262144")
-  // ... and for pulls: the kernel verifies on the GPU what the CPU would read back
-  // cold from the pool, so it wins further up (H100: 1 MiB pulls 35.3 vs 31.9 GB/s).
-  std::string kernel_below_pull = "2MiB";
+  // --copy auto's threshold for pushes (a size: "64MiB", "262144"). Since the
+  // kernel folds XXH3 with a thread per accumulator, it matches or beats the copy
+  // engines plus the CPU's hash at every block size measured on an H100 (16 KiB to
+  // 32 MiB, docs/bench/xfer.md run 4), so auto takes it up to the largest blocks.
+  std::string kernel_below = "64MiB";
+  std::string kernel_below_pull = "64MiB";  // ... and for pulls
   std::vector<int> cpus;      // pin the agent to these cores (empty: no pinning)
   std::string ready_file;     // written with the endpoint once the agent accepts applications
 };

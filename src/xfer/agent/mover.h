@@ -46,8 +46,8 @@ struct MoverOptions {
   int device = 0;
   gpu::CopyMethod copy = gpu::CopyMethod::Auto;  // --copy auto | batch | loop | kernel
   // --copy auto: blocks below this go by the copy kernel, the rest by batch.
-  std::size_t kernel_below = 1u << 20;
-  std::size_t kernel_below_pull = 2u << 20;  // the same for pulls (reads)
+  std::size_t kernel_below = 64u << 20;
+  std::size_t kernel_below_pull = 64u << 20;  // the same for pulls (reads)
 };
 
 struct JobDesc {
