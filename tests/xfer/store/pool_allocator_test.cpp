@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <random>
 
 #include "ferry/core/status.h"
+#include "allocator_walk.h"
 
 namespace ferry::xfer::store {
 namespace {
@@ -49,31 +49,7 @@ TEST(PoolAllocator, FragmentationRefusesWhatFreeBytesWouldAllow) {
 TEST(PoolAllocator, RandomAllocateFreeKeepsAccounting) {
   PoolAllocator a(256 * 4096, 4096);
   std::mt19937 rng(7);
-  std::map<std::uint64_t, std::uint64_t> live;  // offset -> n
-  for (int step = 0; step < 20000; ++step) {
-    if (live.empty() || rng() % 2 == 0) {
-      const std::uint64_t n = 1 + rng() % (8 * 4096);
-      if (auto at = a.allocate(n)) {
-        auto next = live.lower_bound(*at);
-        if (next != live.end()) {
-          ASSERT_GE(next->first, *at + a.rounded(n)) << "overlap";
-        }
-        if (next != live.begin()) {
-          auto prev = std::prev(next);
-          ASSERT_LE(prev->first + a.rounded(prev->second), *at) << "overlap";
-        }
-        live[*at] = n;
-      }
-    } else {
-      auto it = live.begin();
-      std::advance(it, rng() % live.size());
-      a.free(it->first, it->second);
-      live.erase(it);
-    }
-    std::uint64_t used = 0;
-    for (const auto& [o, n] : live) used += a.rounded(n);
-    ASSERT_EQ(a.free_bytes() + used, a.size());
-  }
+  const auto live = test::random_walk(a, rng, 20000, [](std::mt19937& r) { return 1 + r() % (8 * 4096); });
   for (const auto& [o, n] : live) a.free(o, n);
   EXPECT_EQ(a.free_ranges(), 1u);
 }

@@ -2,8 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <random>
+
+#include "allocator_walk.h"
 
 namespace ferry::xfer::store {
 namespace {
@@ -62,32 +63,9 @@ TEST(RecyclingAllocator, RandomAllocateFreeKeepsAccounting) {
   RecyclingAllocator a(256 * kPage, kPage, 64 * kPage);
   std::mt19937 rng(11);
   const std::uint64_t lengths[] = {kPage, 4 * kPage, 16 * kPage - 7, 3 * kPage + 1};
-  std::map<std::uint64_t, std::uint64_t> live;  // offset -> n
-  for (int step = 0; step < 20000; ++step) {
-    if (live.empty() || rng() % 2 == 0) {
-      const std::uint64_t n = lengths[rng() % 4];
-      if (auto at = a.allocate(n)) {
-        auto next = live.lower_bound(*at);
-        if (next != live.end()) {
-          ASSERT_GE(next->first, *at + a.rounded(n)) << "overlap";
-        }
-        if (next != live.begin()) {
-          auto prev = std::prev(next);
-          ASSERT_LE(prev->first + a.rounded(prev->second), *at) << "overlap";
-        }
-        live[*at] = n;
-      }
-    } else {
-      auto it = live.begin();
-      std::advance(it, rng() % live.size());
-      a.free(it->first, it->second);
-      live.erase(it);
-    }
-    std::uint64_t used = 0;
-    for (const auto& [o, n] : live) used += a.rounded(n);
-    ASSERT_EQ(a.free_bytes() + used, a.size());
-    ASSERT_LE(a.cached_bytes(), 64 * kPage);
-  }
+  const auto live = test::random_walk(
+      a, rng, 20000, [&](std::mt19937& r) { return lengths[r() % 4]; },
+      [&] { ASSERT_LE(a.cached_bytes(), 64 * kPage); });
   for (const auto& [o, n] : live) a.free(o, n);
   a.flush();
   EXPECT_EQ(a.free_ranges(), 1u);
