@@ -22,7 +22,8 @@ struct KeyHash {
 // code, a lookup rehashes every key in the bucket it walks to find where the
 // bucket ends, and compares keys instead of codes: on the agent's put path
 // the chain's and the dram tier's maps were a third of the time (perf). This is
-// the library's documented customisation point for that choice.
+// the library's documented customisation point for that choice; it changes the
+// map's layout, which is safe because every user of KeyHash sees it here.
 template <>
 struct std::__is_fast_hash<ferry::xfer::store::KeyHash> : std::false_type {};
 #endif
