@@ -3,7 +3,7 @@
 # pull, DRAM tier) once per SETTINGS entry, "copy chunk_kib queue_depth" each.
 # Which of batch size and lanes limits a block size shows as GB/s moving with one
 # and not the other. Binaries come prebuilt in .carry/ (scripts/carry-build.sh).
-# Usage: [SETTINGS="kernel 4096 8;kernel 16384 8"] [BLOCKS="65536 1048576"] [TOTAL=bytes] [TIER=dram:12GiB] scripts/xfer-sweep.sh
+# Usage: [SETTINGS="kernel 4096 8;kernel 16384 8"] [BLOCKS="65536 1048576"] [TOTAL=bytes] [TIER=dram:12GiB] [AGENT_FLAGS="--lane-spin-us 0"] scripts/xfer-sweep.sh
 set -uo pipefail
 FINAL=${OUT:-$PWD/xfer-sweep}
 OUT=$(mktemp -d)
@@ -21,7 +21,7 @@ for r in "${runs[@]}"; do
   ep="unix:ferry-sweep-$name"
   # The agent on cores 8-15, the application on 0-7, as in xfer-gpu-check.sh.
   "$FERRY" agent --endpoint "$ep" --tier "$TIER" --staging-mib 1024 --chunk-kib "$chunk" --queue-depth "$qd" \
-    --copy "$copy" --cpus 8,9,10,11,12,13,14,15 --ready-file "$OUT/ready-$name" 2>"$OUT/agent_$name.log" &
+    --copy "$copy" --cpus 8,9,10,11,12,13,14,15 ${AGENT_FLAGS:-} --ready-file "$OUT/ready-$name" 2>"$OUT/agent_$name.log" &
   agent=$!
   for i in $(seq 100); do [ -f "$OUT/ready-$name" ] && break; sleep 0.1; done
   # shellcheck disable=SC2086

@@ -39,6 +39,11 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
                   "--copy auto: the same threshold for pulls")
       ->capture_default_str();
   sub->add_option("--cpus", o.cpus, "Pin the agent to these cores (the proxy's own cores)")->delimiter(',');
+  sub->add_option("--lane-spin-us", o.lane_spin_us,
+                  "How long an idle copy lane polls for the next batch before it sleeps, microseconds "
+                  "(-1: 200 with --cpus, else 0; waking a sleeping lane costs tens of microseconds a request)")
+      ->check(CLI::Range(-1, 1000000))
+      ->capture_default_str();
   sub->add_option("--ready-file", o.ready_file, "Write the endpoint here once applications can connect");
   sub->callback([&command] {
     command.role = "agent";

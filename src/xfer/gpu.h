@@ -89,12 +89,20 @@ class Lanes {
   // not 16-byte aligned: the caller hashes those). False with *error on failure.
   bool copy_hashed(int lane, std::span<const Segment> segs, bool to_device, std::uint64_t* sums,
                    std::uint8_t* hashed, std::string* error) noexcept;
+  // copy_hashed in two halves, so that a lane can keep the GPU busy while its
+  // thread does a batch's bookkeeping: start_hashed queues the copies on buffer
+  // set `slot` (0 .. kHashedSlots-1) and returns; collect_hashed waits for them
+  // and fills sums/hashed. Each slot holds one call in flight; the two slots
+  // share the lane's stream, so their kernels run in the order started.
+  static constexpr int kHashedSlots = 2;
+  bool start_hashed(int lane, int slot, std::span<const Segment> segs, bool to_device, std::string* error) noexcept;
+  bool collect_hashed(int lane, int slot, std::uint64_t* sums, std::uint8_t* hashed, std::string* error) noexcept;
   CopyMethod method() const noexcept { return method_; }
 
  private:
   int device_;
   CopyMethod method_;
-  void* kernel_lanes_ = nullptr;  // cuda::KernelLane[count] for CopyMethod::Kernel, opaque here
+  void* kernel_lanes_ = nullptr;  // cuda::KernelLane[count][kHashedSlots] for CopyMethod::Kernel, opaque here
   void* streams_ = nullptr;  // cudaStream_t[count], opaque here
   void* events_ = nullptr;   // cudaEvent_t[count][kMarks]
   std::uint64_t* next_mark_ = nullptr;  // per lane

@@ -46,5 +46,13 @@ bool Lanes::copy_hashed(int, std::span<const Segment>, bool, std::uint64_t*, std
   *error = "no GPU in this build";
   return false;
 }
+bool Lanes::start_hashed(int, int, std::span<const Segment>, bool, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
+bool Lanes::collect_hashed(int, int, std::uint64_t*, std::uint8_t*, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
 
 }  // namespace ferry::xfer::gpu

@@ -112,6 +112,9 @@ bool decode(std::string_view body, RegisterOk* m) {
 
 std::string encode(const TransferMsg& m) {
   Encoder e;
+  std::size_t bytes = 13;
+  for (const auto& t : m.descs) bytes += 28 + t.key.size();
+  e.reserve(bytes);
   e.u64(m.request);
   e.u8(static_cast<std::uint8_t>(m.op));
   e.u32(static_cast<std::uint32_t>(m.descs.size()));
@@ -138,7 +141,7 @@ bool decode(std::string_view body, TransferMsg* m) {
     t.region = d.u64();
     t.offset = d.u64();
     t.len = d.u64();
-    t.key = d.str(kMaxKey);
+    t.key = d.view(kMaxKey);
     m->descs.push_back(std::move(t));
   }
   return finish(d);
@@ -146,6 +149,9 @@ bool decode(std::string_view body, TransferMsg* m) {
 
 std::string encode(const TransferDone& m) {
   Encoder e;
+  std::size_t bytes = 16;
+  for (const auto& r : m.results) bytes += 20 + r.tier.size() + r.error.size();
+  e.reserve(bytes);
   e.u64(m.request);
   e.i32(static_cast<std::int32_t>(m.status));
   e.u32(static_cast<std::uint32_t>(m.results.size()));

@@ -45,7 +45,9 @@ struct TransferDesc {
   std::uint64_t region = 0;
   std::uint64_t offset = 0;  // in the region
   std::uint64_t len = 0;
-  std::string key;
+  // A view, so that thousands of descriptors cost no allocation per key: of the
+  // caller's keys (encode), or of the frame's body (decode). Valid while those live.
+  std::string_view key;
 };
 
 struct TransferMsg {

@@ -53,13 +53,11 @@ void Encoder::str(std::string_view s) {
   bytes_.append(s);
 }
 
-std::string Encoder::frame(Type type) const {
-  std::string out(kFrameHeader, '\0');
-  auto* p = reinterpret_cast<std::uint8_t*>(out.data());
-  wire::store_be32(p, static_cast<std::uint32_t>(kFrameHeader + bytes_.size()));
+std::string Encoder::frame(Type type) {
+  auto* p = reinterpret_cast<std::uint8_t*>(bytes_.data());
+  wire::store_be32(p, static_cast<std::uint32_t>(bytes_.size()));
   wire::store_be32(p + 4, static_cast<std::uint32_t>(type));
-  out += bytes_;
-  return out;
+  return std::exchange(bytes_, std::string(kFrameHeader, '\0'));
 }
 
 bool Decoder::take(std::size_t n) {
@@ -91,11 +89,13 @@ std::uint64_t Decoder::u64() {
   return v;
 }
 
-std::string Decoder::str(std::size_t max_len) {
+std::string Decoder::str(std::size_t max_len) { return std::string(view(max_len)); }
+
+std::string_view Decoder::view(std::size_t max_len) {
   const std::uint32_t n = u32();
   if (n > max_len) failed_ = true;
   if (!take(n)) return {};
-  std::string s(body_.substr(pos_, n));
+  const std::string_view s = body_.substr(pos_, n);
   pos_ += n;
   return s;
 }

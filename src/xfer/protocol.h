@@ -53,13 +53,20 @@ enum class Reach : std::uint8_t {
 
 class Encoder {
  public:
+  // The frame header's room is kept at the front, so that frame() fills it in
+  // place instead of copying the body behind a new header.
+  Encoder() : bytes_(kFrameHeader, '\0') {}
+  // Room for `body_bytes` more: a message of thousands of descriptors is then
+  // written without reallocations.
+  void reserve(std::size_t body_bytes) { bytes_.reserve(bytes_.size() + body_bytes); }
   void u8(std::uint8_t v) { bytes_.push_back(static_cast<char>(v)); }
   void u32(std::uint32_t v);
   void u64(std::uint64_t v);
   void i32(std::int32_t v) { u32(static_cast<std::uint32_t>(v)); }
   void str(std::string_view s);
-  // The whole frame: header then body.
-  std::string frame(Type type) const;
+  // The whole frame: header then body. Hands the bytes over: the encoder is
+  // empty afterwards.
+  std::string frame(Type type);
 
  private:
   std::string bytes_;
@@ -74,6 +81,8 @@ class Decoder {
   std::uint64_t u64();
   std::int32_t i32() { return static_cast<std::int32_t>(u32()); }
   std::string str(std::size_t max_len = kMaxFrame);
+  // Like str(), without a copy: the view lives as long as the body does.
+  std::string_view view(std::size_t max_len = kMaxFrame);
   bool failed() const noexcept { return failed_; }
   bool at_end() const noexcept { return pos_ == body_.size(); }
 

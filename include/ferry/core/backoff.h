@@ -10,6 +10,16 @@
 
 namespace ferry {
 
+// One spin-wait step: tells the core we are polling (frees the pipeline for the
+// sibling hyperthread, and saves power), without giving up the core.
+inline void cpu_pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 class Backoff {
  public:
   // spin_rounds: pause-instructions rounds before yielding; yield_rounds: sched_yield
@@ -24,11 +34,7 @@ class Backoff {
   bool idle() noexcept {
     if (rounds_ < spin_rounds_) {
       ++rounds_;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#elif defined(__aarch64__)
-      asm volatile("yield");
-#endif
+      cpu_pause();
       return false;
     }
     if (rounds_ < spin_rounds_ + yield_rounds_) {

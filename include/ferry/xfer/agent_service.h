@@ -27,6 +27,9 @@ struct AgentServiceOptions {
   std::string kernel_below = "64MiB";
   std::string kernel_below_pull = "64MiB";  // ... and for pulls
   std::vector<int> cpus;      // pin the agent to these cores (empty: no pinning)
+  // How long an idle copy lane polls for work before it sleeps, µs; -1: 200 when
+  // the agent has its own cores (cpus), else 0 (never poll a shared core).
+  int lane_spin_us = -1;
   std::string ready_file;     // written with the endpoint once the agent accepts applications
 };
 

@@ -1,10 +1,14 @@
 #include "xfer/agent/mover.h"
 
-#include <cstdlib>
 #include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "core/log.h"
+#include "ferry/core/backoff.h"
 #include "ferry/core/status.h"
 #include "xfer/store/checksum.h"
 #include "xfer/store/xxh3_parts.h"
@@ -57,6 +61,7 @@ DataMover::~DataMover() {
     std::lock_guard lk(mu_);
     stopping_ = true;
     left.swap(queue_);
+    queued_.store(0, std::memory_order_release);
   }
   cv_.notify_all();
   for (auto& t : threads_) t.join();
@@ -85,7 +90,8 @@ std::string DataMover::describe() const {
                                     std::to_string(options_.kernel_below_pull >> 10) +
                                     " KiB (pulls) blocks, cudaMemcpyBatchAsync at and above")
                        : "") +
-         "), batches up to " + std::to_string(options_.chunk_bytes >> 10) + " KiB";
+         "), batches up to " + std::to_string(options_.chunk_bytes >> 10) + " KiB" +
+         (options_.lane_spin_us > 0 ? ", idle lanes poll " + std::to_string(options_.lane_spin_us) + " us" : "");
 }
 
 void DataMover::submit(std::shared_ptr<Job> job) {
@@ -95,7 +101,7 @@ void DataMover::submit(std::shared_ptr<Job> job) {
   while (i < job->descs.size()) {
     if (job->descs[i].len > slot_bytes_) {  // cannot be staged whole
       job->results[i] = {XferStatus::TooLarge, 0, "",
-                         "'" + job->descs[i].key + "': " + std::to_string(job->descs[i].len) +
+                         "'" + std::string(job->descs[i].key) + "': " + std::to_string(job->descs[i].len) +
                              " bytes exceed the agent's staging slot of " + std::to_string(slot_bytes_) +
                              " bytes (raise --staging-mib or lower --queue-depth)"};
       ++i;
@@ -121,22 +127,91 @@ void DataMover::submit(std::shared_ptr<Job> job) {
   {
     std::lock_guard lk(mu_);
     for (auto& b : batches) queue_.push_back(std::move(b));
+    queued_.store(queue_.size(), std::memory_order_release);
   }
   cv_.notify_all();
 }
 
+// One batch's state between begin() and end() (see mover.h).
+struct DataMover::Flight {
+  Batch batch;
+  int slot = 0;          // the lane's copy-kernel buffer set (gpu::Lanes::start_hashed)
+  bool kernel = false;   // device blocks go by the copy kernel
+  bool started = false;  // start_hashed succeeded: end() collects it
+  bool staged = false;   // a block uses the lane's staging slot (there is one per lane)
+  bool ok = true;
+  std::string error;
+  std::vector<std::uint8_t*> host;  // per block: its bytes in host memory (pool range or staging)
+  std::vector<std::uint64_t> sums;  // push: each block's checksum; pull: the stored one
+  std::vector<gpu::Segment> segs;   // the device blocks' copies
+  std::vector<std::size_t> seg_of;  // block -> its segment, or kNoSeg
+  std::vector<std::uint64_t> gpu_sums;
+  std::vector<std::uint8_t> hashed;
+  // push
+  std::vector<MutableByteView> reserved;
+  std::vector<store::PutItem> items;
+  // pull
+  std::vector<bool> borrowed;                     // found in the dram tier, read in place
+  std::vector<std::shared_ptr<const void>> holds;  // keep the borrowed bytes until the copy is done
+  std::vector<store::GetItem> gets;               // the rest, read from the chain into staging
+  std::vector<std::size_t> got;                   // gets[i] is block got[i]
+
+  static constexpr std::size_t kNoSeg = ~std::size_t{0};
+  // Only a kernel copy with no block in the staging slot may stay in flight while
+  // the lane begins another batch (which may use the slot).
+  bool may_stay_in_flight() const { return started && !staged; }
+  std::size_t first() const { return batch.first; }
+  std::size_t count() const { return batch.count; }
+};
+
+bool DataMover::take(Batch* b, bool wait) {
+  if (wait && options_.lane_spin_us > 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(options_.lane_spin_us);
+    for (std::uint32_t i = 1; queued_.load(std::memory_order_acquire) == 0; ++i) {
+      if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) break;
+      cpu_pause();
+    }
+  }
+  std::unique_lock lk(mu_);
+  if (wait) cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+  if (stopping_ || queue_.empty()) return false;
+  *b = std::move(queue_.front());
+  queue_.pop_front();
+  queued_.store(queue_.size(), std::memory_order_release);
+  return true;
+}
+
 void DataMover::run(int lane) {
+  std::array<Flight, gpu::Lanes::kHashedSlots> flights;
+  for (std::size_t i = 0; i < flights.size(); ++i) flights[i].slot = static_cast<int>(i);
+  std::size_t next = 0;
+  Flight* in_flight = nullptr;
+  const auto complete = [&](Flight& f) {
+    end(lane, f);
+    for (std::size_t i = f.first(); i < f.first() + f.count(); ++i)
+      if (is_error(f.batch.job->results[i].status)) failures_.fetch_add(1, std::memory_order_relaxed);
+    finish_batch(f.batch.job);
+    f.batch.job.reset();
+  };
   for (;;) {
     Batch b;
-    {
-      std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
-      b = std::move(queue_.front());
-      queue_.pop_front();
+    // With a batch in flight, take another only if one is waiting: else end it now.
+    const bool got = take(&b, in_flight == nullptr);
+    if (!got && in_flight == nullptr) return;  // stopping
+    Flight* begun = nullptr;
+    if (got) {
+      begun = &flights[next];
+      next = (next + 1) % flights.size();
+      begun->batch = std::move(b);
+      begin(lane, *begun);
     }
-    process(lane, b);
-    finish_batch(b.job);
+    if (in_flight != nullptr) complete(*std::exchange(in_flight, nullptr));
+    if (begun != nullptr) {
+      if (begun->may_stay_in_flight())
+        in_flight = begun;
+      else
+        complete(*begun);
+    }
   }
 }
 
@@ -144,69 +219,109 @@ void DataMover::finish_batch(const std::shared_ptr<Job>& job) {
   if (job->batches_left.fetch_sub(1) == 1) job->on_done(*job);
 }
 
-void DataMover::process(int lane, const Batch& b) {
+void DataMover::begin(int lane, Flight& f) {
   batches_.fetch_add(1, std::memory_order_relaxed);
-  if (b.job->op == XferOp::Write)
-    write_batch(lane, *b.job, b.first, b.count);
+  f.started = f.staged = false;
+  f.ok = true;
+  f.error.clear();
+  if (f.batch.job->op == XferOp::Write)
+    begin_write(lane, f);
   else
-    read_batch(lane, *b.job, b.first, b.count);
-  for (std::size_t i = b.first; i < b.first + b.count; ++i)
-    if (is_error(b.job->results[i].status)) failures_.fetch_add(1, std::memory_order_relaxed);
+    begin_read(lane, f);
 }
 
-void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t count) {
+void DataMover::end(int lane, Flight& f) {
+  if (f.batch.job->op == XferOp::Write)
+    end_write(lane, f);
+  else
+    end_read(lane, f);
+}
+
+void DataMover::begin_write(int lane, Flight& f) {
+  Job& job = *f.batch.job;
+  const std::size_t first = f.first(), count = f.count();
   std::uint8_t* slot = staging_ + static_cast<std::size_t>(lane) * slot_bytes_;
   // Each block lands where it will be stored when the top tier is DRAM and has
   // room (a reserved pool range the tier then adopts: no second copy), else in
   // this lane's staging slot.
-  thread_local std::vector<std::uint8_t*> host;
-  thread_local std::vector<MutableByteView> reserved;
-  host.clear();
-  reserved.clear();
   PhaseTimer reserve_time(phases_, Phase::Reserve);
   // The whole batch's ranges under one lock of the tier's allocator.
-  reserved.assign(count, MutableByteView{nullptr, 0});
+  f.reserved.assign(count, MutableByteView{nullptr, 0});
   if (dram_ != nullptr) {
     thread_local std::vector<std::uint64_t> sizes;
     sizes.resize(count);
     for (std::size_t k = 0; k < count; ++k) sizes[k] = job.descs[first + k].len;
-    dram_->reserve(sizes, reserved);
+    dram_->reserve(sizes, f.reserved);
   }
+  f.host.clear();
   std::size_t off = 0;
   for (std::size_t k = 0; k < count; ++k) {
-    if (reserved[k].data != nullptr) {
-      host.push_back(reserved[k].data);
+    if (f.reserved[k].data != nullptr) {
+      f.host.push_back(f.reserved[k].data);
     } else {
-      host.push_back(slot + off);
+      f.host.push_back(slot + off);
       off += align_up(job.descs[first + k].len);
+      f.staged = true;
     }
   }
   reserve_time.stop();
 
-  thread_local std::vector<std::uint64_t> sums;
-  sums.assign(count, 0);
-  std::string error;
+  f.sums.assign(count, 0);
+  f.kernel = by_kernel(XferOp::Write, job.descs[first].len);
+  if (!f.kernel) return;  // the copy engines' path runs whole in end_write
+  // The kernel copies each device block and hashes it on the way; the CPU copies
+  // and hashes only host (memfd) blocks and what the kernel leaves (240 bytes or
+  // less, unaligned: see end_write).
   PhaseTimer copy_time(phases_, Phase::Copy);
-  const bool ok = by_kernel(XferOp::Write, job.descs[first].len) ? push_by_kernel(lane, job, first, count, host, sums, &error)
-                              : push_by_engine(lane, job, first, count, host, sums, &error);
+  f.segs.clear();
+  f.seg_of.assign(count, Flight::kNoSeg);
+  for (std::size_t k = 0; k < count; ++k) {
+    const JobDesc& d = job.descs[first + k];
+    const std::uint8_t* app = d.region->base() + d.offset;
+    if (d.region->on_device() && d.len > 0) {
+      f.seg_of[k] = f.segs.size();
+      f.segs.push_back({f.host[k], app, d.len});
+    } else {
+      std::memcpy(f.host[k], app, d.len);
+      f.sums[k] = store::checksum({f.host[k], d.len});
+    }
+  }
+  f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, false, &f.error);
+}
+
+void DataMover::end_write(int lane, Flight& f) {
+  Job& job = *f.batch.job;
+  const std::size_t first = f.first(), count = f.count();
+  PhaseTimer copy_time(phases_, Phase::Copy);
+  if (!f.kernel) {
+    f.ok = push_by_engine(lane, f);
+  } else if (f.started) {
+    f.gpu_sums.resize(f.segs.size());
+    f.hashed.resize(f.segs.size());
+    f.ok = lanes_->collect_hashed(lane, f.slot, f.gpu_sums.data(), f.hashed.data(), &f.error);
+    for (std::size_t k = 0; f.ok && k < count; ++k) {
+      const std::size_t i = f.seg_of[k];
+      if (i == Flight::kNoSeg) continue;
+      f.sums[k] = f.hashed[i] != 0 ? f.gpu_sums[i] : store::checksum({f.host[k], job.descs[first + k].len});
+    }
+  }
   copy_time.stop();
   PhaseTimer put_time(phases_, Phase::Put);
 
-  thread_local std::vector<store::PutItem> items;
-  items.clear();
-  if (!ok) {
+  f.items.clear();
+  if (!f.ok) {
     for (std::size_t k = 0; k < count; ++k)
-      job.results[first + k] = {XferStatus::IoError, 0, "", "'" + job.descs[first + k].key + "': " + error};
+      job.results[first + k] = {XferStatus::IoError, 0, "", "'" + std::string(job.descs[first + k].key) + "': " + f.error};
   } else {
     for (std::size_t k = 0; k < count; ++k) {
-      store::PutItem& it = items.emplace_back();
+      store::PutItem& it = f.items.emplace_back();
       it.key = job.descs[first + k].key;
-      it.data = ByteView{host[k], job.descs[first + k].len};
-      it.checksum = sums[k];
+      it.data = ByteView{f.host[k], job.descs[first + k].len};
+      it.checksum = f.sums[k];
     }
-    chain_.put(items);
+    chain_.put(f.items);
     for (std::size_t k = 0; k < count; ++k) {
-      store::PutItem& it = items[k];
+      store::PutItem& it = f.items[k];
       DescResult& r = job.results[first + k];
       r.status = it.status;
       r.error = std::move(it.error);
@@ -222,15 +337,15 @@ void DataMover::write_batch(int lane, Job& job, std::size_t first, std::size_t c
     // Only ranges the tier did not adopt: an adopted one may already be freed
     // (a later duplicate key, another lane's overwrite, eviction) and reserved
     // again by another lane, whose reservation an unreserve by offset would free.
-    for (std::size_t k = 0; k < items.size(); ++k)
-      if (items[k].adopted) reserved[k] = MutableByteView{nullptr, 0};
-    dram_->unreserve(reserved);
+    for (std::size_t k = 0; k < f.items.size(); ++k)
+      if (f.items[k].adopted) f.reserved[k] = MutableByteView{nullptr, 0};
+    dram_->unreserve(f.reserved);
   }
 }
 
-bool DataMover::push_by_engine(int lane, const Job& job, std::size_t first, std::size_t count,
-                               std::span<std::uint8_t* const> host, std::span<std::uint64_t> sums,
-                               std::string* error) {
+bool DataMover::push_by_engine(int lane, Flight& f) {
+  const Job& job = *f.batch.job;
+  const std::size_t first = f.first(), count = f.count();
   // Copy in waves of pieces, and checksum each piece as soon as its wave has
   // landed, while the later waves are still crossing PCIe: a large block is
   // hashed behind its own DMA instead of after it (the reference's chunked,
@@ -250,6 +365,7 @@ bool DataMover::push_by_engine(int lane, const Job& job, std::size_t first, std:
   const std::size_t wave_target = std::max(kPieceBytes, batch_bytes / (gpu::Lanes::kMarks / 2));
   std::size_t wave_bytes = 0;
   bool ok = true;
+  std::string* error = &f.error;
   const auto close_wave = [&] {
     if (segs.empty()) return;
     ok = ok && lanes_->start(lane, segs, false, error);
@@ -263,11 +379,11 @@ bool DataMover::push_by_engine(int lane, const Job& job, std::size_t first, std:
     for (std::size_t at = 0; at < d.len; at += kPieceBytes) {
       const std::size_t len = std::min<std::size_t>(kPieceBytes, d.len - at);
       if (d.region->on_device()) {
-        segs.push_back({host[k] + at, app + at, len});
+        segs.push_back({f.host[k] + at, app + at, len});
         pieces.push_back({k, at, len, tickets.size()});
         if ((wave_bytes += len) >= wave_target) close_wave();
       } else {
-        std::memcpy(host[k] + at, app + at, len);
+        std::memcpy(f.host[k] + at, app + at, len);
         pieces.push_back({k, at, len, kNoWave});
       }
     }
@@ -284,14 +400,14 @@ bool DataMover::push_by_engine(int lane, const Job& job, std::size_t first, std:
       if (!ok) break;
     }
     const std::size_t len = job.descs[first + p.k].len;
-    const ByteView bytes{host[p.k] + p.offset, p.len};
+    const ByteView bytes{f.host[p.k] + p.offset, p.len};
     if (p.len == len) {
-      sums[p.k] = store::checksum(bytes);
+      f.sums[p.k] = store::checksum(bytes);
       continue;
     }
     if (p.offset == 0) stream = std::make_unique<store::ChecksumStream>();
     stream->update(bytes);
-    if (p.offset + p.len == len) sums[p.k] = stream->digest();
+    if (p.offset + p.len == len) f.sums[p.k] = stream->digest();
   }
   if (!tickets.empty()) {  // drain the lane even after a failure: the next batch reuses its slot
     std::string drain_error;
@@ -303,56 +419,19 @@ bool DataMover::push_by_engine(int lane, const Job& job, std::size_t first, std:
   return ok;
 }
 
-// The kernel copies each device block and hashes it on the way; the CPU copies
-// and hashes only host (memfd) blocks and what the kernel leaves (240 bytes or
-// less, unaligned).
-bool DataMover::push_by_kernel(int lane, const Job& job, std::size_t first, std::size_t count,
-                               std::span<std::uint8_t* const> host, std::span<std::uint64_t> sums,
-                               std::string* error) {
-  thread_local std::vector<gpu::Segment> segs;
-  thread_local std::vector<std::size_t> seg_k;
-  thread_local std::vector<std::uint64_t> gpu_sums;
-  thread_local std::vector<std::uint8_t> hashed;
-  segs.clear();
-  seg_k.clear();
-  for (std::size_t k = 0; k < count; ++k) {
-    const JobDesc& d = job.descs[first + k];
-    const std::uint8_t* app = d.region->base() + d.offset;
-    if (d.region->on_device() && d.len > 0) {
-      segs.push_back({host[k], app, d.len});
-      seg_k.push_back(k);
-    } else {
-      std::memcpy(host[k], app, d.len);
-      sums[k] = store::checksum({host[k], d.len});
-    }
-  }
-  gpu_sums.resize(segs.size());
-  hashed.resize(segs.size());
-  if (!lanes_->copy_hashed(lane, segs, false, gpu_sums.data(), hashed.data(), error)) return false;
-  for (std::size_t i = 0; i < segs.size(); ++i) {
-    const std::size_t k = seg_k[i];
-    sums[k] = hashed[i] != 0 ? gpu_sums[i] : store::checksum({host[k], job.descs[first + k].len});
-  }
-  return true;
-}
-
-void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t count) {
+void DataMover::begin_read(int lane, Flight& f) {
+  Job& job = *f.batch.job;
+  const std::size_t first = f.first(), count = f.count();
   std::uint8_t* slot = staging_ + static_cast<std::size_t>(lane) * slot_bytes_;
   // Objects in the DRAM tier are copied out of its pool in place, and verified
-  // while the copy runs; the rest are read (and verified) from the chain into
-  // this lane's staging slot first.
-  thread_local std::vector<std::uint8_t*> host;
-  thread_local std::vector<std::shared_ptr<const void>> holds;
-  thread_local std::vector<std::uint64_t> expected;  // borrowed objects' stored checksums
-  thread_local std::vector<std::size_t> staged;
-  thread_local std::vector<store::GetItem> items;
-  host.assign(count, nullptr);
-  expected.assign(count, 0);
-  holds.clear();
-  staged.clear();
-  items.clear();
-  thread_local std::vector<bool> borrowed;
-  borrowed.assign(count, false);
+  // while (or, by the kernel, as) the copy runs; the rest are read (and verified)
+  // from the chain into this lane's staging slot first.
+  f.host.assign(count, nullptr);
+  f.sums.assign(count, 0);
+  f.borrowed.assign(count, false);
+  f.holds.clear();
+  f.gets.clear();
+  f.got.clear();
   PhaseTimer lookup_time(phases_, Phase::Lookup);
   const std::string& dram_name = tier_name(dram_ != nullptr ? 0 : -1);
   // The whole batch's lookups under one lock of the tier's index.
@@ -373,28 +452,29 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
       r.tier = dram_name;
       if (b->bytes.size > d.len) {
         r.status = XferStatus::TooLarge;
-        r.error = "'" + d.key + "' has " + std::to_string(b->bytes.size) + " bytes, the buffer holds " +
+        r.error = "'" + std::string(d.key) + "' has " + std::to_string(b->bytes.size) + " bytes, the buffer holds " +
                   std::to_string(d.len);
       } else {
         r.status = XferStatus::Ok;
-        host[k] = const_cast<std::uint8_t*>(b->bytes.data);
-        expected[k] = b->checksum;
-        borrowed[k] = true;
-        holds.push_back(std::move(b->hold));  // the bytes stay valid until the copy is done
+        f.host[k] = const_cast<std::uint8_t*>(b->bytes.data);
+        f.sums[k] = b->checksum;
+        f.borrowed[k] = true;
+        f.holds.push_back(std::move(b->hold));  // the bytes stay valid until the copy is done
       }
       continue;
     }
-    host[k] = slot + off;
-    staged.push_back(k);
-    store::GetItem& it = items.emplace_back();
+    f.host[k] = slot + off;
+    f.staged = true;
+    f.got.push_back(k);
+    store::GetItem& it = f.gets.emplace_back();
     it.key = d.key;
     it.out = MutableByteView{slot + off, d.len};
     off += align_up(d.len);
   }
-  chain_.get(items);
-  for (std::size_t i = 0; i < staged.size(); ++i) {
-    store::GetItem& it = items[i];
-    DescResult& r = job.results[first + staged[i]];
+  chain_.get(f.gets);
+  for (std::size_t i = 0; i < f.got.size(); ++i) {
+    store::GetItem& it = f.gets[i];
+    DescResult& r = job.results[first + f.got[i]];
     r.status = it.status;
     r.error = std::move(it.error);
     if (it.status == XferStatus::Ok) {
@@ -402,60 +482,67 @@ void DataMover::read_batch(int lane, Job& job, std::size_t first, std::size_t co
       r.tier = tier_name(it.tier);
     }
   }
-
   lookup_time.stop();
 
   PhaseTimer copy_time(phases_, Phase::Copy);
-  constexpr std::size_t kNoSeg = ~std::size_t{0};
-  thread_local std::vector<gpu::Segment> segs;
-  thread_local std::vector<std::size_t> seg_of;  // k -> its segment, or kNoSeg
-  segs.clear();
-  seg_of.assign(count, kNoSeg);
+  f.segs.clear();
+  f.seg_of.assign(count, Flight::kNoSeg);
   for (std::size_t k = 0; k < count; ++k) {
     const DescResult& r = job.results[first + k];
     if (r.status != XferStatus::Ok || r.size == 0) continue;
     const JobDesc& d = job.descs[first + k];
     std::uint8_t* app = d.region->base() + d.offset;
     if (d.region->on_device()) {
-      seg_of[k] = segs.size();
-      segs.push_back({app, host[k], r.size});
+      f.seg_of[k] = f.segs.size();
+      f.segs.push_back({app, f.host[k], r.size});
     } else {
-      std::memcpy(app, host[k], r.size);
+      std::memcpy(app, f.host[k], r.size);
     }
   }
-  std::string error;
-  bool ok = true;
-  const bool kernel = by_kernel(XferOp::Read, job.descs[first].len);
-  // The copy kernel hashes what it copies (and waits); a copy engine's DMA reads
-  // the pool while the CPU verifies the same bytes.
-  thread_local std::vector<std::uint64_t> gpu_sums;
-  thread_local std::vector<std::uint8_t> hashed;
-  gpu_sums.assign(segs.size(), 0);
-  hashed.assign(segs.size(), 0);
-  if (kernel)
-    ok = lanes_->copy_hashed(lane, segs, true, gpu_sums.data(), hashed.data(), &error);
-  else if (lanes_ != nullptr)
-    ok = lanes_->start(lane, segs, true, &error);
+  // The copy kernel hashes what it copies; by the copy engines, end_read starts
+  // the DMA and verifies on the CPU while it reads the pool.
+  f.kernel = by_kernel(XferOp::Read, job.descs[first].len);
+  if (f.kernel) f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, true, &f.error);
+}
+
+void DataMover::end_read(int lane, Flight& f) {
+  Job& job = *f.batch.job;
+  const std::size_t first = f.first(), count = f.count();
+  PhaseTimer copy_time(phases_, Phase::Copy);
+  f.gpu_sums.assign(f.segs.size(), 0);
+  f.hashed.assign(f.segs.size(), 0);
+  if (f.started)
+    f.ok = lanes_->collect_hashed(lane, f.slot, f.gpu_sums.data(), f.hashed.data(), &f.error);
+  else if (!f.kernel && lanes_ != nullptr && !f.segs.empty())
+    f.ok = lanes_->start(lane, f.segs, true, &f.error);
   copy_time.stop();
   PhaseTimer verify_time(phases_, Phase::Verify);
+  const std::string& dram_name = tier_name(dram_ != nullptr ? 0 : -1);
   // A mismatch fails the descriptor: the application must not use what landed in its buffer.
-  for (std::size_t k = 0; k < count; ++k) {
-    if (!borrowed[k]) continue;
+  for (std::size_t k = 0; f.ok && k < count; ++k) {
+    if (!f.borrowed[k]) continue;
     DescResult& r = job.results[first + k];
-    const std::size_t i = seg_of[k];
+    const std::size_t i = f.seg_of[k];
     const std::uint64_t sum =
-        i != kNoSeg && hashed[i] != 0 ? gpu_sums[i] : store::checksum({host[k], r.size});
-    if (sum != expected[k]) {
+        i != Flight::kNoSeg && f.hashed[i] != 0 ? f.gpu_sums[i] : store::checksum({f.host[k], r.size});
+    if (sum != f.sums[k]) {
       r.status = XferStatus::ChecksumMismatch;
-      r.error = "'" + job.descs[first + k].key + "' fails its checksum in " + dram_name + " (stored " +
-                store::checksum_hex(expected[k]) + ", computed " + store::checksum_hex(sum) + ")";
+      r.error = "'" + std::string(job.descs[first + k].key) + "' fails its checksum in " + dram_name + " (stored " +
+                store::checksum_hex(f.sums[k]) + ", computed " + store::checksum_hex(sum) + ")";
     }
   }
-  if (!kernel && !segs.empty() && !lanes_->finish(lane, &error)) ok = false;
-  if (!ok) {
+  if (!f.kernel && !f.segs.empty()) {  // drain the engines' DMA even after a failure
+    std::string drain_error;
+    if (!lanes_->finish(lane, &drain_error) && f.ok) {
+      f.ok = false;
+      f.error = drain_error;
+    }
+  }
+  f.holds.clear();  // the copies are done: the borrowed bytes may go
+  if (!f.ok) {
     for (std::size_t k = 0; k < count; ++k) {
       DescResult& r = job.results[first + k];
-      if (r.status == XferStatus::Ok) r = {XferStatus::IoError, 0, "", "'" + job.descs[first + k].key + "': " + error};
+      if (r.status == XferStatus::Ok) r = {XferStatus::IoError, 0, "", "'" + std::string(job.descs[first + k].key) + "': " + f.error};
     }
     return;
   }

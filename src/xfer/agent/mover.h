@@ -48,17 +48,22 @@ struct MoverOptions {
   // --copy auto: blocks below this go by the copy kernel, the rest by batch.
   std::size_t kernel_below = 64u << 20;
   std::size_t kernel_below_pull = 64u << 20;  // the same for pulls (reads)
+  // How long an idle lane polls the queue before it sleeps. Waking a sleeping
+  // thread costs tens of microseconds per request and lane; an agent on its own
+  // cores (--cpus) can afford to poll, as the reference's DPU cores do.
+  unsigned lane_spin_us = 0;
 };
 
 struct JobDesc {
   std::shared_ptr<ImportedRegion> region;  // keeps the mapping open while the job runs
   std::uint64_t offset = 0;
   std::uint64_t len = 0;
-  std::string key;
+  std::string_view key;  // in Job::wire
 };
 
 struct Job {
   XferOp op = XferOp::Write;
+  std::string wire;  // the transfer frame's body: the descriptors' keys point into it
   std::vector<JobDesc> descs;
   std::vector<DescResult> results;  // filled by the mover
   // Called once, from a mover thread, when every descriptor has a result.
@@ -92,17 +97,27 @@ class DataMover {
     std::shared_ptr<Job> job;
     std::size_t first = 0, count = 0;
   };
+  // A batch from begin() to end(). Each lane has gpu::Lanes::kHashedSlots of
+  // them and pipelines: it begins the next batch (reserve, start the copy
+  // kernel) before it ends the one in flight (wait, put or verify), so the GPU
+  // has the lane's next copy queued while the thread does the last one's
+  // bookkeeping. Without that, lanes that share the GPU fairly finish their
+  // kernels together and then all do bookkeeping together, with the GPU idle.
+  struct Flight;
   void run(int lane);
-  void process(int lane, const Batch& b);
-  void write_batch(int lane, Job& job, std::size_t first, std::size_t count);
-  void read_batch(int lane, Job& job, std::size_t first, std::size_t count);
-  // A push's copy into host[k] and the checksum sums[k] of each block, by copy
-  // engine (in waves, the CPU hashing behind them) or by the copy kernel (which
-  // hashes on the GPU). False with *error when a copy fails.
-  bool push_by_engine(int lane, const Job& job, std::size_t first, std::size_t count,
-                      std::span<std::uint8_t* const> host, std::span<std::uint64_t> sums, std::string* error);
-  bool push_by_kernel(int lane, const Job& job, std::size_t first, std::size_t count,
-                      std::span<std::uint8_t* const> host, std::span<std::uint64_t> sums, std::string* error);
+  // Pops the next batch; waits for one only when `wait`. False when stopping
+  // (or, without `wait`, when the queue is empty).
+  bool take(Batch* b, bool wait);
+  void begin(int lane, Flight& f);
+  void end(int lane, Flight& f);
+  void begin_write(int lane, Flight& f);
+  void end_write(int lane, Flight& f);
+  void begin_read(int lane, Flight& f);
+  void end_read(int lane, Flight& f);
+  // A push's copy into f.host[k] and the checksum f.sums[k] of each block by the
+  // copy engines, in waves, the CPU hashing behind them. False with f.error when
+  // a copy fails.
+  bool push_by_engine(int lane, Flight& f);
   // Whether a block of `len` bytes moving by `op` goes by the copy kernel. A batch holds blocks
   // of one method only (submit() cuts it where the method changes).
   bool by_kernel(XferOp op, std::size_t len) const noexcept {
@@ -129,6 +144,7 @@ class DataMover {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Batch> queue_;
+  std::atomic<std::size_t> queued_{0};  // queue_.size(), for polling lanes (written under mu_)
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 

@@ -98,12 +98,15 @@ void Session::on_register(const proto::Frame& f, int fd) {
   }
 }
 
-void Session::on_transfer(const proto::Frame& f) {
+void Session::on_transfer(proto::Frame& f) {
   PhaseTimer decode_time(ctx_.mover->phases(), Phase::Decode);
-  proto::TransferMsg msg;
-  if (!proto::decode(f.body, &msg)) throw Error("malformed transfer");
-  ctx_.transfers.fetch_add(1, std::memory_order_relaxed);
   auto job = std::make_shared<Job>();
+  // The job keeps the frame's bytes, and its descriptors' keys view them: no
+  // allocation per key (a request may carry tens of thousands).
+  job->wire = std::move(f.body);
+  proto::TransferMsg msg;
+  if (!proto::decode(job->wire, &msg)) throw Error("malformed transfer");
+  ctx_.transfers.fetch_add(1, std::memory_order_relaxed);
   job->op = msg.op;
   job->descs.reserve(msg.descs.size());
   // Never trust the application's bounds: check each descriptor against what it
@@ -126,7 +129,7 @@ void Session::on_transfer(const proto::Frame& f) {
       } else if (d.key.empty()) {
         invalid = "empty key";
       } else {
-        job->descs.push_back({it->second, d.offset, d.len, std::move(d.key)});  // msg is dropped after this
+        job->descs.push_back({it->second, d.offset, d.len, d.key});
       }
       invalid_index = i;
     }

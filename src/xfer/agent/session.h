@@ -45,7 +45,7 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   bool handshake();
   void on_register(const proto::Frame& f, int fd);
-  void on_transfer(const proto::Frame& f);
+  void on_transfer(proto::Frame& f);  // takes f.body over
   void on_call(const proto::Frame& f);
   void reply_error(std::uint64_t call, XferStatus status, const std::string& message);
 

@@ -139,6 +139,7 @@ KernelLane::KernelLane(int device, std::size_t max_segment_bytes, const std::uin
   FERRY_CUDA_CHECK(cudaMalloc(&contrib_d_, max_entries_ * 8 * sizeof(std::uint64_t)));
   FERRY_CUDA_CHECK(cudaMalloc(&sums_d_, max_objs_ * sizeof(std::uint64_t)));
   FERRY_CUDA_CHECK(cudaHostAlloc(&sums_h_, max_objs_ * sizeof(std::uint64_t), cudaHostAllocPortable));
+  FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   objs_.reserve(max_objs_);
   pieces_.reserve(max_pieces_);
 }
@@ -150,6 +151,7 @@ KernelLane::~KernelLane() {
   cudaFree(contrib_d_);
   cudaFree(sums_d_);
   cudaFreeHost(sums_h_);
+  cudaEventDestroy(done_);
 }
 
 bool KernelLane::launch(cudaStream_t stream, std::string* error) noexcept {
@@ -176,22 +178,33 @@ bool KernelLane::launch(cudaStream_t stream, std::string* error) noexcept {
   err = cudaGetLastError();
   if (err == cudaSuccess)
     err = cudaMemcpyAsync(sums_h_, sums_d_, n_objs * sizeof(std::uint64_t), cudaMemcpyDeviceToHost, stream);
-  if (err == cudaSuccess) {
-    err = cudaStreamSynchronize(stream);
-  } else {
+  if (err == cudaSuccess) err = cudaEventRecord(done_, stream);
+  if (err != cudaSuccess) {
     // A later launch or the copy-back failed to enqueue, but copy_pieces may be
     // running: wait for it, since the caller frees the pool ranges it touches.
     cudaStreamSynchronize(stream);
-  }
-  if (err != cudaSuccess) {
     *error = cuda_error("copy kernel failed", err);
     return false;
   }
   return true;
 }
 
-bool KernelLane::run(cudaStream_t stream, std::span<const Segment> segs, bool to_device, std::uint64_t* sums,
-                     std::uint8_t* hashed, std::string* error) noexcept {
+void KernelLane::take_round(std::size_t first) noexcept {
+  for (std::size_t k = 0; k < objs_.size(); ++k) {
+    hashed_[first + k] = (objs_[k].flags & kHash) != 0 ? 1 : 0;
+    sums_[first + k] = hashed_[first + k] != 0 ? sums_h_[k] : 0;
+  }
+}
+
+bool KernelLane::start(cudaStream_t stream, std::span<const Segment> segs, bool to_device,
+                       std::string* error) noexcept {
+  if (in_flight_) {
+    *error = "copy kernel: start() before the previous round was collected";
+    return false;
+  }
+  sums_.assign(segs.size(), 0);
+  hashed_.assign(segs.size(), 0);
+  last_round_first_ = 0;
   std::size_t i = 0;
   while (i < segs.size()) {
     const std::size_t first = i;
@@ -223,11 +236,35 @@ bool KernelLane::run(cudaStream_t stream, std::span<const Segment> segs, bool to
       for (std::uint64_t b = 0; b < blocks; b += kPieceBlocks) pieces_.push_back({index, static_cast<std::uint32_t>(b)});
     }
     if (!launch(stream, error)) return false;
-    for (std::size_t k = 0; k < objs_.size(); ++k) {
-      hashed[first + k] = (objs_[k].flags & kHash) != 0 ? 1 : 0;
-      sums[first + k] = hashed[first + k] != 0 ? sums_h_[k] : 0;
+    if (i == segs.size()) break;  // the last round stays in flight
+    // An earlier round: the buffers are needed again, so it must finish first.
+    const cudaError_t err = cudaEventSynchronize(done_);
+    if (err != cudaSuccess) {
+      *error = cuda_error("copy kernel failed", err);
+      return false;
     }
+    take_round(first);
+    last_round_first_ = i;
   }
+  in_flight_ = true;
+  return true;
+}
+
+bool KernelLane::collect(std::uint64_t* sums, std::uint8_t* hashed, std::string* error) noexcept {
+  if (!in_flight_) {
+    *error = "copy kernel: collect() without a round in flight";
+    return false;
+  }
+  in_flight_ = false;
+  if (sums_.empty()) return true;  // nothing was queued
+  const cudaError_t err = cudaEventSynchronize(done_);
+  if (err != cudaSuccess) {
+    *error = cuda_error("copy kernel failed", err);
+    return false;
+  }
+  take_round(last_round_first_);
+  std::copy(sums_.begin(), sums_.end(), sums);
+  std::copy(hashed_.begin(), hashed_.end(), hashed);
   return true;
 }
 

@@ -12,7 +12,9 @@
 //
 // Per lane, buffers sized at construction for segments up to max_segment_bytes:
 // a pinned descriptor table copied to the device per call, the contributions,
-// and the hashes (device, copied back to pinned memory).
+// and the hashes (device, copied back to pinned memory). A Gpu::Lanes lane has
+// two of these on its one stream, so that it can queue a batch's kernels while
+// the batch before is still in flight (start, then collect).
 
 #include <cuda_runtime.h>
 
@@ -34,9 +36,14 @@ class KernelLane {
   KernelLane(const KernelLane&) = delete;
   KernelLane& operator=(const KernelLane&) = delete;
 
-  // Gpu::Lanes::copy_hashed on `stream` (the lane's): copies, hashes, waits.
-  bool run(cudaStream_t stream, std::span<const Segment> segs, bool to_device, std::uint64_t* sums,
-           std::uint8_t* hashed, std::string* error) noexcept;
+  // Gpu::Lanes::start_hashed on `stream` (the lane's): queues the copies and
+  // hashes of segs and returns. A call that needs several rounds of this lane's
+  // buffers runs all but the last to completion first. False with *error when a
+  // round fails (nothing is then left in flight).
+  bool start(cudaStream_t stream, std::span<const Segment> segs, bool to_device, std::string* error) noexcept;
+  // Waits for what start() queued; sums[i], hashed[i] for its segment i (as
+  // Gpu::Lanes::copy_hashed describes).
+  bool collect(std::uint64_t* sums, std::uint8_t* hashed, std::string* error) noexcept;
 
   // Device-side descriptors (the layout the kernels read; 32 bytes each).
   struct Obj {
@@ -54,7 +61,12 @@ class KernelLane {
   static constexpr std::uint32_t kHash = 2;    // also hash (needs kVector and len > 240)
 
  private:
+  // Queues the round in objs_/pieces_ and the copy-back of its hashes, then
+  // records done_. False with *error when a launch fails (after waiting for the
+  // stream: a kernel may be running on the caller's memory).
   bool launch(cudaStream_t stream, std::string* error) noexcept;
+  // The round's hashes, once done_ has passed, into sums_/hashed_ from `first` on.
+  void take_round(std::size_t first) noexcept;
 
   int device_;
   int sm_count_ = 0;
@@ -65,8 +77,14 @@ class KernelLane {
   std::uint64_t* contrib_d_ = nullptr;
   std::uint64_t* sums_d_ = nullptr;
   std::uint64_t* sums_h_ = nullptr;  // pinned
-  std::vector<Obj> objs_;            // the round being built
+  cudaEvent_t done_ = nullptr;       // recorded after a round's copy-back
+  std::vector<Obj> objs_;            // the round being built (or in flight)
   std::vector<Piece> pieces_;
+  // Per segment of the call in flight: its hash and whether the kernel made it.
+  std::vector<std::uint64_t> sums_;
+  std::vector<std::uint8_t> hashed_;
+  std::size_t last_round_first_ = 0;  // the segment index where the in-flight round starts
+  bool in_flight_ = false;
 };
 
 }  // namespace ferry::xfer::gpu::cuda

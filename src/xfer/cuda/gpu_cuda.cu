@@ -127,7 +127,8 @@ Lanes::Lanes(int device, int count, CopyMethod method, std::size_t max_segment_b
     if (max_segment_bytes == 0) throw Error("Lanes: the kernel copy method needs max_segment_bytes");
     auto* k = new std::vector<std::unique_ptr<cuda::KernelLane>>();
     kernel_lanes_ = k;
-    for (int i = 0; i < count; ++i) k->push_back(std::make_unique<cuda::KernelLane>(device, max_segment_bytes, xxh3_secret));
+    for (int i = 0; i < count * kHashedSlots; ++i)
+      k->push_back(std::make_unique<cuda::KernelLane>(device, max_segment_bytes, xxh3_secret));
   }
   auto* s = new cudaStream_t[count];
   for (int i = 0; i < count; ++i) FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking));
@@ -229,15 +230,34 @@ bool Lanes::copy(int lane, std::span<const Segment> segs, bool to_device, std::s
 
 bool Lanes::copy_hashed(int lane, std::span<const Segment> segs, bool to_device, std::uint64_t* sums,
                         std::uint8_t* hashed, std::string* error) noexcept {
-  if (kernel_lanes_ == nullptr) {
+  return start_hashed(lane, 0, segs, to_device, error) && collect_hashed(lane, 0, sums, hashed, error);
+}
+
+namespace {
+cuda::KernelLane* kernel_lane(void* lanes, int lane, int slot, std::string* error) {
+  if (lanes == nullptr) {
     *error = "copy_hashed: these lanes do not use the copy kernel";
-    return false;
+    return nullptr;
   }
-  if (segs.empty()) return true;
+  auto& k = *static_cast<std::vector<std::unique_ptr<cuda::KernelLane>>*>(lanes);
+  return k[static_cast<std::size_t>(lane) * Lanes::kHashedSlots + static_cast<std::size_t>(slot)].get();
+}
+}  // namespace
+
+bool Lanes::start_hashed(int lane, int slot, std::span<const Segment> segs, bool to_device,
+                         std::string* error) noexcept {
+  cuda::KernelLane* k = kernel_lane(kernel_lanes_, lane, slot, error);
+  if (k == nullptr) return false;
   cudaSetDevice(device_);
-  auto& k = *static_cast<std::vector<std::unique_ptr<cuda::KernelLane>>*>(kernel_lanes_);
-  return k[static_cast<std::size_t>(lane)]->run(static_cast<cudaStream_t*>(streams_)[lane], segs, to_device, sums,
-                                                hashed, error);
+  return k->start(static_cast<cudaStream_t*>(streams_)[lane], segs, to_device, error);
+}
+
+bool Lanes::collect_hashed(int lane, int slot, std::uint64_t* sums, std::uint8_t* hashed,
+                           std::string* error) noexcept {
+  cuda::KernelLane* k = kernel_lane(kernel_lanes_, lane, slot, error);
+  if (k == nullptr) return false;
+  cudaSetDevice(device_);
+  return k->collect(sums, hashed, error);
 }
 
 }  // namespace ferry::xfer::gpu
