@@ -24,7 +24,7 @@ done
 for copy in ${COPY_MODES:-auto batch}; do
   ep="unix:ferry-bench-$copy"
   # The agent on its own cores (8-15); the application runs on 0-7.
-  "$FERRY" agent --endpoint "$ep" --tier dram:12GiB --staging-mib 1024 --chunk-kib 4096 --queue-depth 8 \
+  "$FERRY" agent --endpoint "$ep" --tier dram:12GiB --staging-mib 1024 --queue-depth 8 \
     --copy $copy --cpus 8,9,10,11,12,13,14,15 --ready-file "$OUT/ready-$copy" 2>"$OUT/agent_$copy.log" &
   agent=$!
   for i in $(seq 100); do [ -f "$OUT/ready-$copy" ] && break; sleep 0.1; done

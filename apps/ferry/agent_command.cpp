@@ -21,7 +21,14 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
       ->required();
   sub->add_option("--staging-mib", o.staging_mib, "Staging buffer (pinned where there is a GPU), MiB")
       ->capture_default_str();
-  sub->add_option("--chunk-kib", o.chunk_kib, "Bytes gathered into one copy batch, KiB")->capture_default_str();
+  sub->add_option("--chunk-kib", o.chunk_kib,
+                  "Bytes gathered into one copy batch, KiB (0: 16384, or a staging slot if that is smaller)")
+      ->capture_default_str();
+  sub->add_option("--chunk-blocks", o.chunk_blocks,
+                  "Blocks in one copy batch at most: small blocks cost bookkeeping per block, so their batches stay "
+                  "short enough to pipeline, while large blocks fill --chunk-kib")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--queue-depth", o.queue_depth, "Batches in flight (copy threads and CUDA streams)")
       ->capture_default_str();
   sub->add_option("--gpu", o.gpu, "auto, none (memcpy threads only) or a CUDA device index")->capture_default_str();

@@ -73,7 +73,8 @@ int run_agent(const AgentServiceOptions& o) {
   if (o.tiers.empty()) throw Error("at least one --tier is needed, e.g. --tier dram:1GiB");
   if (o.copy != "auto" && o.copy != "batch" && o.copy != "loop" && o.copy != "kernel")
     throw Error("--copy must be auto, batch, loop or kernel, not '" + o.copy + "'");
-  if (o.staging_mib == 0 || o.chunk_kib == 0) throw Error("--staging-mib and --chunk-kib must be positive");
+  if (o.staging_mib == 0) throw Error("--staging-mib must be positive");
+  if (o.chunk_blocks == 0) throw Error("--chunk-blocks must be positive");
   pin_process(o.cpus);
   SignalFd signals;  // before any thread, so every thread blocks SIGINT/SIGTERM
 
@@ -83,7 +84,8 @@ int run_agent(const AgentServiceOptions& o) {
 
   agent::MoverOptions mo;
   mo.staging_bytes = o.staging_mib << 20;
-  mo.chunk_bytes = o.chunk_kib << 10;
+  mo.chunk_bytes = o.chunk_kib << 10;  // 0: the mover picks
+  mo.chunk_blocks = o.chunk_blocks;
   mo.queue_depth = o.queue_depth;
   mo.gpu = decide_gpu(o.gpu, &mo.device);
   mo.copy = o.copy == "batch"    ? gpu::CopyMethod::Batch

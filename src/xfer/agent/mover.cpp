@@ -40,6 +40,7 @@ DataMover::DataMover(const MoverOptions& options, store::TierChain& chain) : opt
   slot_bytes_ = (options_.staging_bytes / static_cast<std::size_t>(options_.queue_depth)) & ~(kStageAlign - 1);
   if (slot_bytes_ < kStageAlign)
     throw Error("--staging-mib is too small for --queue-depth " + std::to_string(options_.queue_depth));
+  if (options_.chunk_bytes == 0) options_.chunk_bytes = std::min<std::size_t>(16u << 20, slot_bytes_);
   if (options_.chunk_bytes > slot_bytes_)
     throw Error("--chunk-kib " + std::to_string(options_.chunk_bytes >> 10) + " exceeds a staging slot (" +
                 std::to_string(slot_bytes_ >> 10) + " KiB = --staging-mib / --queue-depth)");
@@ -90,7 +91,8 @@ std::string DataMover::describe() const {
                                     std::to_string(options_.kernel_below_pull >> 10) +
                                     " KiB (pulls) blocks, cudaMemcpyBatchAsync at and above")
                        : "") +
-         "), batches up to " + std::to_string(options_.chunk_bytes >> 10) + " KiB" +
+         "), batches up to " + std::to_string(options_.chunk_bytes >> 10) + " KiB and " +
+         std::to_string(options_.chunk_blocks) + " blocks" +
          (options_.lane_spin_us > 0 ? ", idle lanes poll " + std::to_string(options_.lane_spin_us) + " us" : "");
 }
 
@@ -111,7 +113,9 @@ void DataMover::submit(std::shared_ptr<Job> job) {
     std::size_t bytes = 0;
     while (i < job->descs.size() && job->descs[i].len <= slot_bytes_) {
       const std::size_t need = align_up(job->descs[i].len);
-      if (b.count > 0 && (bytes + need > options_.chunk_bytes || bytes + need > slot_bytes_)) break;
+      if (b.count > 0 && (bytes + need > options_.chunk_bytes || bytes + need > slot_bytes_ ||
+                          b.count == options_.chunk_blocks))
+        break;
       if (b.count > 0 && by_kernel(job->op, job->descs[i].len) != by_kernel(job->op, job->descs[b.first].len)) break;
       bytes += need;
       ++b.count;
