@@ -315,10 +315,10 @@ bool FileTier::compaction_due() const {
   return pack_dead_bytes_ > opts_.compact_min_dead && pack_dead_bytes_ > pack_live_bytes_;
 }
 
-bool FileTier::tombstones_due() const {
+bool FileTier::tombstones_due(std::uint64_t slack) const {
   const std::uint64_t records = tombstones_->records();  // not under mu_: the log's lock comes first
   std::lock_guard lock(mu_);
-  return records > 2 * tombstones_kept_ + kTombstoneSlack;
+  return records > (slack == 0 ? tombstones_kept_ : 2 * tombstones_kept_ + slack);
 }
 
 void FileTier::wake_compactor() {
@@ -327,7 +327,7 @@ void FileTier::wake_compactor() {
     std::lock_guard lock(mu_);
     due = compaction_due();
   }
-  if (!due && !tombstones_due()) return;
+  if (!due && !tombstones_due(kTombstoneSlack)) return;
   {
     std::lock_guard lock(wake_mu_);
     wake_ = true;

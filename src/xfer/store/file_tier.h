@@ -113,9 +113,11 @@ class FileTier final : public Tier {
 
   FileTierStats stats() const;
   // Runs compaction rounds while the dead bytes in packs are over the bound (what
-  // the background thread does when a put or remove makes them so); returns the
-  // packs rewritten. Also rewrites the tombstone log when it has grown.
-  std::size_t compact();
+  // the background thread does when a put or remove makes them so), then
+  // rewrites the tombstone log if anything was appended since its last rewrite
+  // (the thread waits until it has grown by kTombstoneSlack). Returns the packs
+  // emptied.
+  std::size_t compact() { return run_compaction(true); }
 
   // An open, published pack. Shared by the index entries that live in it and by
   // gets in flight: the descriptor closes when the last of them lets go.
@@ -193,11 +195,12 @@ class FileTier final : public Tier {
   void unpin_pack(std::uint64_t seq, std::vector<std::shared_ptr<PackFile>>* emptied);
   void unlink_packs(const std::vector<std::shared_ptr<PackFile>>& emptied);
   bool compaction_due() const;  // under mu_
-  bool tombstones_due() const;  // not under mu_
+  bool tombstones_due(std::uint64_t slack) const;  // not under mu_
   void wake_compactor();
 
   // Compaction (file_tier_compact.cpp): one round rewrites the live objects of
   // the sparsest packs into one new pack; returns the packs it emptied.
+  std::size_t run_compaction(bool rewrite_any);
   std::size_t compact_once(Uring& ring);
   void rewrite_tombstones();
   void drop_corrupt(const std::string& key, std::uint64_t generation, const std::shared_ptr<PackFile>& from);
@@ -214,16 +217,6 @@ class FileTier final : public Tier {
   std::unique_ptr<UringPool> rings_;
   std::unique_ptr<TombstoneLog> tombstones_;
   std::atomic<std::uint64_t> next_seq_{1};
-
-  // The tombstone log is rewritten (only what still hides a packed record is
-  // kept) when it holds more than twice what its last rewrite kept, plus this.
-  static constexpr std::uint64_t kTombstoneSlack = 4096;
-
-  FileTierOptions opts_;
-  std::string spec_;
-  int dir_fd_ = -1;
-  int lock_fd_ = -1;
-  std::unique_ptr<UringPool> rings_;
 
   // Publishing (rename + index update) and removing hold the key's stripe, so the
   // file on disk and the index agree for every key.

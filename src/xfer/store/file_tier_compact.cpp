@@ -29,7 +29,7 @@ void FileTier::compactor_main() {
       if (stop_) return;
       wake_ = false;
     }
-    compact();
+    run_compaction(false);
     bool due = false;
     {
       std::lock_guard lock(mu_);
@@ -45,7 +45,7 @@ void FileTier::compactor_main() {
   }
 }
 
-std::size_t FileTier::compact() {
+std::size_t FileTier::run_compaction(bool rewrite_any) {
   std::lock_guard one(compact_mu_);
   std::size_t rewritten = 0;
   {
@@ -64,7 +64,7 @@ std::size_t FileTier::compact() {
       rewritten += n;
     }
   }
-  if (tombstones_due()) rewrite_tombstones();
+  if (tombstones_due(rewrite_any ? 0 : kTombstoneSlack)) rewrite_tombstones();
   return rewritten;
 }
 

@@ -147,7 +147,9 @@ TEST_P(FileTierModes, RoundTripsEverySizeAlignedOrNot) {
                                  checksum({data.data(), n}));
       t->put({&p, 1});
       ASSERT_EQ(p.status, XferStatus::Ok) << p.error;
-      if (!packs()) EXPECT_EQ(fs::file_size(t->path_of(key)), kFileHeaderSize + n);
+      if (!packs()) {
+        EXPECT_EQ(fs::file_size(t->path_of(key)), kFileHeaderSize + n);
+      }
       GetItem g = test::get_item(key, {reinterpret_cast<std::uint8_t*>(dst.data()) + misalign, n + 4096});
       t->get({&g, 1});
       ASSERT_EQ(g.status, XferStatus::Ok) << g.error;
@@ -241,7 +243,7 @@ std::vector<XferStatus> put_batch(Tier& t, const std::vector<std::string>& keys,
 TEST_P(FileTierModes, MixedBatchesAroundThePackThreshold) {
   TempDir dir;
   auto o = options(dir.path());
-  o.pack_threshold = 64 << 10;
+  if (packs()) o.pack_threshold = 64 << 10;
   auto t = make(o);
   if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
   const std::size_t sizes[] = {0, 1, 4095, 4096, 4097, (64 << 10) - 1, 64 << 10, (64 << 10) + 1, 100000, 7};
@@ -268,7 +270,9 @@ TEST_P(FileTierModes, MixedBatchesAroundThePackThreshold) {
     for (std::size_t i = 0; i < keys.size(); ++i) {
       ASSERT_EQ(gets[i].status, XferStatus::Ok) << keys[i] << ": " << gets[i].error;
       ASSERT_EQ(gets[i].size, sizes[i]);
-      if (sizes[i] > 0) EXPECT_EQ(std::memcmp(dst[i].data() + misalign, data[i].data(), sizes[i]), 0) << keys[i];
+      if (sizes[i] > 0) {
+        EXPECT_EQ(std::memcmp(dst[i].data() + misalign, data[i].data(), sizes[i]), 0) << keys[i];
+      }
     }
   }
   EXPECT_EQ(temp_files_in(dir.path()), 0u);
@@ -474,6 +478,35 @@ TEST_P(FileTierModes, CompactionKeepsLiveObjectsAndFreesTheDisk) {
   EXPECT_EQ(t->list().size(), live.size());
   for (const auto& [key, data] : live) EXPECT_EQ(get_one(*t, key).data, data) << key;
   EXPECT_EQ(get_one(*t, "c/3/1").status, XferStatus::NotFound) << "removed objects stay removed";
+}
+
+// The tombstone log keeps only what still hides a record: once compaction has
+// dropped the pack that held the removed objects, their tombstones go too.
+TEST(FilePacks, TheTombstoneLogShrinksWhenItsPacksAreGone) {
+  TempDir dir;
+  auto o = opts(dir.path());
+  o.compact_min_dead = 0;
+  constexpr int kObjects = 5000, kRemoved = 4600;
+  {
+    FileTier t(o);
+    std::vector<std::string> keys;
+    std::vector<std::vector<std::uint8_t>> data;
+    for (int i = 0; i < kObjects; ++i) {
+      keys.push_back("t/" + std::to_string(i));
+      data.push_back(random_bytes(10, i));
+    }
+    for (auto st : put_batch(t, keys, data)) ASSERT_EQ(st, XferStatus::Ok);
+    for (int i = 0; i < kRemoved; ++i) ASSERT_TRUE(t.remove(keys[i]));
+    t.compact();
+    // At most as many dead records as live ones are left in packs (the bound
+    // compaction keeps), and only their tombstones.
+    EXPECT_LE(t.stats().tombstones, static_cast<std::uint64_t>(kObjects - kRemoved))
+        << "the removed objects' packs are gone, and so are their tombstones";
+  }
+  FileTier t(o);
+  EXPECT_EQ(t.list().size(), static_cast<std::size_t>(kObjects - kRemoved));
+  EXPECT_EQ(get_one(t, "t/0").status, XferStatus::NotFound);
+  EXPECT_EQ(get_one(t, "t/4999").data, random_bytes(10, 4999));
 }
 
 // Many threads put, get, overwrite and remove small objects while compaction
