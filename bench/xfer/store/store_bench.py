@@ -6,7 +6,9 @@
     --rw=read). The tier is called with batches of --file-batch objects: a
     call returns when its batch is done, so its queue drains at the end of each
     call, which fio's never does. fio writes one file (fallocated up front); the tier writes a file
-    per object (create, write header + data, rename). A second fio run with a
+    per object (create, write header + data, rename) above its pack= threshold
+    (default 256KiB), and the small objects of each call into one pack file
+    below it (--file-options ',pack=0' for a file per object). A second fio run with a
     file per block (--nrfiles, --create_on_open) separates the price of that
     layout from the tier's own overhead.
 (b) The redis tier against redis-benchmark (-t set,get -d <size> -P <pipeline>
@@ -159,8 +161,8 @@ def file_points(args, bench):
                         sync_disk()
                         if who == "ours":
                             tier_dir = os.path.join(root, "tier")
-                            r = ours(bench, "file:" + tier_dir, size, args.file_qd, args.file_total, direct,
-                                     batch=args.file_batch)
+                            r = ours(bench, "file:" + tier_dir + args.file_options, size, args.file_qd,
+                                     args.file_total, direct, batch=args.file_batch)
                             samples["ours_put"].append(r["put"])
                             samples["ours_get"].append(r["get"])
                             shutil.rmtree(tier_dir, ignore_errors=True)
@@ -178,7 +180,7 @@ def file_points(args, bench):
                                 fio(path, "read", size, args.file_qd, args.file_total, direct, per_object=True))
                             shutil.rmtree(path)
                 med = {k: statistics.median(v) for k, v in samples.items()}
-                row = {"tier": "file", "direct": direct, "size": size, "qd": args.file_qd,
+                row = {"tier": "file", "options": args.file_options, "direct": direct, "size": size, "qd": args.file_qd,
                        "batch": args.file_batch, "samples": samples,
                        "median": med, "put_ratio": med["ours_put"] / med["fio_write"],
                        "get_ratio": med["ours_get"] / med["fio_read"],
@@ -311,6 +313,8 @@ def main():
     ap.add_argument("--file-batch", type=int, default=256,
                     help="objects per tier call: a call drains its queue at its end, fio never does")
     ap.add_argument("--file-total", default="1GiB")
+    ap.add_argument("--file-options", default="",
+                    help="appended to the file tier's spec, e.g. ',pack=0' (a file per object)")
     ap.add_argument("--direct", default="on,off", help="on, off or on,off")
     ap.add_argument("--redis-sizes", default="4KiB,64KiB,1MiB")
     ap.add_argument("--redis-pipeline", type=int, default=16)

@@ -20,7 +20,8 @@ std::uint64_t header_sum(const std::byte* in, std::size_t key_len) {
 
 }  // namespace
 
-void encode_file_header(std::string_view key, std::uint64_t size, std::uint64_t checksum, std::byte* out) {
+void encode_file_header(std::string_view key, std::uint64_t size, std::uint64_t checksum, std::uint64_t seq,
+                        std::byte* out) {
   std::memset(out, 0, kFileHeaderSize);
   FileHeader h{};
   h.magic = kFileMagic;
@@ -29,6 +30,7 @@ void encode_file_header(std::string_view key, std::uint64_t size, std::uint64_t 
   h.key_len = static_cast<std::uint32_t>(key.size());
   h.size = size;
   h.checksum = checksum;
+  h.seq = seq;
   std::memcpy(out, &h, sizeof(h));
   if (!key.empty()) std::memcpy(out + kFileHeaderFixed, key.data(), key.size());
   h.header_sum = header_sum(out, key.size());
@@ -50,6 +52,7 @@ std::string decode_file_header(const std::byte* in, DecodedHeader* out) {
   out->key.assign(reinterpret_cast<const char*>(in + kFileHeaderFixed), h.key_len);
   out->size = h.size;
   out->checksum = h.checksum;
+  out->seq = h.seq;
   return {};
 }
 

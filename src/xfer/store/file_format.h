@@ -10,13 +10,21 @@
 //   +20    flags        u32  0 (none defined yet)
 //   +24    size         u64  object bytes
 //   +32    checksum     u64  XXH3-64 of the object bytes (the caller's)
-//   +40    reserved     u64[2], 0
+//   +40    seq          u64  sequence number of the publish (0 in files of older
+//                              builds: they count as older than any other)
+//   +48    reserved     u64  0
 //   +56    header_sum   u64  XXH3-64 of bytes [0, 64 + key_len), this field read as 0
 //   +64    key          key_len bytes, then zeros up to 4096
 //   +4096  data         size bytes; the file is exactly 4096 + size bytes long
 //
 // header_sum lets the start-up scan tell a torn or foreign file from an object
 // without reading its data; the data's own checksum is verified on every get.
+//
+// seq comes from the tier's one counter that orders every publish, object files
+// and packs (pack_format.h) alike: after a restart, the version of a key with
+// the highest seq is the newest one. It sits in what version 1 reserved as zero,
+// so files written before it existed still load (as seq 0), and the version
+// stays 1.
 
 #include <cstddef>
 #include <cstdint>
@@ -39,23 +47,26 @@ struct FileHeader {
   std::uint32_t flags;
   std::uint64_t size;
   std::uint64_t checksum;
-  std::uint64_t reserved[2];
+  std::uint64_t seq;
+  std::uint64_t reserved;
   std::uint64_t header_sum;
 };
 static_assert(sizeof(FileHeader) == kFileHeaderFixed);
 static_assert(offsetof(FileHeader, size) == 24);
 static_assert(offsetof(FileHeader, checksum) == 32);
+static_assert(offsetof(FileHeader, seq) == 40);
 static_assert(offsetof(FileHeader, header_sum) == 56);
 
 // Writes the whole 4 KiB header region (zero padded) into out. key.size() must be
 // <= kMaxFileKeyLength.
-void encode_file_header(std::string_view key, std::uint64_t size, std::uint64_t checksum,
+void encode_file_header(std::string_view key, std::uint64_t size, std::uint64_t checksum, std::uint64_t seq,
                         std::byte* out /* kFileHeaderSize bytes */);
 
 struct DecodedHeader {
   std::string key;
   std::uint64_t size = 0;
   std::uint64_t checksum = 0;
+  std::uint64_t seq = 0;
 };
 
 // Parses a 4 KiB header region; returns an empty string and fills *out, or the

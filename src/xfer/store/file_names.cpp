@@ -57,10 +57,36 @@ bool is_object_file_name(std::string_view name) {
   return ends_with(name, kObjectSuffix) && name.size() > 3;
 }
 
+std::string pack_file_name(std::uint64_t seq) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "pack-%016llx", static_cast<unsigned long long>(seq));
+  return std::string(buf) + std::string(kPackSuffix);
+}
+
+bool is_pack_file_name(std::string_view name, std::uint64_t* seq) {
+  constexpr std::string_view kPrefix = "pack-";
+  if (name.size() != kPrefix.size() + 16 + kPackSuffix.size() || name.substr(0, kPrefix.size()) != kPrefix ||
+      !ends_with(name, kPackSuffix))
+    return false;
+  std::uint64_t v = 0;
+  for (const char c : name.substr(kPrefix.size(), 16)) {
+    const int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    v = v << 4 | static_cast<std::uint64_t>(d);
+  }
+  if (seq != nullptr) *seq = v;
+  return true;
+}
+
 bool is_temp_file_name(std::string_view name) {
   if (is_object_file_name(name)) return false;
   const auto at = name.find(".kv.tmp.");
-  return at != std::string_view::npos && at > 0;
+  if (at != std::string_view::npos && at > 0) return true;
+  const auto pack = name.find(".fpk.tmp.");
+  if (pack != std::string_view::npos && is_pack_file_name(name.substr(0, pack + kPackSuffix.size())))
+    return true;
+  return name.substr(0, std::string_view(kTombstoneLogName).size() + 5) ==
+         std::string(kTombstoneLogName) + ".tmp.";
 }
 
 }  // namespace ferry::xfer::store

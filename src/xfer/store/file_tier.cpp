@@ -1,19 +1,16 @@
 #include "xfer/store/file_tier.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <thread>
-#include <tuple>
 
 #include "core/log.h"
 #include "ferry/core/status.h"
@@ -23,7 +20,10 @@
 #include "xfer/store/file_names.h"
 #include "xfer/store/quote_key.h"
 #include "xfer/store/sizes.h"
+#include "xfer/store/pack_io.h"
+#include "xfer/store/tombstone_log.h"
 #include "xfer/store/uring.h"
+#include "xfer/store/uring_batch.h"
 
 namespace ferry::xfer::store {
 namespace {
@@ -39,69 +39,6 @@ XferStatus write_errno_status(int err) {
   return (err == ENOSPC || err == EDQUOT || err == EFBIG) ? XferStatus::NoSpace : XferStatus::IoError;
 }
 
-// Moves an iovec array past `n` bytes that were transferred (a short read or write).
-void advance(iovec* iov, int* count, std::size_t n) {
-  int i = 0;
-  while (i < *count && n >= iov[i].iov_len) n -= iov[i++].iov_len;
-  if (i < *count) {
-    iov[i].iov_base = static_cast<std::byte*>(iov[i].iov_base) + n;
-    iov[i].iov_len -= n;
-  }
-  std::move(iov + i, iov + *count, iov);
-  *count -= i;
-}
-
-io_uring_sqe* next_sqe(Uring& ring) {
-  // Never null: at most entries() operations are in flight, one SQE each, and
-  // everything queued is submitted before the next wait.
-  return io_uring_get_sqe(ring.get());
-}
-
-// Runs `count` items through the ring with at most slots.size() in flight.
-// start(item, slot) queues an SQE and returns true, or settles the item and
-// returns false. complete(slot, res) returns true when it queued another SQE for
-// the slot (a short transfer or a retry), false when the slot's item is settled.
-template <class Slot, class Start, class Complete>
-void run_batch(Uring& ring, std::vector<Slot>& slots, std::size_t count, Start start, Complete complete) {
-  std::vector<std::size_t> free_slots;
-  for (std::size_t s = slots.size(); s-- > 0;) free_slots.push_back(s);
-  std::size_t next = 0;
-  std::size_t in_flight = 0;
-  while (next < count || in_flight > 0) {
-    while (!free_slots.empty() && next < count) {
-      const std::size_t s = free_slots.back();
-      if (start(next++, slots[s])) {
-        free_slots.pop_back();
-        ++in_flight;
-      }
-    }
-    if (in_flight == 0) continue;
-    for (int tries = 0;; ++tries) {
-      const int rc = ring.submit_and_wait();
-      if (rc == 0) break;
-      // The kernel still owns the queued SQEs and their buffers: we cannot return
-      // before they complete, so a failing submit is retried, loudly.
-      if (tries == 0) log::app().error("file tier: io_uring submit failed: {}; retrying", std::strerror(-rc));
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    unsigned head;
-    io_uring_cqe* cqe;
-    unsigned seen = 0;
-    std::vector<std::pair<std::size_t, int>> done;
-    io_uring_for_each_cqe(ring.get(), head, cqe) {
-      done.emplace_back(static_cast<std::size_t>(cqe->user_data), cqe->res);
-      ++seen;
-    }
-    io_uring_cq_advance(ring.get(), seen);
-    for (const auto& [s, res] : done) {
-      if (!complete(slots[s], res)) {
-        free_slots.push_back(s);
-        --in_flight;
-      }
-    }
-  }
-}
-
 }  // namespace
 
 struct FileTier::PutOp {
@@ -112,6 +49,7 @@ struct FileTier::PutOp {
   int fd = -1;
   bool reserved = false;
   bool truncate = false;  // O_DIRECT wrote padding past the object's end
+  std::uint64_t seq = 0;
   AlignedBuffer header{kFileHeaderSize};
   AlignedBuffer tail;    // the last partial page, padded (O_DIRECT with aligned data)
   AlignedBuffer bounce;  // the whole object, padded (O_DIRECT with unaligned data)
@@ -127,16 +65,24 @@ struct FileTier::GetOp {
   std::string name;
   int fd = -1;
   int attempts = 0;
-  std::uint64_t hint = 0;  // the size we expect the file to hold
+  bool relookup = false;   // look the key up again (it moved between a file and a pack)
+  std::uint64_t hint = 0;  // the size we expect the object to have
   std::uint64_t generation = 0;
-  std::size_t body = 0;  // data bytes read straight into item->out
+  std::shared_ptr<PackFile> pack;  // set when the object is packed: fd is pack->fd
+  std::uint64_t base = 0;          // where the object starts in the pack
+  std::uint64_t sum = 0;           // its checksum (packed: from the index)
+  std::size_t body = 0;            // data bytes read straight into item->out
   AlignedBuffer header{kFileHeaderSize};
   AlignedBuffer tail;  // the rest of the data (O_DIRECT: padded pages)
   iovec iov[3]{};
   int iov_count = 0;
-  std::uint64_t offset = 0;
-  std::uint64_t total = 0;
+  std::uint64_t offset = 0;  // bytes read so far, from base
+  std::uint64_t total = 0;   // bytes to read
 };
+
+FileTier::PackFile::~PackFile() {
+  close(fd);
+}
 
 FileTier::FileTier(FileTierOptions options) : opts_(std::move(options)) {
   if (opts_.dir.empty()) throw Error("file tier: no directory given");
@@ -144,11 +90,23 @@ FileTier::FileTier(FileTierOptions options) : opts_(std::move(options)) {
     throw Error("file tier " + opts_.dir + ": queue depth " + std::to_string(opts_.queue_depth) +
                 " is outside 1..4096");
   if (opts_.capacity == 0) throw Error("file tier " + opts_.dir + ": capacity must be more than 0 bytes");
+  if (opts_.pack_max < kIoAlign) opts_.pack_max = kIoAlign;
+  if (opts_.pack_threshold > opts_.pack_max)
+    throw Error("file tier " + opts_.dir + ": pack=" + format_size(opts_.pack_threshold) +
+                " is larger than a pack (" + format_size(opts_.pack_max) + ")");
   spec_ = opts_.spec;
   if (spec_.empty()) {
     spec_ = "file:" + opts_.dir + (opts_.direct ? ",direct" : "") + (opts_.fsync ? ",fsync" : "");
     if (opts_.capacity != kUnbounded) spec_ += ",capacity=" + format_size(opts_.capacity);
     spec_ += ",qd=" + std::to_string(opts_.queue_depth);
+    spec_ += ",pack=" + (opts_.pack_threshold == 0 ? std::string("0") : format_size(opts_.pack_threshold));
+  }
+
+  // Every pack holds an open descriptor (see PackFile); 1024, a common soft
+  // limit, is 64 GiB of 64 MiB packs, or much less with small batches.
+  if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
   }
 
   std::error_code ec;
@@ -171,14 +129,29 @@ FileTier::FileTier(FileTierOptions options) : opts_(std::move(options)) {
     { auto ring = rings_->take(); }  // fail now, at set-up, if io_uring is refused
     scan();
   } catch (...) {
+    index_.clear();
+    packs_.clear();
     if (lock_fd_ >= 0) close(lock_fd_);
     close(dir_fd_);
     throw;
   }
+  // Why a thread of its own: compaction copies up to pack_max bytes per round,
+  // ~50-100 ms of disk time, which would otherwise land on whichever put or
+  // remove (the chain's eviction) crossed the bound.
+  compactor_ = std::thread([this] { compactor_main(); });
 }
 
 FileTier::~FileTier() {
+  {
+    std::lock_guard lock(wake_mu_);
+    stop_ = true;
+  }
+  wake_cv_.notify_all();
+  if (compactor_.joinable()) compactor_.join();
   rings_.reset();
+  tombstones_.reset();
+  index_.clear();  // closes the packs
+  packs_.clear();
   if (lock_fd_ >= 0) close(lock_fd_);  // releases the flock
   if (dir_fd_ >= 0) close(dir_fd_);
 }
@@ -199,97 +172,16 @@ void FileTier::probe_direct() {
   if (err != 0) throw Error("file tier " + opts_.dir + ": O_DIRECT probe failed: " + std::strerror(err));
 }
 
-void FileTier::scan() {
-  const int fd = dup(dir_fd_);
-  if (fd < 0) throw_errno("file tier: dup");
-  DIR* d = fdopendir(fd);
-  if (d == nullptr) {
-    close(fd);
-    throw_errno("file tier: cannot list " + opts_.dir);
-  }
-  rewinddir(d);
-  struct Found {
-    std::int64_t mtime_ns;
-    std::string key;
-    std::uint64_t size;
-    std::uint64_t checksum;
-  };
-  std::vector<Found> found;
-  std::size_t stale = 0, bad = 0;
-  AlignedBuffer header(kFileHeaderSize);
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (is_temp_file_name(name)) {
-      // A writer died before its rename: the object it was writing never existed.
-      if (unlinkat(dir_fd_, name.c_str(), 0) == 0) ++stale;
-      continue;
-    }
-    if (!is_object_file_name(name)) continue;  // ".", "..", the lock file, foreign files
-    const auto skip = [&](const std::string& why) {
-      log::app().warn("file tier {}: skipping {}: {}", opts_.dir, name, why);
-      ++bad;
-    };
-    const int f = openat(dir_fd_, name.c_str(), O_RDONLY | O_CLOEXEC);
-    if (f < 0) {
-      skip(std::strerror(errno));
-      continue;
-    }
-    struct stat st {};
-    const ssize_t n = fstat(f, &st) == 0 ? pread(f, header.data(), kFileHeaderSize, 0) : -1;
-    const int err = errno;
-    close(f);
-    if (n < 0) {
-      skip(std::strerror(err));
-      continue;
-    }
-    if (n != static_cast<ssize_t>(kFileHeaderSize)) {
-      skip("shorter than a header (" + std::to_string(n) + " bytes)");
-      continue;
-    }
-    DecodedHeader h;
-    if (auto why = decode_file_header(header.data(), &h); !why.empty()) {
-      skip(why);
-      continue;
-    }
-    if (object_file_name(h.key) != name) {
-      skip("its header names key " + quote_key(h.key) + ", which belongs in " + object_file_name(h.key));
-      continue;
-    }
-    if (static_cast<std::uint64_t>(st.st_size) != kFileHeaderSize + h.size) {
-      skip("the header says " + std::to_string(h.size) + " data bytes, the file holds " +
-           std::to_string(st.st_size - static_cast<std::int64_t>(kFileHeaderSize)));
-      continue;
-    }
-    found.push_back(
-        {st.st_mtim.tv_sec * 1'000'000'000ll + st.st_mtim.tv_nsec, std::move(h.key), h.size, h.checksum});
-  }
-  closedir(d);
-
-  // Oldest first, so that the newest file ends at the front of the LRU list: the
-  // order survives a restart as "last written" (reads do not touch mtime).
-  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
-    return std::tie(a.mtime_ns, a.key) < std::tie(b.mtime_ns, b.key);
-  });
-  std::lock_guard lock(mu_);
-  for (auto& f : found) {
-    lru_.emplace_front(f.key);
-    index_.emplace(std::move(f.key), Entry{f.size, f.checksum, next_generation_++, lru_.begin()});
-    used_ += f.size;
-  }
-  if (!found.empty() || stale > 0 || bad > 0)
-    log::app().info(
-        "file tier {}: found {} object(s) ({}), removed {} stale temporary file(s), skipped {} bad file(s)",
-        opts_.dir, found.size(), format_size(used_), stale, bad);
-  if (opts_.capacity != kUnbounded && used_ > opts_.capacity)
-    log::app().warn("file tier {}: holds {} but its capacity is {}; new puts wait for evictions", opts_.dir,
-                    format_size(used_), format_size(opts_.capacity));
-}
-
 std::mutex& FileTier::stripe(std::string_view key) {
   return stripes_[KeyHash{}(key) % stripes_.size()];
 }
 
 std::string FileTier::path_of(std::string_view key) const {
+  {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(key);
+    if (it != index_.end() && it->second.pack) return opts_.dir + "/" + it->second.pack->name;
+  }
   return opts_.dir + "/" + object_file_name(key);
 }
 
@@ -298,19 +190,266 @@ std::uint64_t FileTier::used() const {
   return used_;
 }
 
+FileTierStats FileTier::stats() const {
+  FileTierStats s;
+  {
+    std::lock_guard lock(mu_);
+    s.packs = packs_.size();
+    s.packed_objects = packed_objects_;
+    s.pack_live_bytes = pack_live_bytes_;
+    s.pack_dead_bytes = pack_dead_bytes_;
+    s.compactions = compactions_;
+  }
+  s.tombstones = tombstones_->records();
+  return s;
+}
+
+// ---- index --------------------------------------------------------------------
+// Every function here runs under mu_ and, where it changes a key, its stripe.
+
+bool FileTier::superseded(std::string_view key, std::uint64_t seq) const {
+  auto it = index_.find(key);
+  // Equal seqs are one pack's duplicates of a key: the later one wins, as the
+  // start-up scan decides (pack_format.h).
+  return it != index_.end() && it->second.seq > seq;
+}
+
+void FileTier::make_dead(const Entry& e, std::vector<std::shared_ptr<PackFile>>* emptied) {
+  auto p = packs_.find(e.pack->seq);
+  const std::uint64_t bytes = io_round_up(e.size);
+  p->second.live_objects -= 1;
+  p->second.live_bytes -= bytes;
+  p->second.dead_bytes += bytes;
+  pack_live_bytes_ -= bytes;
+  pack_dead_bytes_ += bytes;
+  packed_objects_ -= 1;
+  if (p->second.live_objects == 0 && !p->second.pinned) {
+    pack_dead_bytes_ -= p->second.dead_bytes;
+    emptied->push_back(p->second.file);
+    packs_.erase(p);
+  }
+}
+
+void FileTier::install(std::string_view key, const std::shared_ptr<PackFile>& pack, std::uint64_t offset,
+                       std::uint64_t size, std::uint64_t checksum, std::uint64_t seq, bool* unlink_file,
+                       std::vector<std::shared_ptr<PackFile>>* emptied) {
+  auto it = index_.find(key);
+  if (it == index_.end()) {
+    lru_.emplace_front(key);
+    it = index_.emplace(std::string(key), Entry{}).first;
+    it->second.lru = lru_.begin();
+  } else {
+    Entry& old = it->second;
+    used_ -= old.size;
+    if (old.pack) {
+      make_dead(old, emptied);
+      old.shadow_seq = std::max(old.shadow_seq, old.seq);
+    } else if (pack) {
+      *unlink_file = true;  // a newer packed version replaces the object file
+    }
+    lru_.splice(lru_.begin(), lru_, old.lru);
+  }
+  Entry& e = it->second;
+  e.size = size;
+  e.checksum = checksum;
+  e.generation = next_generation_++;
+  e.seq = seq;
+  e.pack = pack;
+  e.offset = offset;
+  used_ += size;
+  if (pack) make_live(e);
+}
+
+void FileTier::make_live(const Entry& e) {
+  auto& p = packs_.find(e.pack->seq)->second;
+  const std::uint64_t bytes = io_round_up(e.size);
+  p.live_objects += 1;
+  p.live_bytes += bytes;
+  p.dead_bytes -= bytes;
+  pack_live_bytes_ += bytes;
+  pack_dead_bytes_ -= bytes;
+  packed_objects_ += 1;
+}
+
+void FileTier::erase_entry(KeyMap<Entry>::iterator it, std::vector<std::shared_ptr<PackFile>>* emptied) {
+  used_ -= it->second.size;
+  if (it->second.pack) make_dead(it->second, emptied);
+  lru_.erase(it->second.lru);
+  index_.erase(it);
+}
+
+// A pack is registered with every record dead, pinned; install() makes its
+// records live one by one, and unpin_pack() drops it if none was.
+void FileTier::add_pack(const std::shared_ptr<PackFile>& file, std::span<const PackItem> items) {
+  PackState p;
+  p.file = file;
+  p.pinned = true;
+  p.records.reserve(items.size());
+  for (const auto& item : items) {
+    p.dead_bytes += io_round_up(item.data.size);
+    p.records.emplace_back(KeyHash{}(item.key), item.seq);
+  }
+  pack_dead_bytes_ += p.dead_bytes;
+  packs_.emplace(file->seq, std::move(p));
+}
+
+void FileTier::unpin_pack(std::uint64_t seq, std::vector<std::shared_ptr<PackFile>>* emptied) {
+  auto p = packs_.find(seq);
+  p->second.pinned = false;
+  if (p->second.live_objects == 0) {
+    pack_dead_bytes_ -= p->second.dead_bytes;
+    emptied->push_back(p->second.file);
+    packs_.erase(p);
+  }
+}
+
+// Outside mu_: a pack's name is never reused, so nothing can race with this.
+void FileTier::unlink_packs(const std::vector<std::shared_ptr<PackFile>>& emptied) {
+  for (const auto& f : emptied)
+    if (unlinkat(dir_fd_, f->name.c_str(), 0) != 0 && errno != ENOENT)
+      log::app().warn("file tier {}: cannot remove the empty pack {}: {}", opts_.dir, f->name,
+                      std::strerror(errno));
+}
+
+bool FileTier::compaction_due() const {
+  return pack_dead_bytes_ > opts_.compact_min_dead && pack_dead_bytes_ > pack_live_bytes_;
+}
+
+bool FileTier::tombstones_due(std::uint64_t slack) const {
+  const std::uint64_t records = tombstones_->records();  // not under mu_: the log's lock comes first
+  std::lock_guard lock(mu_);
+  return records > (slack == 0 ? tombstones_kept_ : 2 * tombstones_kept_ + slack);
+}
+
+void FileTier::wake_compactor() {
+  bool due = false;
+  {
+    std::lock_guard lock(mu_);
+    due = compaction_due();
+  }
+  if (!due && !tombstones_due(kTombstoneSlack)) return;
+  {
+    std::lock_guard lock(wake_mu_);
+    wake_ = true;
+  }
+  wake_cv_.notify_one();
+}
+
+bool FileTier::reserve(PutItem& item) {
+  const std::uint64_t size = item.data.size;
+  std::lock_guard lock(mu_);
+  if (opts_.capacity != kUnbounded && (size > opts_.capacity || used_ + reserved_ + size > opts_.capacity)) {
+    item.status = XferStatus::NoSpace;
+    item.error = "file tier " + opts_.dir + ": full (" + format_size(used_) + " stored + " +
+                 format_size(reserved_) + " being written + " + format_size(size) + " > capacity " +
+                 format_size(opts_.capacity) + ")";
+    return false;
+  }
+  reserved_ += size;
+  return true;
+}
+
+void FileTier::unreserve(std::uint64_t size) {
+  std::lock_guard lock(mu_);
+  reserved_ -= size;
+}
+
 // ---- put ----------------------------------------------------------------------
 
 void FileTier::put(std::span<PutItem> items) {
   if (items.empty()) return;
+  std::vector<PutItem*> files, packed;
+  for (auto& item : items) {
+    if (item.key.empty()) {
+      item.status = XferStatus::InvalidDesc;
+      item.error = "file tier: empty key";
+    } else if (item.key.size() > kMaxFileKeyLength) {
+      item.status = XferStatus::InvalidDesc;
+      item.error = "file tier: a key of " + std::to_string(item.key.size()) + " bytes exceeds the limit of " +
+                   std::to_string(kMaxFileKeyLength);
+    } else {
+      (opts_.pack_threshold > 0 && item.data.size <= opts_.pack_threshold ? packed : files).push_back(&item);
+    }
+  }
   auto ring = rings_->take();
-  std::vector<PutOp> slots(std::min<std::size_t>(items.size(), ring->entries()));
+  if (!packed.empty()) put_packed(*ring, packed);
+  if (!files.empty()) put_files(*ring, files);
+  if (!packed.empty()) wake_compactor();
+}
+
+void FileTier::put_packed(Uring& ring, std::span<PutItem*> items) {
+  std::vector<PutItem*> group;
+  std::vector<PackItem> pack_items;
+  std::vector<std::shared_ptr<PackFile>> emptied;
+  for (std::size_t i = 0; i < items.size();) {
+    group.clear();
+    pack_items.clear();
+    std::uint64_t bytes = 0;
+    for (; i < items.size(); ++i) {
+      PutItem& item = *items[i];
+      const std::uint64_t padded = io_round_up(item.data.size);
+      if (!group.empty() && bytes + padded > opts_.pack_max) break;
+      if (!reserve(item)) continue;
+      group.push_back(&item);
+      pack_items.push_back(PackItem{item.key, item.data, item.checksum, 0, 0});
+      bytes += padded;
+    }
+    if (group.empty()) continue;
+    const std::uint64_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+    for (auto& p : pack_items) p.seq = seq;
+    PackWriteResult w = write_pack(ring, dir_fd_, opts_.dir, seq, pack_items, opts_.direct, opts_.fsync);
+    if (w.fd < 0) {
+      // Nothing of this pack was published: exactly its items fail.
+      for (PutItem* item : group) {
+        unreserve(item->data.size);
+        item->status = write_errno_status(w.err);
+        item->error = w.error + " (pack with key " + quote_key(item->key) + ")";
+      }
+      continue;
+    }
+    auto file = std::make_shared<PackFile>(seq, pack_file_name(seq), w.fd, w.file_size);
+    {
+      std::lock_guard lock(mu_);
+      add_pack(file, pack_items);
+    }
+    for (std::size_t k = 0; k < group.size(); ++k) {
+      PutItem& item = *group[k];
+      std::lock_guard key_lock(stripe(item.key));
+      bool unlink_file = false;
+      {
+        std::lock_guard lock(mu_);
+        reserved_ -= item.data.size;
+        if (!superseded(item.key, seq))  // else a newer version won meanwhile: this one is dead at birth
+          install(item.key, file, pack_items[k].offset, item.data.size, item.checksum, seq, &unlink_file,
+                  &emptied);
+      }
+      if (unlink_file) {
+        const std::string name = object_file_name(item.key);
+        if (unlinkat(dir_fd_, name.c_str(), 0) != 0 && errno != ENOENT)
+          log::app().warn("file tier {}: cannot remove {} (replaced by a packed version): {}", opts_.dir, name,
+                          std::strerror(errno));
+      }
+      item.status = XferStatus::Ok;
+      item.error.clear();
+    }
+    {
+      std::lock_guard lock(mu_);
+      unpin_pack(seq, &emptied);
+    }
+    unlink_packs(emptied);
+    emptied.clear();
+  }
+}
+
+void FileTier::put_files(Uring& ring, std::span<PutItem*> items) {
+  std::vector<PutOp> slots(std::min<std::size_t>(items.size(), ring.entries()));
   for (std::size_t s = 0; s < slots.size(); ++s) slots[s].slot = s;
   run_batch(
-      *ring, slots, items.size(),
+      ring, slots, items.size(),
       [&](std::size_t i, PutOp& op) {
-        op.item = &items[i];
+        op.item = items[i];
         if (!start_put(op)) return false;
-        io_uring_sqe* sqe = next_sqe(*ring);
+        io_uring_sqe* sqe = next_sqe(ring);
         io_uring_prep_writev(sqe, op.fd, op.iov, op.iov_count, 0);
         io_uring_sqe_set_data64(sqe, op.slot);
         return true;
@@ -329,8 +468,8 @@ void FileTier::put(std::span<PutItem> items) {
         }
         op.offset += static_cast<std::uint64_t>(res);
         if (op.offset < op.total) {  // short write: queue the rest
-          advance(op.iov, &op.iov_count, static_cast<std::size_t>(res));
-          io_uring_sqe* sqe = next_sqe(*ring);
+          advance_iov(op.iov, &op.iov_count, static_cast<std::size_t>(res));
+          io_uring_sqe* sqe = next_sqe(ring);
           io_uring_prep_writev(sqe, op.fd, op.iov, op.iov_count, op.offset);
           io_uring_sqe_set_data64(sqe, op.slot);
           return true;
@@ -347,31 +486,10 @@ bool FileTier::start_put(PutOp& op) {
   op.truncate = false;
   op.offset = 0;
   op.tmp.clear();
-  if (item.key.empty()) {
-    item.status = XferStatus::InvalidDesc;
-    item.error = "file tier: empty key";
-    return false;
-  }
-  if (item.key.size() > kMaxFileKeyLength) {
-    item.status = XferStatus::InvalidDesc;
-    item.error = "file tier: a key of " + std::to_string(item.key.size()) + " bytes exceeds the limit of " +
-                 std::to_string(kMaxFileKeyLength);
-    return false;
-  }
   const std::uint64_t size = item.data.size;
-  {
-    std::lock_guard lock(mu_);
-    if (opts_.capacity != kUnbounded &&
-        (size > opts_.capacity || used_ + reserved_ + size > opts_.capacity)) {
-      item.status = XferStatus::NoSpace;
-      item.error = "file tier " + opts_.dir + ": full (" + format_size(used_) + " stored + " +
-                   format_size(reserved_) + " being written + " + format_size(size) + " > capacity " +
-                   format_size(opts_.capacity) + ")";
-      return false;
-    }
-    reserved_ += size;
-    op.reserved = true;
-  }
+  if (!reserve(item)) return false;
+  op.reserved = true;
+  op.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   op.name = object_file_name(item.key);
   op.tmp = temp_file_name(op.name);
   const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (opts_.direct ? O_DIRECT : 0);
@@ -385,7 +503,7 @@ bool FileTier::start_put(PutOp& op) {
     return false;
   }
 
-  encode_file_header(item.key, size, item.checksum, op.header.data());
+  encode_file_header(item.key, size, item.checksum, op.seq, op.header.data());
   op.iov[0] = {op.header.data(), kFileHeaderSize};
   op.iov_count = 1;
   if (!opts_.direct) {
@@ -423,8 +541,7 @@ void FileTier::fail_put(PutOp& op, XferStatus status, std::string error) {
   op.fd = -1;
   if (!op.tmp.empty()) unlinkat(dir_fd_, op.tmp.c_str(), 0);  // never leave a half-written file behind
   if (op.reserved) {
-    std::lock_guard lock(mu_);
-    reserved_ -= op.item->data.size;
+    unreserve(op.item->data.size);
     op.reserved = false;
   }
   if (op.bounce.size() > kKeepBounce) op.bounce.reset();
@@ -447,28 +564,37 @@ void FileTier::finish_put(PutOp& op) {
   if (close(std::exchange(op.fd, -1)) != 0) return fail_errno("closing");
 
   // Rename and index update under the key's stripe: two puts of one key publish
-  // in the same order on disk and in the index, so the index always describes
-  // the file that is there.
+  // in seq order on disk and in the index, so the index always describes the
+  // version a restart would pick.
+  std::vector<std::shared_ptr<PackFile>> emptied;
   {
     std::lock_guard key_lock(stripe(item.key));
+    bool stale = false;
+    {
+      std::lock_guard lock(mu_);
+      stale = superseded(item.key, op.seq);
+    }
+    if (stale) {
+      // A put of this key that started later has already published: it wins,
+      // as it would after a restart. This one ends as if overwritten at once.
+      unlinkat(dir_fd_, op.tmp.c_str(), 0);
+      op.tmp.clear();
+      unreserve(size);
+      op.reserved = false;
+      item.status = XferStatus::Ok;
+      item.error.clear();
+      if (op.bounce.size() > kKeepBounce) op.bounce.reset();
+      return;
+    }
     if (renameat(dir_fd_, op.tmp.c_str(), dir_fd_, op.name.c_str()) != 0) return fail_errno("renaming");
     op.tmp.clear();
     std::lock_guard lock(mu_);
     reserved_ -= size;
     op.reserved = false;
-    auto it = index_.find(item.key);
-    if (it == index_.end()) {
-      lru_.emplace_front(item.key);
-      index_.emplace(std::string(item.key), Entry{size, item.checksum, next_generation_++, lru_.begin()});
-    } else {
-      used_ -= it->second.size;
-      it->second.size = size;
-      it->second.checksum = item.checksum;
-      it->second.generation = next_generation_++;
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
-    }
-    used_ += size;
+    bool unused = false;
+    install(item.key, nullptr, 0, size, item.checksum, op.seq, &unused, &emptied);
   }
+  unlink_packs(emptied);
   if (opts_.fsync && fsync(dir_fd_) != 0) {
     // The object is in place and readable; only its durability across a power
     // cut is in doubt. Report it, so the caller does not count on it.
@@ -492,7 +618,7 @@ void FileTier::get(std::span<GetItem> items) {
   for (std::size_t s = 0; s < slots.size(); ++s) slots[s].slot = s;
   const auto queue_read = [&](GetOp& op) {
     io_uring_sqe* sqe = next_sqe(*ring);
-    io_uring_prep_readv(sqe, op.fd, op.iov, op.iov_count, op.offset);
+    io_uring_prep_readv(sqe, op.fd, op.iov, op.iov_count, op.base + op.offset);
     io_uring_sqe_set_data64(sqe, op.slot);
   };
   run_batch(
@@ -500,6 +626,7 @@ void FileTier::get(std::span<GetItem> items) {
       [&](std::size_t i, GetOp& op) {
         op.item = &items[i];
         op.attempts = 0;
+        op.relookup = true;
         op.hint = 0;
         if (!start_get(op)) return false;
         queue_read(op);
@@ -507,22 +634,27 @@ void FileTier::get(std::span<GetItem> items) {
       },
       [&](GetOp& op, int res) {
         if (res < 0) {
-          close(std::exchange(op.fd, -1));
           op.item->status = XferStatus::IoError;
-          op.item->error = "file tier " + opts_.dir + ": reading " + op.name + " for key " +
-                           quote_key(op.item->key) + ": " + std::strerror(-res);
+          op.item->error = "file tier " + opts_.dir + ": reading " + (op.pack ? op.pack->name : op.name) +
+                           " for key " + quote_key(op.item->key) + ": " + std::strerror(-res);
+          release_fd(op);
           return false;
         }
         op.offset += static_cast<std::uint64_t>(res);
         // Done at the object's end: an O_DIRECT read of the padded last page comes
         // back short there, and asking again would only return end of file.
-        if (res > 0 && op.offset < kFileHeaderSize + op.hint) {  // short read: queue the rest
-          advance(op.iov, &op.iov_count, static_cast<std::size_t>(res));
+        const std::uint64_t end = op.pack ? op.hint : kFileHeaderSize + op.hint;
+        if (res > 0 && op.offset < end) {  // short read: queue the rest
+          advance_iov(op.iov, &op.iov_count, static_cast<std::size_t>(res));
           queue_read(op);
           return true;
         }
         bool retry = false;
-        finish_get(op, &retry);  // at the expected length, or at end of file
+        if (op.pack) {
+          finish_packed_get(op);
+        } else {
+          finish_get(op, &retry);  // at the expected length, or at end of file
+        }
         if (retry && start_get(op)) {
           queue_read(op);
           return true;
@@ -531,18 +663,31 @@ void FileTier::get(std::span<GetItem> items) {
       });
 }
 
-// Looks the key up (or, on a retry, keeps the size the file's header gave), opens
-// the file and lays out the read. Returns false when the item is settled.
+void FileTier::release_fd(GetOp& op) {
+  if (op.pack) {
+    op.pack.reset();  // the pack's descriptor, closed with the pack
+  } else if (op.fd >= 0) {
+    close(op.fd);
+  }
+  op.fd = -1;
+}
+
+// Looks the key up (or, on a retry, keeps the size the file's header gave),
+// opens the file or takes the pack's descriptor, and lays out the read. Returns
+// false when the item is settled.
 bool FileTier::start_get(GetOp& op) {
   GetItem& item = *op.item;
   op.fd = -1;
   op.offset = 0;
+  op.pack.reset();
+  op.base = 0;
   if (item.key.empty()) {
     item.status = XferStatus::InvalidDesc;
     item.error = "file tier: empty key";
     return false;
   }
-  if (op.attempts == 0) {
+  std::shared_ptr<PackFile> pack;
+  if (op.relookup) {
     std::lock_guard lock(mu_);
     auto it = index_.find(item.key);
     if (it == index_.end()) {
@@ -552,7 +697,11 @@ bool FileTier::start_get(GetOp& op) {
     }
     op.hint = it->second.size;
     op.generation = it->second.generation;
-    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    op.sum = it->second.checksum;
+    pack = it->second.pack;
+    op.base = it->second.offset;
+    if (op.attempts == 0) lru_.splice(lru_.begin(), lru_, it->second.lru);
+    op.relookup = false;
   }
   ++op.attempts;
   item.size = op.hint;
@@ -562,39 +711,59 @@ bool FileTier::start_get(GetOp& op) {
                  " bytes, the buffer holds " + std::to_string(item.out.size);
     return false;
   }
-  op.name = object_file_name(item.key);
-  op.fd = openat(dir_fd_, op.name.c_str(), O_RDONLY | O_CLOEXEC | (opts_.direct ? O_DIRECT : 0));
-  if (op.fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) {
-      // Removed meanwhile, or deleted behind our back: either way it is gone.
-      if (op.attempts == 1) forget_vanished(item.key, op.generation);
-      item.status = XferStatus::NotFound;
-      item.error =
-          "file tier " + opts_.dir + ": object " + quote_key(item.key) + " was removed (" + op.name + ")";
-    } else {
-      item.status = XferStatus::IoError;
-      item.error = "file tier " + opts_.dir + ": cannot open " + op.name + " for key " + quote_key(item.key) +
-                   ": " + std::strerror(err);
-    }
+  const std::uint64_t size = op.hint;
+  op.iov_count = 0;
+  if (pack && size == 0) {  // nothing to read
+    op.pack = std::move(pack);
+    op.body = 0;
+    finish_packed_get(op);
     return false;
   }
-
-  const std::uint64_t size = op.hint;
-  op.iov[0] = {op.header.data(), kFileHeaderSize};
-  op.iov_count = 1;
-  op.body = 0;
-  if (!opts_.direct) {
-    op.body = size;
-    op.total = kFileHeaderSize + size;
+  if (pack) {
+    // Packed: the bytes at the pack offset. The descriptor stays valid while op
+    // holds the pack, even if compaction or a remove unlinks it meanwhile.
+    op.fd = pack->fd;
+    op.pack = std::move(pack);
+    op.total = opts_.direct ? io_round_up(size) : size;
+    op.body = !opts_.direct ? size : io_aligned(item.out.data) ? (size & ~(kIoAlign - 1)) : 0;
   } else {
+    op.base = 0;
+    op.name = object_file_name(item.key);
+    op.fd = openat(dir_fd_, op.name.c_str(), O_RDONLY | O_CLOEXEC | (opts_.direct ? O_DIRECT : 0));
+    if (op.fd < 0) {
+      const int err = errno;
+      if (err == ENOENT) {
+        // Replaced by a packed version, removed meanwhile, or deleted behind our
+        // back. The first: read where the index says it is now.
+        bool moved = false;
+        {
+          std::lock_guard lock(mu_);
+          auto it = index_.find(item.key);
+          moved = it != index_.end() && it->second.generation != op.generation;
+        }
+        if (moved && op.attempts < kMaxReadAttempts) {
+          op.relookup = true;
+          return start_get(op);
+        }
+        forget_vanished(item.key, op.generation);
+        item.status = XferStatus::NotFound;
+        item.error =
+            "file tier " + opts_.dir + ": object " + quote_key(item.key) + " was removed (" + op.name + ")";
+      } else {
+        item.status = XferStatus::IoError;
+        item.error = "file tier " + opts_.dir + ": cannot open " + op.name + " for key " + quote_key(item.key) +
+                     ": " + std::strerror(err);
+      }
+      return false;
+    }
+    op.iov[op.iov_count++] = {op.header.data(), kFileHeaderSize};
     // O_DIRECT reads whole pages: whole pages land in the caller's buffer when it
     // is page aligned; the rest (or everything) goes through a bounce buffer.
-    op.body = io_aligned(item.out.data) ? (size & ~(kIoAlign - 1)) : 0;
-    op.total = kFileHeaderSize + io_round_up(size);
+    op.total = kFileHeaderSize + (opts_.direct ? io_round_up(size) : size);
+    op.body = !opts_.direct ? size : io_aligned(item.out.data) ? (size & ~(kIoAlign - 1)) : 0;
   }
   if (op.body > 0) op.iov[op.iov_count++] = {item.out.data, op.body};
-  const std::size_t rest = op.total - kFileHeaderSize - op.body;
+  const std::size_t rest = op.total - (op.pack ? 0 : kFileHeaderSize) - op.body;
   if (rest > 0) {
     op.tail.resize(rest);
     op.iov[op.iov_count++] = {op.tail.data(), rest};
@@ -602,11 +771,40 @@ bool FileTier::start_get(GetOp& op) {
   return true;
 }
 
+// Checks what was read (op.offset bytes) of a packed object against the index's
+// size and checksum.
+void FileTier::finish_packed_get(GetOp& op) {
+  GetItem& item = *op.item;
+  const std::string path = opts_.dir + "/" + op.pack->name;
+  release_fd(op);
+  const std::uint64_t size = op.hint;
+  if (op.offset < size) {
+    item.status = XferStatus::ChecksumMismatch;
+    item.error = "file tier: key " + quote_key(item.key) + " in pack " + path + ": truncated (" +
+                 std::to_string(op.offset) + " of " + std::to_string(size) + " bytes at offset " +
+                 std::to_string(op.base) + ")";
+    return;
+  }
+  if (size > op.body) std::memcpy(item.out.data + op.body, op.tail.data(), size - op.body);
+  if (op.tail.size() > kKeepBounce) op.tail.reset();
+  item.size = size;
+  const std::uint64_t got = checksum({item.out.data, size});
+  if (got != op.sum) {
+    item.status = XferStatus::ChecksumMismatch;
+    item.error = "file tier: key " + quote_key(item.key) + " in pack " + path + " (offset " +
+                 std::to_string(op.base) + "): checksum mismatch (stored " + checksum_hex(op.sum) +
+                 ", computed " + checksum_hex(got) + ")";
+    return;
+  }
+  item.status = XferStatus::Ok;
+  item.error.clear();
+}
+
 // Checks what was read (op.offset bytes); sets *retry when the file was replaced
 // by an object of another size between the lookup and the read.
 void FileTier::finish_get(GetOp& op, bool* retry) {
   GetItem& item = *op.item;
-  close(std::exchange(op.fd, -1));
+  release_fd(op);
   const std::string path = opts_.dir + "/" + op.name;
   const auto corrupt = [&](const std::string& why) {
     item.status = XferStatus::ChecksumMismatch;
@@ -650,16 +848,15 @@ void FileTier::forget_vanished(std::string_view key, std::uint64_t generation) {
   std::lock_guard key_lock(stripe(key));
   std::lock_guard lock(mu_);
   auto it = index_.find(key);
-  if (it == index_.end() || it->second.generation != generation) return;  // removed or re-published
+  if (it == index_.end() || it->second.generation != generation || it->second.pack) return;  // moved on
   if (faccessat(dir_fd_, object_file_name(key).c_str(), F_OK, 0) == 0) return;
   log::app().warn("file tier {}: {} vanished from the directory; dropping key {}", opts_.dir,
                   object_file_name(key), quote_key(key));
-  used_ -= it->second.size;
-  lru_.erase(it->second.lru);
-  index_.erase(it);
+  std::vector<std::shared_ptr<PackFile>> none;
+  erase_entry(it, &none);
 }
 
-// ---- index --------------------------------------------------------------------
+// ---- queries, remove ------------------------------------------------------------
 
 std::optional<ObjectMeta> FileTier::stat(std::string_view key) {
   std::lock_guard lock(mu_);
@@ -669,21 +866,41 @@ std::optional<ObjectMeta> FileTier::stat(std::string_view key) {
 }
 
 bool FileTier::remove(std::string_view key) {
-  std::lock_guard key_lock(stripe(key));
+  std::vector<std::shared_ptr<PackFile>> emptied;
+  bool packed = false;
   {
-    std::lock_guard lock(mu_);
-    auto it = index_.find(key);
-    if (it == index_.end()) return false;
-    used_ -= it->second.size;
-    lru_.erase(it->second.lru);
-    index_.erase(it);
+    std::lock_guard key_lock(stripe(key));
+    bool tombstone = false;
+    std::uint64_t seq = 0;
+    {
+      std::lock_guard lock(mu_);
+      auto it = index_.find(key);
+      if (it == index_.end()) return false;
+      packed = it->second.pack != nullptr;
+      tombstone = packed || it->second.shadow_seq != 0;
+      seq = it->second.seq;
+    }
+    // The tombstone first: a crash after it cannot bring the object back. Under
+    // the stripe, so no publish of this key comes between it and the erase.
+    if (tombstone) {
+      if (auto why = tombstones_->append(key, seq); !why.empty())
+        log::app().warn("{}; key {} comes back after a restart", why, quote_key(key));
+    }
+    {
+      std::lock_guard lock(mu_);
+      erase_entry(index_.find(key), &emptied);
+    }
+    if (!packed) {
+      const std::string name = object_file_name(key);
+      if (unlinkat(dir_fd_, name.c_str(), 0) != 0 && errno != ENOENT)
+        log::app().warn("file tier {}: cannot remove {}: {}; it comes back after a restart", opts_.dir, name,
+                        std::strerror(errno));
+      else if (opts_.fsync)
+        fsync(dir_fd_);
+    }
   }
-  const std::string name = object_file_name(key);
-  if (unlinkat(dir_fd_, name.c_str(), 0) != 0 && errno != ENOENT)
-    log::app().warn("file tier {}: cannot remove {}: {}; it comes back after a restart", opts_.dir, name,
-                    std::strerror(errno));
-  else if (opts_.fsync)
-    fsync(dir_fd_);
+  unlink_packs(emptied);
+  if (packed) wake_compactor();
   return true;
 }
 

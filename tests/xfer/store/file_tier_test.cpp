@@ -12,13 +12,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "ferry/core/status.h"
 #include "xfer/store/aligned_buffer.h"
 #include "xfer/store/file_format.h"
 #include "xfer/store/file_names.h"
+#include "xfer/store/pack_format.h"
+#include "xfer/store/store_stress.h"
 #include "xfer/store/store_test_util.h"
 
 namespace ferry::xfer::store {
@@ -36,6 +40,13 @@ FileTierOptions opts(const std::string& dir, bool direct = false) {
   o.dir = dir;
   o.direct = direct;
   o.queue_depth = 8;
+  return o;
+}
+
+// A file per object, as before packs: for the tests of that format.
+FileTierOptions unpacked(const std::string& dir) {
+  FileTierOptions o = opts(dir);
+  o.pack_threshold = 0;
   return o;
 }
 
@@ -83,26 +94,37 @@ TEST(FileNames, KeysBecomeSafeNames) {
 
 TEST(FileFormat, HeaderRoundTripAndRejectsDamage) {
   AlignedBuffer h(kFileHeaderSize);
-  encode_file_header("key", 12345, 0xabcdef, h.data());
+  encode_file_header("key", 12345, 0xabcdef, 77, h.data());
   DecodedHeader d;
   ASSERT_EQ(decode_file_header(h.data(), &d), "");
   EXPECT_EQ(d.key, "key");
   EXPECT_EQ(d.size, 12345u);
   EXPECT_EQ(d.checksum, 0xabcdefu);
+  EXPECT_EQ(d.seq, 77u);
   h.data()[kFileHeaderFixed + 1] ^= std::byte{1};  // the key
   EXPECT_NE(decode_file_header(h.data(), &d).find("header checksum"), std::string::npos);
   h.data()[0] ^= std::byte{1};
   EXPECT_NE(decode_file_header(h.data(), &d).find("magic"), std::string::npos);
 }
 
-class FileTierModes : public ::testing::TestWithParam<bool> {
+// (O_DIRECT, packs): every test runs with objects in files of their own and with
+// the small ones packed.
+class FileTierModes : public ::testing::TestWithParam<std::tuple<bool, bool>> {
  protected:
+  bool direct() const { return std::get<0>(GetParam()); }
+  bool packs() const { return std::get<1>(GetParam()); }
+  FileTierOptions options(const std::string& dir) const {
+    FileTierOptions o = opts(dir, direct());
+    if (!packs()) o.pack_threshold = 0;
+    return o;
+  }
   // Makes the tier, or skips when the file system refuses O_DIRECT (tmpfs).
-  std::unique_ptr<FileTier> make(const std::string& dir) {
+  std::unique_ptr<FileTier> make(const std::string& dir) { return make(options(dir)); }
+  std::unique_ptr<FileTier> make(const FileTierOptions& o) {
     try {
-      return std::make_unique<FileTier>(opts(dir, GetParam()));
+      return std::make_unique<FileTier>(o);
     } catch (const Error& e) {
-      if (GetParam() && std::string(e.what()).find("O_DIRECT") != std::string::npos) return nullptr;
+      if (direct() && std::string(e.what()).find("O_DIRECT") != std::string::npos) return nullptr;
       throw;
     }
   }
@@ -125,7 +147,9 @@ TEST_P(FileTierModes, RoundTripsEverySizeAlignedOrNot) {
                                  checksum({data.data(), n}));
       t->put({&p, 1});
       ASSERT_EQ(p.status, XferStatus::Ok) << p.error;
-      EXPECT_EQ(fs::file_size(t->path_of(key)), kFileHeaderSize + n);
+      if (!packs()) {
+        EXPECT_EQ(fs::file_size(t->path_of(key)), kFileHeaderSize + n);
+      }
       GetItem g = test::get_item(key, {reinterpret_cast<std::uint8_t*>(dst.data()) + misalign, n + 4096});
       t->get({&g, 1});
       ASSERT_EQ(g.status, XferStatus::Ok) << g.error;
@@ -172,8 +196,364 @@ TEST_P(FileTierModes, BatchesLongerThanTheQueueDepth) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(BufferedAndDirect, FileTierModes, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "direct" : "buffered"; });
+INSTANTIATE_TEST_SUITE_P(BufferedAndDirect, FileTierModes, ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "direct" : "buffered") +
+                                  (std::get<1>(info.param) ? "_packs" : "_files");
+                         });
+
+// ---- packs ---------------------------------------------------------------------
+
+std::size_t packs_in(const std::string& dir) {
+  std::size_t n = 0;
+  for (const auto& name : files_in(dir)) n += is_pack_file_name(name);
+  return n;
+}
+
+std::uint64_t bytes_in(const std::string& dir) {
+  std::uint64_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) n += e.file_size();
+  return n;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Puts every (key, data) in one call, from buffers `misalign` bytes past a page.
+std::vector<XferStatus> put_batch(Tier& t, const std::vector<std::string>& keys,
+                                  const std::vector<std::vector<std::uint8_t>>& data, int misalign = 0) {
+  std::vector<AlignedBuffer> src(keys.size());
+  std::vector<PutItem> items;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    src[i].resize(data[i].size() + misalign + 1);
+    if (!data[i].empty()) std::memcpy(src[i].data() + misalign, data[i].data(), data[i].size());
+    items.push_back(test::put_item(keys[i], {reinterpret_cast<std::uint8_t*>(src[i].data()) + misalign, data[i].size()},
+                                   checksum({data[i].data(), data[i].size()})));
+  }
+  t.put(items);
+  std::vector<XferStatus> out;
+  for (const auto& item : items) out.push_back(item.status);
+  return out;
+}
+
+// Sizes around the threshold, packed and not, in one batch, from aligned and
+// unaligned buffers into aligned and unaligned ones.
+TEST_P(FileTierModes, MixedBatchesAroundThePackThreshold) {
+  TempDir dir;
+  auto o = options(dir.path());
+  if (packs()) o.pack_threshold = 64 << 10;
+  auto t = make(o);
+  if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+  const std::size_t sizes[] = {0, 1, 4095, 4096, 4097, (64 << 10) - 1, 64 << 10, (64 << 10) + 1, 100000, 7};
+  for (int misalign : {0, 1, 512}) {
+    std::vector<std::string> keys;
+    std::vector<std::vector<std::uint8_t>> data;
+    for (std::size_t n : sizes) {
+      keys.push_back("mix/" + std::to_string(misalign) + "/" + std::to_string(n));
+      data.push_back(random_bytes(n, n * 7 + misalign));
+    }
+    const auto st = put_batch(*t, keys, data, misalign);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      ASSERT_EQ(st[i], XferStatus::Ok) << keys[i];
+      const bool packed = packs() && sizes[i] <= (64u << 10);
+      EXPECT_TRUE(ends_with(t->path_of(keys[i]), packed ? ".fpk" : ".kv")) << keys[i] << " " << t->path_of(keys[i]);
+    }
+    std::vector<AlignedBuffer> dst(keys.size());
+    std::vector<GetItem> gets;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      dst[i].resize(sizes[i] + misalign + 4096);
+      gets.push_back(test::get_item(keys[i], {reinterpret_cast<std::uint8_t*>(dst[i].data()) + misalign, sizes[i] + 4096}));
+    }
+    t->get(gets);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      ASSERT_EQ(gets[i].status, XferStatus::Ok) << keys[i] << ": " << gets[i].error;
+      ASSERT_EQ(gets[i].size, sizes[i]);
+      if (sizes[i] > 0) {
+        EXPECT_EQ(std::memcmp(dst[i].data() + misalign, data[i].data(), sizes[i]), 0) << keys[i];
+      }
+    }
+  }
+  EXPECT_EQ(temp_files_in(dir.path()), 0u);
+  if (packs()) {
+    EXPECT_EQ(packs_in(dir.path()), 3u) << "one pack per put call";
+  } else {
+    EXPECT_EQ(packs_in(dir.path()), 0u);
+  }
+}
+
+// What one mode writes, the other reads: both keep objects on page boundaries.
+TEST(FilePacks, ADirectoryWrittenInOneModeReadsInTheOther) {
+  TempDir dir;
+  std::vector<std::string> keys = {"a", "b", "c"};
+  std::vector<std::vector<std::uint8_t>> data = {random_bytes(5000, 1), random_bytes(70000, 2), random_bytes(1, 3)};
+  {
+    FileTier t(opts(dir.path(), false));
+    for (auto s : put_batch(t, keys, data, 3)) ASSERT_EQ(s, XferStatus::Ok);
+  }
+  std::unique_ptr<FileTier> t;
+  try {
+    t = std::make_unique<FileTier>(opts(dir.path(), true));
+  } catch (const Error&) {
+    GTEST_SKIP() << "no O_DIRECT here";
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(get_one(*t, keys[i]).data, data[i]) << keys[i];
+}
+
+// Versions of keys move between packs and object files; after a restart each
+// key has the version it had before, removed keys stay removed.
+TEST_P(FileTierModes, RestartKeepsTheNewestVersionAcrossPacksAndFiles) {
+  if (!packs()) GTEST_SKIP() << "packs only";
+  TempDir dir;
+  const auto small = [](int seed) { return random_bytes(3000 + seed, seed); };
+  const auto large = [](int seed) { return random_bytes((300 << 10) + seed, seed); };
+  std::map<std::string, std::vector<std::uint8_t>> want;
+  std::vector<std::string> gone;
+  {
+    auto t = make(dir.path());
+    if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+    // A: packed, then a file. B: a file, then packed. C: packed twice, in two packs.
+    ASSERT_EQ(put_batch(*t, {"A", "B", "C"}, {small(1), large(2), small(3)})[0], XferStatus::Ok);
+    ASSERT_EQ(put_one(*t, "A", want["A"] = large(4)), XferStatus::Ok);
+    ASSERT_EQ(put_one(*t, "B", want["B"] = small(5)), XferStatus::Ok);
+    EXPECT_FALSE(fs::exists(dir.sub(object_file_name("B")))) << "the packed version replaced the file";
+    ASSERT_EQ(put_one(*t, "C", want["C"] = small(6)), XferStatus::Ok);
+    // D: packed, removed (a tombstone). E: packed twice, removed. F: packed,
+    // then a file, then removed (the older packed copy still needs hiding).
+    ASSERT_EQ(put_one(*t, "D", small(7)), XferStatus::Ok);
+    ASSERT_EQ(put_one(*t, "E", small(8)), XferStatus::Ok);
+    ASSERT_EQ(put_one(*t, "E", small(9)), XferStatus::Ok);
+    ASSERT_EQ(put_one(*t, "F", small(10)), XferStatus::Ok);
+    ASSERT_EQ(put_one(*t, "F", large(11)), XferStatus::Ok);
+    // G: removed, then put again: the new version survives its old tombstone.
+    ASSERT_EQ(put_one(*t, "G", small(12)), XferStatus::Ok);
+    ASSERT_TRUE(t->remove("G"));
+    ASSERT_EQ(put_one(*t, "G", want["G"] = small(13)), XferStatus::Ok);
+    for (const char* k : {"D", "E", "F"}) {
+      ASSERT_TRUE(t->remove(k));
+      gone.push_back(k);
+    }
+    EXPECT_FALSE(t->remove("D"));
+    EXPECT_GT(t->stats().tombstones, 0u);
+  }
+  for (int round = 0; round < 2; ++round) {  // the second start reads the log the first rewrote
+    auto t = make(dir.path());
+    for (const auto& [key, data] : want) {
+      const auto got = get_one(*t, key);
+      ASSERT_EQ(got.status, XferStatus::Ok) << key << ": " << got.error;
+      EXPECT_EQ(got.data, data) << key << " (round " << round << ")";
+    }
+    for (const auto& key : gone) EXPECT_EQ(get_one(*t, key).status, XferStatus::NotFound) << key;
+    EXPECT_EQ(t->list().size(), want.size());
+    EXPECT_EQ(t->lru_victims(1).at(0), "A") << "the order of writing survives the restart";
+  }
+}
+
+// Object files written before sequence numbers (seq 0) are older than any pack.
+TEST(FilePacks, AnOldObjectFileLosesToAPackedVersion) {
+  TempDir dir;
+  const auto packed = random_bytes(2000, 1);
+  {
+    FileTier t(opts(dir.path()));
+    ASSERT_EQ(put_one(t, "k", packed), XferStatus::Ok);
+  }
+  const auto old = random_bytes(100, 2);
+  {
+    AlignedBuffer h(kFileHeaderSize);
+    encode_file_header("k", old.size(), checksum({old.data(), old.size()}), 0, h.data());
+    std::ofstream f(dir.sub(object_file_name("k")), std::ios::binary);
+    f.write(reinterpret_cast<const char*>(h.data()), kFileHeaderSize);
+    f.write(reinterpret_cast<const char*>(old.data()), static_cast<std::streamsize>(old.size()));
+  }
+  FileTier t(opts(dir.path()));
+  EXPECT_EQ(get_one(t, "k").data, packed);
+  EXPECT_FALSE(fs::exists(dir.sub(object_file_name("k")))) << "the superseded file is removed";
+}
+
+TEST(FilePacks, ACorruptedPackedObjectIsAChecksumMismatch) {
+  TempDir dir;
+  FileTier t(opts(dir.path()));
+  const std::vector<std::string> keys = {"p0", "p1", "p2"};
+  std::vector<std::vector<std::uint8_t>> data;
+  for (int i = 0; i < 3; ++i) data.push_back(random_bytes(10000, 40 + i));
+  for (auto s : put_batch(t, keys, data)) ASSERT_EQ(s, XferStatus::Ok);
+  const std::string pack = t.path_of("p1");
+  ASSERT_TRUE(ends_with(pack, ".fpk")) << pack;
+  // Objects start on page boundaries in batch order: p1 at 4096 + 12288.
+  flip_byte(pack, kPackHeaderSize + io_round_up(10000) + 5000);
+  const auto got = get_one(t, "p1");
+  EXPECT_EQ(got.status, XferStatus::ChecksumMismatch);
+  EXPECT_NE(got.error.find("'p1'"), std::string::npos) << got.error;
+  EXPECT_NE(got.error.find(pack), std::string::npos) << got.error;
+  EXPECT_EQ(get_one(t, "p0").data, data[0]);
+  EXPECT_EQ(get_one(t, "p2").data, data[2]);
+}
+
+TEST(FilePacks, APackWithABadIndexIsSkippedAndTheOthersLoad) {
+  TempDir dir;
+  const auto a = random_bytes(5000, 1), b = random_bytes(6000, 2), c = random_bytes(400000, 3);
+  std::string bad_pack;
+  {
+    FileTier t(opts(dir.path()));
+    ASSERT_EQ(put_one(t, "a", a), XferStatus::Ok);
+    ASSERT_EQ(put_one(t, "b", b), XferStatus::Ok);
+    ASSERT_EQ(put_one(t, "c", c), XferStatus::Ok);  // an object file
+    bad_pack = t.path_of("b");
+  }
+  ASSERT_EQ(packs_in(dir.path()), 2u);
+  {
+    std::ifstream f(bad_pack, std::ios::binary);
+    AlignedBuffer h(kPackHeaderSize);
+    f.read(reinterpret_cast<char*>(h.data()), kPackHeaderSize);
+    PackHeader ph{};
+    ASSERT_EQ(decode_pack_header(h.data(), &ph), "");
+    flip_byte(bad_pack, ph.index_offset + 41);  // in the key of its record
+  }
+  FileTier t(opts(dir.path()));
+  EXPECT_EQ(get_one(t, "a").data, a);
+  EXPECT_EQ(get_one(t, "c").data, c);
+  EXPECT_EQ(get_one(t, "b").status, XferStatus::NotFound);
+  EXPECT_TRUE(fs::exists(bad_pack)) << "a bad pack is left for inspection";
+  // New packs never take the bad pack's name.
+  ASSERT_EQ(put_one(t, "d", random_bytes(10, 4)), XferStatus::Ok);
+  EXPECT_EQ(packs_in(dir.path()), 3u);
+}
+
+TEST(FilePacks, LeftoversOfACrashedWriterAreRemoved) {
+  TempDir dir;
+  { FileTier t(opts(dir.path())); }
+  std::ofstream(dir.sub(pack_file_name(9) + ".tmp.4242.7")) << "half a pack";
+  std::ofstream(dir.sub(std::string(kTombstoneLogName) + ".tmp.4242.8")) << "half a log";
+  EXPECT_TRUE(is_temp_file_name(pack_file_name(9) + ".tmp.4242.7"));
+  FileTier t(opts(dir.path()));
+  EXPECT_EQ(temp_files_in(dir.path()), 0u);
+  EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{".ferry-lock", kTombstoneLogName}));
+}
+
+TEST_P(FileTierModes, CompactionKeepsLiveObjectsAndFreesTheDisk) {
+  if (!packs()) GTEST_SKIP() << "packs only";
+  TempDir dir;
+  auto o = options(dir.path());
+  o.compact_min_dead = 0;  // compact as soon as dead bytes outweigh live ones
+  std::map<std::string, std::vector<std::uint8_t>> live;
+  {
+    auto t = make(o);
+    if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+    constexpr int kPacks = 8, kPerPack = 8;
+    for (int p = 0; p < kPacks; ++p) {
+      std::vector<std::string> keys;
+      std::vector<std::vector<std::uint8_t>> data;
+      for (int i = 0; i < kPerPack; ++i) {
+        keys.push_back("c/" + std::to_string(p) + "/" + std::to_string(i));
+        data.push_back(random_bytes(20000 + 100 * i, p * 100 + i));
+      }
+      for (auto s : put_batch(*t, keys, data)) ASSERT_EQ(s, XferStatus::Ok);
+      for (int i = 0; i < kPerPack; ++i) live[keys[i]] = data[i];
+    }
+    const std::uint64_t before = bytes_in(dir.path());
+    ASSERT_EQ(packs_in(dir.path()), 8u);
+    // Remove 6 of 8 in every pack (and overwrite one more, elsewhere).
+    for (int p = 0; p < kPacks; ++p)
+      for (int i = 0; i < 6; ++i) {
+        const std::string key = "c/" + std::to_string(p) + "/" + std::to_string(i);
+        ASSERT_TRUE(t->remove(key));
+        live.erase(key);
+      }
+    ASSERT_EQ(put_one(*t, "c/0/7", live["c/0/7"] = random_bytes(999, 77)), XferStatus::Ok);
+    t->compact();  // the background thread may have done it already; this waits for it
+    const auto s = t->stats();
+    EXPECT_GT(s.compactions, 0u);
+    EXPECT_LE(s.pack_dead_bytes, s.pack_live_bytes);
+    EXPECT_LE(packs_in(dir.path()), 4u);
+    EXPECT_LT(bytes_in(dir.path()), before / 2) << "compaction freed the dead bytes";
+    for (const auto& [key, data] : live) {
+      const auto got = get_one(*t, key);
+      ASSERT_EQ(got.status, XferStatus::Ok) << key << ": " << got.error;
+      EXPECT_EQ(got.data, data) << key;
+    }
+    EXPECT_EQ(get_one(*t, "c/3/1").status, XferStatus::NotFound);
+  }
+  auto t = make(o);
+  EXPECT_EQ(t->list().size(), live.size());
+  for (const auto& [key, data] : live) EXPECT_EQ(get_one(*t, key).data, data) << key;
+  EXPECT_EQ(get_one(*t, "c/3/1").status, XferStatus::NotFound) << "removed objects stay removed";
+}
+
+// The tombstone log keeps only what still hides a record: once compaction has
+// dropped the pack that held the removed objects, their tombstones go too.
+TEST(FilePacks, TheTombstoneLogShrinksWhenItsPacksAreGone) {
+  TempDir dir;
+  auto o = opts(dir.path());
+  o.compact_min_dead = 0;
+  constexpr int kObjects = 5000, kRemoved = 4600;
+  {
+    FileTier t(o);
+    std::vector<std::string> keys;
+    std::vector<std::vector<std::uint8_t>> data;
+    for (int i = 0; i < kObjects; ++i) {
+      keys.push_back("t/" + std::to_string(i));
+      data.push_back(random_bytes(10, i));
+    }
+    for (auto st : put_batch(t, keys, data)) ASSERT_EQ(st, XferStatus::Ok);
+    for (int i = 0; i < kRemoved; ++i) ASSERT_TRUE(t.remove(keys[i]));
+    t.compact();
+    // At most as many dead records as live ones are left in packs (the bound
+    // compaction keeps), and only their tombstones.
+    EXPECT_LE(t.stats().tombstones, static_cast<std::uint64_t>(kObjects - kRemoved))
+        << "the removed objects' packs are gone, and so are their tombstones";
+  }
+  FileTier t(o);
+  EXPECT_EQ(t.list().size(), static_cast<std::size_t>(kObjects - kRemoved));
+  EXPECT_EQ(get_one(t, "t/0").status, XferStatus::NotFound);
+  EXPECT_EQ(get_one(t, "t/4999").data, random_bytes(10, 4999));
+}
+
+// Many threads put, get, overwrite and remove small objects while compaction
+// runs all the time behind them.
+TEST(FilePacks, ConcurrentUseWithCompaction) {
+  TempDir dir;
+  auto o = opts(dir.path());
+  o.compact_min_dead = 0;
+  {
+    FileTier t(o);
+    test::StressParams p;
+    p.ops_per_thread = 800;
+    test::run_stress(t, p);
+  }
+  FileTier t(o);  // and what it left loads
+  for (const auto& [key, meta] : t.list()) EXPECT_EQ(get_one(t, key).status, XferStatus::Ok) << key;
+}
+
+// Batches of several objects per call from several threads.
+TEST(FilePacks, ConcurrentBatches) {
+  TempDir dir;
+  auto o = opts(dir.path());
+  o.compact_min_dead = 0;
+  FileTier t(o);
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int th = 0; th < 4; ++th)
+    threads.emplace_back([&, th] {
+      for (int round = 0; round < 30; ++round) {
+        std::vector<std::string> keys;
+        std::vector<std::vector<std::uint8_t>> data;
+        for (int i = 0; i < 6; ++i) {
+          keys.push_back("t" + std::to_string(th) + "/" + std::to_string((round * 6 + i) % 20));
+          data.push_back(random_bytes(1000 + 777 * i, th * 1000 + round * 10 + i));
+        }
+        for (auto s : put_batch(t, keys, data)) bad += s != XferStatus::Ok;
+        for (std::size_t i = 0; i < keys.size(); ++i) bad += get_one(t, keys[i]).data != data[i];
+        if (round % 3 == 0) bad += !t.remove(keys[0]);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  t.compact();
+  const auto s = t.stats();
+  EXPECT_TRUE(s.pack_dead_bytes == 0 || s.pack_dead_bytes <= s.pack_live_bytes);
+  for (const auto& [key, meta] : t.list()) EXPECT_EQ(get_one(t, key).status, XferStatus::Ok) << key;
+}
 
 TEST(FileTier, SurvivesARestart) {
   TempDir dir;
@@ -216,7 +596,7 @@ TEST(FileTier, OneTierPerDirectory) {
 
 TEST(FileTier, CorruptedFileIsDetected) {
   TempDir dir;
-  FileTier t(opts(dir.path()));
+  FileTier t(unpacked(dir.path()));
   const auto data = random_bytes(10000, 3);
   ASSERT_EQ(put_one(t, "victim", data), XferStatus::Ok);
   flip_byte(t.path_of("victim"), kFileHeaderSize + 1234);
@@ -278,7 +658,7 @@ TEST(FileTier, CapacityBoundIsNoSpace) {
 
 TEST(FileTier, RemovedBehindItsBackIsNotFound) {
   TempDir dir;
-  FileTier t(opts(dir.path()));
+  FileTier t(unpacked(dir.path()));
   ASSERT_EQ(put_one(t, "gone", random_bytes(10, 1)), XferStatus::Ok);
   fs::remove(t.path_of("gone"));
   EXPECT_EQ(get_one(t, "gone").status, XferStatus::NotFound);
@@ -345,6 +725,39 @@ TEST(FileTier, DiskFullIsNoSpace) {
     return expect_no_space(dir.path(), 1 << 20, 1000);
   });
   if (rc == 77) GTEST_SKIP() << "cannot mount a small tmpfs here (needs CAP_SYS_ADMIN)";
+  EXPECT_EQ(rc, 0);
+}
+
+// A pack that hits the write limit fails its own items with NoSpace; the items of
+// the batch's other packs are stored.
+TEST(FilePacks, AWriteLimitFailsExactlyTheItemsOfThatPack) {
+  TempDir dir;
+  const int rc = in_child([&] {
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{64 << 10, 64 << 10};
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) return 77;
+    try {
+      auto o = opts(dir.path());
+      o.pack_threshold = 32 << 10;
+      o.pack_max = 64 << 10;
+      FileTier t(o);
+      // a and b fill one pack (64 KiB of objects + header + index > the limit);
+      // c goes into a second pack, d gets a file of its own.
+      const std::vector<std::string> keys = {"a", "b", "c", "d"};
+      const std::vector<std::vector<std::uint8_t>> data = {random_bytes(30000, 1), random_bytes(30000, 2),
+                                                           random_bytes(1000, 3), random_bytes(40000, 4)};
+      const auto st = put_batch(t, keys, data);
+      if (st[0] != XferStatus::NoSpace || st[1] != XferStatus::NoSpace) return 2;
+      if (st[2] != XferStatus::Ok || st[3] != XferStatus::Ok) return 3;
+      if (temp_files_in(dir.path()) != 0) return 4;
+      if (t.stat("a") || t.stat("b")) return 5;
+      if (get_one(t, "c").data != data[2] || get_one(t, "d").data != data[3]) return 6;
+      if (t.used() != 41000) return 8;
+      return 0;
+    } catch (...) {
+      return 7;
+    }
+  });
   EXPECT_EQ(rc, 0);
 }
 

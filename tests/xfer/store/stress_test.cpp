@@ -29,10 +29,31 @@ TEST(StoreStress, DramTier) {
   run_stress(t, StressParams{});
 }
 
-TEST(StoreStress, FileTier) {
+TEST(StoreStress, FileTier) {  // small objects: in packs
   TempDir dir;
   auto t = file_tier(dir.path());
   run_stress(*t, StressParams{});
+}
+
+TEST(StoreStress, FileTierAFilePerObject) {
+  TempDir dir;
+  FileTierOptions o;
+  o.dir = dir.path();
+  o.queue_depth = 8;
+  o.pack_threshold = 0;
+  FileTier t(o);
+  run_stress(t, StressParams{});
+}
+
+TEST(StoreStress, FileTierPacksAndFilesWithCompaction) {  // sizes on both sides of pack=
+  TempDir dir;
+  FileTierOptions o;
+  o.dir = dir.path();
+  o.queue_depth = 8;
+  o.pack_threshold = 6000;
+  o.compact_min_dead = 0;
+  FileTier t(o);
+  run_stress(t, StressParams{});
 }
 
 // A dram tier far smaller than the working set: most puts evict, and evictions

@@ -55,6 +55,7 @@ TEST(TierSpec, File) {
   EXPECT_FALSE(t.file.fsync);
   EXPECT_EQ(t.file.capacity, kUnbounded);
   EXPECT_EQ(t.file.queue_depth, 32u);
+  EXPECT_EQ(t.file.pack_threshold, 256u << 10);
   t = parse_tier_spec("file:/mnt/kv,direct,capacity=10GiB,qd=64,fsync");
   EXPECT_TRUE(t.file.direct);
   EXPECT_TRUE(t.file.fsync);
@@ -66,6 +67,11 @@ TEST(TierSpec, File) {
   EXPECT_NE(error_of("file:/x,qd=many").find("not a whole number"), std::string::npos);
   EXPECT_NE(error_of("file:/x,turbo").find("unknown file tier option 'turbo'"), std::string::npos);
   EXPECT_NE(error_of("file:/x,capacity=").find("capacity"), std::string::npos);
+  EXPECT_EQ(parse_tier_spec("file:/x,pack=1MiB").file.pack_threshold, 1u << 20);
+  EXPECT_EQ(parse_tier_spec("file:/x,pack=0").file.pack_threshold, 0u);
+  EXPECT_NE(error_of("file:/x,pack=1GiB").find("larger than a pack file"), std::string::npos);
+  EXPECT_NE(error_of("file:/x,pack=big").find("'big'"), std::string::npos);
+  EXPECT_NE(error_of("file:/x,packs=1").find("pack=<size>"), std::string::npos);
 }
 
 TEST(TierSpec, Redis) {
