@@ -419,9 +419,16 @@ void FileTier::put_packed(Uring& ring, std::span<PutItem*> items) {
       {
         std::lock_guard lock(mu_);
         reserved_ -= item.data.size;
-        if (!superseded(item.key, seq))  // else a newer version won meanwhile: this one is dead at birth
+        if (!superseded(item.key, seq)) {
           install(item.key, file, pack_items[k].offset, item.data.size, item.checksum, seq, &unlink_file,
                   &emptied);
+        } else {
+          // A newer version won meanwhile, so this record is dead at birth; but it
+          // stays in the pack, and a remove of the newer version (an object file,
+          // say) must leave a tombstone that hides it after a restart.
+          Entry& newer = index_.find(item.key)->second;
+          newer.shadow_seq = std::max(newer.shadow_seq, seq);
+        }
       }
       if (unlink_file) {
         const std::string name = object_file_name(item.key);

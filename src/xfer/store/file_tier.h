@@ -64,7 +64,11 @@ struct FileTierOptions {
   bool direct = false;                  // O_DIRECT: bypass the page cache
   bool fsync = false;                   // fsync each file and the directory at publish
   // Objects of up to this many bytes go into packs; 0: a file per object.
-  std::uint64_t pack_threshold = 256 << 10;
+  // Off by default: a pack is made per put() call and holds a descriptor open for
+  // its life, and the chain's evictions put a few objects per call, so a long run
+  // of evictions into this tier makes many small packs and as many open
+  // descriptors (docs/xfer-tiers.md, "Limits"). Opt in where puts come in batches.
+  std::uint64_t pack_threshold = 0;
   // Bytes of objects (each padded to 4 KiB) per pack. Why 64 MiB: a pack's
   // create and rename (~0.5 ms under load) then cost < 1% of its write at
   // 1 GB/s; compaction copies at most this much per round; and a pack is the

@@ -62,7 +62,11 @@ void FileTier::scan() {
   std::vector<FoundFile> files;
   std::vector<FoundPack> packs;
   std::uint64_t max_seq = 0;
-  std::size_t stale = 0, bad = 0, superseded_files = 0, empty_packs = 0;
+  std::size_t stale = 0, bad = 0, superseded_files = 0, empty_packs = 0, dropped = 0;
+  // A pack that cannot be read may hold the newest version of any key whose
+  // version found elsewhere is older than it: those keys are dropped below (a
+  // miss, never stale data), and every tombstone is kept.
+  std::uint64_t newest_bad_pack = 0;
   AlignedBuffer header(kFileHeaderSize);
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
@@ -79,8 +83,15 @@ void FileTier::scan() {
     if (is_pack_file_name(name, &pack_seq)) {
       max_seq = std::max(max_seq, pack_seq);  // even a bad pack keeps its name: never reuse it
       const int f = openat(dir_fd_, name.c_str(), O_RDONLY | O_CLOEXEC | (opts_.direct ? O_DIRECT : 0));
+      if (f < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM))
+        throw Error("file tier " + opts_.dir + ": cannot open " + name + ": " + std::strerror(errno) +
+                    " (each pack holds a descriptor: raise the open-file limit, ulimit -n)");
+      const auto skip_pack = [&](const std::string& why) {
+        skip(why);
+        newest_bad_pack = std::max(newest_bad_pack, pack_seq);
+      };
       if (f < 0) {
-        skip(std::strerror(errno));
+        skip_pack(std::strerror(errno));
         continue;
       }
       struct stat st {};
@@ -91,7 +102,7 @@ void FileTier::scan() {
       if (why.empty() && h.seq != pack_seq) why = "its header says pack " + std::to_string(h.seq);
       if (!why.empty()) {
         close(f);
-        skip(why);
+        skip_pack(why);
         continue;
       }
       p.file = std::make_shared<PackFile>(pack_seq, name, f, static_cast<std::uint64_t>(st.st_size));
@@ -176,6 +187,20 @@ void FileTier::scan() {
       w.record = r;
     }
   }
+  if (newest_bad_pack > 0) {
+    for (auto it = best.begin(); it != best.end();) {
+      if (it->second.seq < newest_bad_pack) {
+        it = best.erase(it);
+        ++dropped;
+      } else {
+        ++it;
+      }
+    }
+    if (dropped > 0)
+      log::app().warn("file tier {}: dropped {} object(s) older than the unreadable pack {}: it may hold newer "
+                      "versions of them",
+                      opts_.dir, dropped, pack_file_name(newest_bad_pack));
+  }
   // An object file that lost to a packed version is what a crash left between
   // publishing that version and unlinking the file.
   std::vector<bool> file_wins(files.size(), false);
@@ -202,9 +227,11 @@ void FileTier::scan() {
     }
   }
   std::vector<Tombstone> keep;
-  for (const auto& [key, seq] : tombs)
-    if (auto it = oldest_record.find(key); it != oldest_record.end() && it->second <= seq)
-      keep.push_back({key, seq});
+  for (const auto& [key, seq] : tombs) {
+    const auto it = oldest_record.find(key);
+    // The unreadable packs' records are unknown: then every tombstone stays.
+    if (newest_bad_pack > 0 || (it != oldest_record.end() && it->second <= seq)) keep.push_back({key, seq});
+  }
   tombstones_ = std::make_unique<TombstoneLog>(dir_fd_, opts_.dir, opts_.fsync, keep);
 
   // Oldest first, so that the newest version ends at the front of the LRU list:

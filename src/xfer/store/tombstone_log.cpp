@@ -132,9 +132,17 @@ std::string TombstoneLog::append(std::string_view key, std::uint64_t seq) {
   std::string rec;
   encode(key, seq, &rec);
   std::lock_guard lock(mu_);
-  int err = write_all(fd_, rec);
+  // A record written in part (a disk that filled mid-write) would end the log
+  // for the start-up scan, and every later tombstone with it: cut it off again.
+  const off_t end = ::lseek(fd_, 0, SEEK_END);
+  int err = end < 0 ? errno : write_all(fd_, rec);
   if (err == 0 && fsync_ && ::fsync(fd_) != 0) err = errno;
-  if (err != 0) return "file tier " + dir_ + ": appending to " + kTombstoneLogName + ": " + std::strerror(err);
+  if (err != 0) {
+    if (end >= 0 && ::ftruncate(fd_, end) != 0)
+      log::app().error("file tier {}: cannot cut a torn record off {} ({}); removes after it are lost at the next "
+                       "restart", dir_, kTombstoneLogName, std::strerror(errno));
+    return "file tier " + dir_ + ": appending to " + kTombstoneLogName + ": " + std::strerror(err);
+  }
   records_.push_back({std::string(key), seq});
   return {};
 }

@@ -40,6 +40,7 @@ FileTierOptions opts(const std::string& dir, bool direct = false) {
   o.dir = dir;
   o.direct = direct;
   o.queue_depth = 8;
+  o.pack_threshold = 256 << 10;  // packs are opt-in; most tests here are about them
   return o;
 }
 
@@ -390,7 +391,10 @@ TEST(FilePacks, ACorruptedPackedObjectIsAChecksumMismatch) {
   EXPECT_EQ(get_one(t, "p2").data, data[2]);
 }
 
-TEST(FilePacks, APackWithABadIndexIsSkippedAndTheOthersLoad) {
+// The bad pack may hold newer versions of anything older than it (a power cut
+// can tear the newest pack while older packs still hold old versions): those
+// keys are dropped, a miss rather than stale data; newer ones load.
+TEST(FilePacks, APackWithABadIndexIsSkippedAndWhatIsOlderThanItDropped) {
   TempDir dir;
   const auto a = random_bytes(5000, 1), b = random_bytes(6000, 2), c = random_bytes(400000, 3);
   std::string bad_pack;
@@ -411,13 +415,13 @@ TEST(FilePacks, APackWithABadIndexIsSkippedAndTheOthersLoad) {
     flip_byte(bad_pack, ph.index_offset + 41);  // in the key of its record
   }
   FileTier t(opts(dir.path()));
-  EXPECT_EQ(get_one(t, "a").data, a);
-  EXPECT_EQ(get_one(t, "c").data, c);
+  EXPECT_EQ(get_one(t, "a").status, XferStatus::NotFound) << "older than the bad pack: it could be stale";
+  EXPECT_EQ(get_one(t, "c").data, c) << "newer than the bad pack";
   EXPECT_EQ(get_one(t, "b").status, XferStatus::NotFound);
   EXPECT_TRUE(fs::exists(bad_pack)) << "a bad pack is left for inspection";
   // New packs never take the bad pack's name.
   ASSERT_EQ(put_one(t, "d", random_bytes(10, 4)), XferStatus::Ok);
-  EXPECT_EQ(packs_in(dir.path()), 3u);
+  EXPECT_EQ(packs_in(dir.path()), 2u) << "the bad pack and d's; a's pack went with a";
 }
 
 TEST(FilePacks, LeftoversOfACrashedWriterAreRemoved) {
