@@ -15,7 +15,7 @@ struct AgentServiceOptions {
   std::vector<std::string> tiers;             // "dram:8GiB", "file:/var/lib/ferry", "redis://127.0.0.1:6379"
   std::size_t staging_mib = 256;
   std::size_t chunk_kib = 0;      // a batch's bytes; 0: 16 MiB, or a staging slot if that is smaller
-  std::size_t chunk_blocks = 64;  // ... and its blocks, whichever limit comes first
+  std::size_t chunk_blocks = 128;  // ... and its blocks, whichever limit comes first
   int queue_depth = 8;
   std::string gpu = "auto";   // "auto", "none", or a device index
   // "auto" (the kernel below kernel_below bytes, batch at and above), "batch"

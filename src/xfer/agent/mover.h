@@ -43,11 +43,11 @@ struct MoverOptions {
   // A batch closes at chunk_bytes or chunk_blocks, whichever comes first. 0
   // bytes: 16 MiB, or a staging slot if that is smaller. Measured on an H100
   // (docs/bench/xfer.md, fifth session): 16 MiB batches move 1 MiB blocks ~5%
-  // faster than 4 MiB ones (fewer launches), while 64 KiB blocks do best in
-  // batches of 64 (4 MiB), short enough that a lane's bookkeeping of one batch
-  // overlaps the next one's copy.
+  // faster than 4 MiB ones (fewer launches), while 64 KiB blocks lose ~2 GB/s
+  // in 16 MiB (256-block) batches against 4-8 MiB ones (64-128 blocks), short
+  // enough that a lane's bookkeeping of one batch overlaps the next one's copy.
   std::size_t chunk_bytes = 0;
-  std::size_t chunk_blocks = 64;
+  std::size_t chunk_blocks = 128;
   int queue_depth = 8;
   bool gpu = false;      // pinned staging and CUDA copy lanes
   int device = 0;
