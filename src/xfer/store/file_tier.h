@@ -110,6 +110,10 @@ class FileTier final : public Tier {
   bool remove(std::string_view key) override;
   std::vector<std::pair<std::string, ObjectMeta>> list() override;
   std::vector<std::string> lru_victims(std::uint64_t bytes) override;
+  // 512 KiB per write in flight (16 MiB at qd=32): a call's queue drains at its
+  // end, and its pack's create and rename are fixed costs; with 2 MiB per call
+  // (the chain's 32 keys of 64 KiB) they cost about a fifth of the throughput.
+  std::uint64_t put_window_bytes() const override { return std::uint64_t{opts_.queue_depth} << 19; }
 
   const std::string& dir() const { return opts_.dir; }
   // The path of the file that holds key (its pack, when packed), or would hold it.

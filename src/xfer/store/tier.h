@@ -80,6 +80,12 @@ class Tier {
   // Least recently used keys (put or get counts as a use), oldest first, whose
   // sizes add up to at least `bytes` (or every key, if they add up to less).
   virtual std::vector<std::string> lru_victims(std::uint64_t bytes) = 0;
+
+  // Bytes a put call should carry for this tier to keep its device busy; 0: no
+  // preference. The chain places puts in windows of a few keys (tier_chain.h);
+  // for a tier whose queue drains at the end of every call (the file tier) it
+  // extends each window until it holds this many bytes.
+  virtual std::uint64_t put_window_bytes() const { return 0; }
 };
 
 }  // namespace ferry::xfer::store

@@ -107,9 +107,15 @@ void TierChain::put(std::span<PutItem> items) {
   // batch keeps its order (the later one wins), and stays in one window.
   std::stable_sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.stripe < b.stripe; });
   std::vector<Job*> todo;
+  const std::uint64_t window_bytes = tiers_[0]->put_window_bytes();
   for (std::size_t at = 0; at < jobs.size();) {
     std::size_t end = at;
-    while (end < jobs.size() && (end - at < kWindow || jobs[end].stripe == jobs[end - 1].stripe)) ++end;
+    std::uint64_t bytes = 0;
+    const auto wants_more = [&] {
+      const std::size_t n = end - at;
+      return n < kWindow || (n < kMaxWindow && bytes < window_bytes) || jobs[end].stripe == jobs[end - 1].stripe;
+    };
+    while (end < jobs.size() && wants_more()) bytes += jobs[end++].data.size;
     todo.clear();
     for (std::size_t k = at; k < end; ++k) {
       if (!op.held.test(jobs[k].stripe)) {
