@@ -223,5 +223,76 @@ TEST(TierChain, RestartKeepsWhatTheFileTierHolds) {
   EXPECT_EQ(get(c, "small").status, XferStatus::NotFound) << "dram does not survive a restart";
 }
 
+// A dram tier that asks for put windows of `window` bytes and records how many
+// keys and bytes each put call carried.
+class WindowedTier final : public Tier {
+ public:
+  explicit WindowedTier(std::uint64_t window) : window_(window) {}
+  std::string_view kind() const override { return "dram"; }
+  std::string describe() const override { return "windowed"; }
+  std::uint64_t capacity() const override { return inner_.capacity(); }
+  std::uint64_t used() const override { return inner_.used(); }
+  void put(std::span<PutItem> items) override {
+    std::uint64_t bytes = 0;
+    for (const auto& item : items) bytes += item.data.size;
+    calls.emplace_back(items.size(), bytes);
+    inner_.put(items);
+  }
+  void get(std::span<GetItem> items) override { inner_.get(items); }
+  std::optional<ObjectMeta> stat(std::string_view key) override { return inner_.stat(key); }
+  bool remove(std::string_view key) override { return inner_.remove(key); }
+  std::vector<std::pair<std::string, ObjectMeta>> list() override { return inner_.list(); }
+  std::vector<std::string> lru_victims(std::uint64_t bytes) override { return inner_.lru_victims(bytes); }
+  std::uint64_t put_window_bytes() const override { return window_; }
+
+  std::vector<std::pair<std::size_t, std::uint64_t>> calls;  // (keys, bytes) per put call
+
+ private:
+  DramTier inner_{64 << 20};
+  std::uint64_t window_;
+};
+
+// Puts `n` objects of `size` bytes in one call; returns the top tier's put calls.
+std::vector<std::pair<std::size_t, std::uint64_t>> put_windows(std::uint64_t window, std::size_t n,
+                                                               std::size_t size) {
+  auto tier = std::make_unique<WindowedTier>(window);
+  WindowedTier* t = tier.get();
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(std::move(tier));
+  TierChain c(std::move(tiers));
+  const auto data = random_bytes(size, 1);
+  std::vector<std::string> keys;
+  for (std::size_t i = 0; i < n; ++i) keys.push_back("w" + std::to_string(i));
+  std::vector<PutItem> puts;
+  for (const auto& key : keys) puts.push_back(test::put_item(key, data));
+  c.put(puts);
+  for (const auto& p : puts) EXPECT_EQ(p.status, XferStatus::Ok) << p.error;
+  EXPECT_EQ(c.list().size(), n);
+  return t->calls;
+}
+
+TEST(TierChain, PutWindowsOfAFewKeysByDefault) {
+  const auto calls = put_windows(0, 256, 4096);
+  EXPECT_GE(calls.size(), 256u / 40);
+  // 32 keys, plus any that share the last key's stripe.
+  for (const auto& [keys, bytes] : calls) EXPECT_LE(keys, 40u);
+}
+
+TEST(TierChain, PutWindowsGrowToTheBytesTheTopTierAsksFor) {
+  const auto calls = put_windows(512 << 10, 512, 4096);  // 128 keys per window
+  ASSERT_GE(calls.size(), 2u);
+  ASSERT_LE(calls.size(), 4u);
+  for (std::size_t i = 0; i + 1 < calls.size(); ++i) {
+    EXPECT_GE(calls[i].second, 512u << 10) << "call " << i;
+    EXPECT_LE(calls[i].first, 140u) << "call " << i;
+  }
+}
+
+TEST(TierChain, PutWindowsStopAtAQuarterOfTheStripes) {
+  const auto calls = put_windows(std::uint64_t{1} << 40, 3000, 64);
+  ASSERT_GE(calls.size(), 3u);
+  for (const auto& [keys, bytes] : calls) EXPECT_LE(keys, 1024u + 8);
+}
+
 }  // namespace
 }  // namespace ferry::xfer::store
