@@ -40,21 +40,33 @@ void run_batch(Uring& ring, std::vector<Slot>& slots, std::size_t count, Start s
   std::size_t next = 0;
   std::size_t in_flight = 0;
   std::vector<std::pair<std::size_t, int>> done;
-  while (next < count || in_flight > 0) {
+  const auto fill = [&] {
+    bool queued = false;
     while (!free_slots.empty() && next < count) {
       const std::size_t s = free_slots.back();
       if (start(next++, slots[s])) {
         free_slots.pop_back();
         ++in_flight;
+        queued = true;
       }
     }
+    return queued;
+  };
+  while (next < count || in_flight > 0) {
+    fill();
     if (in_flight == 0) continue;
     submit_and_reap(ring, &done);
-    for (const auto& [s, res] : done) {
-      if (!complete(slots[s], res)) {
-        free_slots.push_back(s);
-        --in_flight;
-      }
+    for (std::size_t k = 0; k < done.size(); ++k) {
+      const auto [s, res] = done[k];
+      if (complete(slots[s], res)) continue;
+      free_slots.push_back(s);
+      --in_flight;
+      // Refill the slot and submit now, not after the whole reap: each of the
+      // completions still to handle may take tens of microseconds (a get's
+      // checksum, a put's close and rename), and the device's queue would stay
+      // that much shorter meanwhile. (A failed submit leaves the SQEs queued:
+      // the next submit_and_reap sends them.)
+      if (k + 1 < done.size() && fill()) io_uring_submit(ring.get());
     }
   }
 }
