@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -68,7 +67,8 @@ struct FileTier::GetOp {
   bool relookup = false;   // look the key up again (it moved between a file and a pack)
   std::uint64_t hint = 0;  // the size we expect the object to have
   std::uint64_t generation = 0;
-  std::shared_ptr<PackFile> pack;  // set when the object is packed: fd is pack->fd
+  std::shared_ptr<PackFile> pack;  // set when the object is packed: fd is lease's
+  PackFds::Lease lease;
   std::uint64_t base = 0;          // where the object starts in the pack
   std::uint64_t sum = 0;           // its checksum (packed: from the index)
   std::size_t body = 0;            // data bytes read straight into item->out
@@ -79,10 +79,6 @@ struct FileTier::GetOp {
   std::uint64_t offset = 0;  // bytes read so far, from base
   std::uint64_t total = 0;   // bytes to read
 };
-
-FileTier::PackFile::~PackFile() {
-  close(fd);
-}
 
 FileTier::FileTier(FileTierOptions options) : opts_(std::move(options)) {
   if (opts_.dir.empty()) throw Error("file tier: no directory given");
@@ -102,13 +98,6 @@ FileTier::FileTier(FileTierOptions options) : opts_(std::move(options)) {
     spec_ += ",pack=" + (opts_.pack_threshold == 0 ? std::string("0") : format_size(opts_.pack_threshold));
   }
 
-  // Every pack holds an open descriptor (see PackFile); 1024, a common soft
-  // limit, is 64 GiB of 64 MiB packs, or much less with small batches.
-  if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &lim);
-  }
-
   std::error_code ec;
   std::filesystem::create_directories(opts_.dir, ec);
   if (ec) throw Error("file tier: cannot create directory " + opts_.dir + ": " + ec.message());
@@ -125,6 +114,7 @@ FileTier::FileTier(FileTierOptions options) : opts_(std::move(options)) {
       throw_errno("file tier: cannot lock " + opts_.dir + "/" + kLockName);
     }
     if (opts_.direct) probe_direct();
+    pack_fds_ = std::make_unique<PackFds>(dir_fd_, opts_.direct, opts_.open_packs);
     rings_ = std::make_unique<UringPool>(opts_.queue_depth);
     { auto ring = rings_->take(); }  // fail now, at set-up, if io_uring is refused
     scan();
@@ -201,6 +191,8 @@ FileTierStats FileTier::stats() const {
     s.compactions = compactions_;
   }
   s.tombstones = tombstones_->records();
+  s.open_packs = pack_fds_->open_count();
+  s.pack_reopens = pack_fds_->reopens();
   return s;
 }
 
@@ -407,7 +399,7 @@ void FileTier::put_packed(Uring& ring, std::span<PutItem*> items) {
       }
       continue;
     }
-    auto file = std::make_shared<PackFile>(seq, pack_file_name(seq), w.fd, w.file_size);
+    auto file = std::make_shared<PackFile>(pack_fds_.get(), seq, pack_file_name(seq), w.fd, w.file_size);
     {
       std::lock_guard lock(mu_);
       add_pack(file, pack_items);
@@ -672,7 +664,8 @@ void FileTier::get(std::span<GetItem> items) {
 
 void FileTier::release_fd(GetOp& op) {
   if (op.pack) {
-    op.pack.reset();  // the pack's descriptor, closed with the pack
+    op.lease.reset();  // before the pack: the lease points into it
+    op.pack.reset();
   } else if (op.fd >= 0) {
     close(op.fd);
   }
@@ -686,6 +679,7 @@ bool FileTier::start_get(GetOp& op) {
   GetItem& item = *op.item;
   op.fd = -1;
   op.offset = 0;
+  op.lease.reset();
   op.pack.reset();
   op.base = 0;
   if (item.key.empty()) {
@@ -727,9 +721,35 @@ bool FileTier::start_get(GetOp& op) {
     return false;
   }
   if (pack) {
-    // Packed: the bytes at the pack offset. The descriptor stays valid while op
-    // holds the pack, even if compaction or a remove unlinks it meanwhile.
-    op.fd = pack->fd;
+    // Packed: the bytes at the pack offset. The descriptor stays open while op
+    // holds its lease, even if compaction or a remove unlinks the pack meanwhile.
+    op.lease = pack_fds_->acquire(*pack);
+    if (op.lease.fd() < 0) {
+      const int err = op.lease.error();
+      if (err == ENOENT) {
+        // Unlinked between the lookup and the open: the object moved to another
+        // pack (compaction) or died. The first: read where the index says it is now.
+        bool moved = false;
+        {
+          std::lock_guard lock(mu_);
+          auto it = index_.find(item.key);
+          moved = it != index_.end() && (it->second.generation != op.generation || it->second.pack != pack);
+        }
+        if (moved && op.attempts < kMaxReadAttempts) {
+          op.relookup = true;
+          return start_get(op);
+        }
+        item.status = XferStatus::NotFound;
+        item.error = "file tier " + opts_.dir + ": object " + quote_key(item.key) + " was removed (" +
+                     pack->name + ")";
+      } else {
+        item.status = XferStatus::IoError;
+        item.error = "file tier " + opts_.dir + ": cannot open " + pack->name + " for key " +
+                     quote_key(item.key) + ": " + std::strerror(err);
+      }
+      return false;
+    }
+    op.fd = op.lease.fd();
     op.pack = std::move(pack);
     op.total = opts_.direct ? io_round_up(size) : size;
     op.body = !opts_.direct ? size : io_aligned(item.out.data) ? (size & ~(kIoAlign - 1)) : 0;

@@ -26,9 +26,10 @@
 // The index (key -> object file or pack and offset, size, checksum, seq, LRU
 // position) lives in memory and is rebuilt at start-up from the files' headers,
 // the packs' indexes and the tombstones. One tier owns a directory: it holds an
-// flock on "<dir>/.ferry-lock" for its lifetime. Each pack stays open (gets read
-// through its descriptor, so a get racing with the pack's deletion still reads
-// its immutable bytes): the tier raises the soft RLIMIT_NOFILE to the hard one.
+// flock on "<dir>/.ferry-lock" for its lifetime. Gets read a pack through its
+// descriptor, opened on demand and kept in a cache of at most `open_packs`
+// (pack_fds.h); a get holds it open while it reads, so a get racing with the
+// pack's deletion still reads its immutable bytes.
 //
 // Errors per item: ENOSPC, EDQUOT and EFBIG -> NoSpace (the temporary file is
 // removed; for a pack, every item of that pack fails, the others go on); a
@@ -48,6 +49,7 @@
 #include <thread>
 
 #include "xfer/store/key_map.h"
+#include "xfer/store/pack_fds.h"
 #include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
@@ -77,6 +79,10 @@ struct FileTierOptions {
   // Compaction starts when the dead bytes in packs exceed both this and the
   // live bytes in packs, so the disk holds at most about twice the live bytes.
   std::uint64_t compact_min_dead = 64 << 20;
+  // Pack descriptors kept open (pack_fds.h); more are opened on demand. Why 256:
+  // a quarter of the common soft limit of 1024 open files, and 16 GiB of 64 MiB
+  // packs, so a get rarely pays an open.
+  std::size_t open_packs = 256;
   std::string spec;  // for describe(); made from the options when empty
 };
 
@@ -87,6 +93,8 @@ struct FileTierStats {
   std::uint64_t pack_dead_bytes = 0;   // bytes of overwritten or removed objects still in packs
   std::uint64_t compactions = 0;       // packs rewritten by compaction
   std::uint64_t tombstones = 0;        // records in the tombstone log
+  std::uint64_t open_packs = 0;        // pack descriptors open now
+  std::uint64_t pack_reopens = 0;      // packs opened on demand (their descriptor had been closed)
 };
 
 class FileTier final : public Tier {
@@ -126,20 +134,6 @@ class FileTier final : public Tier {
   // (the thread waits until it has grown by kTombstoneSlack). Returns the packs
   // emptied.
   std::size_t compact() { return run_compaction(true); }
-
-  // An open, published pack. Shared by the index entries that live in it and by
-  // gets in flight: the descriptor closes when the last of them lets go.
-  struct PackFile {
-    PackFile(std::uint64_t seq, std::string name, int fd, std::uint64_t size)
-        : seq(seq), name(std::move(name)), fd(fd), size(size) {}
-    ~PackFile();
-    PackFile(const PackFile&) = delete;
-    PackFile& operator=(const PackFile&) = delete;
-    const std::uint64_t seq;
-    const std::string name;
-    const int fd;
-    const std::uint64_t size;
-  };
 
  private:
   struct Entry {
@@ -222,6 +216,7 @@ class FileTier final : public Tier {
   std::string spec_;
   int dir_fd_ = -1;
   int lock_fd_ = -1;
+  std::unique_ptr<PackFds> pack_fds_;  // before the index and packs_: their PackFiles use it
   std::unique_ptr<UringPool> rings_;
   std::unique_ptr<TombstoneLog> tombstones_;
   std::atomic<std::uint64_t> next_seq_{1};

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <unordered_map>
 
 #include "core/log.h"
@@ -105,10 +107,24 @@ std::size_t FileTier::compact_once(Uring& ring) {
     std::lock_guard lock(mu_);
     if (auto p = packs_.find(f->seq); p != packs_.end()) p->second.unreadable = true;
   };
-  for (const auto& v : victims) {
+  // Each victim's descriptor, held until its objects are read.
+  std::vector<PackFds::Lease> leases(victims.size());
+  for (std::size_t k = 0; k < victims.size(); ++k) {
+    const auto& v = victims[k];
+    leases[k] = pack_fds_->acquire(*v);
+    if (leases[k].fd() < 0) {
+      // ENOENT: every object in it died since the victims were picked, and it
+      // was unlinked; nothing to copy.
+      if (leases[k].error() != ENOENT) {
+        log::app().error("file tier {}: compaction cannot open {}: {}; leaving it as it is", opts_.dir, v->name,
+                         std::strerror(leases[k].error()));
+        mark_unreadable(v);
+      }
+      continue;
+    }
     PackHeader h{};
     std::vector<PackRecord> records;
-    if (auto why = read_pack_index(v->fd, v->size, &h, &records); !why.empty()) {
+    if (auto why = read_pack_index(leases[k].fd(), v->size, &h, &records); !why.empty()) {
       log::app().error("file tier {}: compaction cannot read the index of {}: {}; leaving it as it is", opts_.dir,
                        v->name, why);
       mark_unreadable(v);
@@ -129,7 +145,8 @@ std::size_t FileTier::compact_once(Uring& ring) {
     image += io_round_up(l.size);
   }
   AlignedBuffer staging(std::max<std::uint64_t>(image, kIoAlign));
-  for (const auto& v : victims) {
+  for (std::size_t k = 0; k < victims.size(); ++k) {
+    const auto& v = victims[k];
     std::vector<ReadRange> ranges;
     std::vector<Live*> of;
     for (auto& l : live)
@@ -137,7 +154,8 @@ std::size_t FileTier::compact_once(Uring& ring) {
         ranges.push_back({l.from_offset, io_round_up(l.size), staging.data() + l.at, 0});
         of.push_back(&l);
       }
-    read_ranges(ring, v->fd, ranges);
+    if (ranges.empty()) continue;
+    read_ranges(ring, leases[k].fd(), ranges);
     for (std::size_t i = 0; i < ranges.size(); ++i) {
       Live& l = *of[i];
       if (ranges[i].result < 0 || static_cast<std::uint64_t>(ranges[i].result) < l.size) {
@@ -175,7 +193,7 @@ std::size_t FileTier::compact_once(Uring& ring) {
       log::app().warn("file tier {}: compaction of {} pack(s) failed: {}", opts_.dir, victims.size(), w.error);
       return 0;
     }
-    auto file = std::make_shared<PackFile>(seq, pack_file_name(seq), w.fd, w.file_size);
+    auto file = std::make_shared<PackFile>(pack_fds_.get(), seq, pack_file_name(seq), w.fd, w.file_size);
     {
       std::lock_guard lock(mu_);
       add_pack(file, items);

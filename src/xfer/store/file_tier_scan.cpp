@@ -32,7 +32,7 @@ struct FoundFile {
 };
 
 struct FoundPack {
-  std::shared_ptr<FileTier::PackFile> file;
+  std::shared_ptr<PackFile> file;
   std::vector<PackRecord> records;
   std::uint64_t live_objects = 0;
   std::uint64_t live_bytes = 0;
@@ -85,7 +85,7 @@ void FileTier::scan() {
       const int f = openat(dir_fd_, name.c_str(), O_RDONLY | O_CLOEXEC | (opts_.direct ? O_DIRECT : 0));
       if (f < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM))
         throw Error("file tier " + opts_.dir + ": cannot open " + name + ": " + std::strerror(errno) +
-                    " (each pack holds a descriptor: raise the open-file limit, ulimit -n)");
+                    " (raise the open-file limit, ulimit -n, or lower open_packs)");
       const auto skip_pack = [&](const std::string& why) {
         skip(why);
         newest_bad_pack = std::max(newest_bad_pack, pack_seq);
@@ -105,7 +105,8 @@ void FileTier::scan() {
         skip_pack(why);
         continue;
       }
-      p.file = std::make_shared<PackFile>(pack_seq, name, f, static_cast<std::uint64_t>(st.st_size));
+      // Handed to the descriptor cache, which keeps the newest open_packs open.
+      p.file = std::make_shared<PackFile>(pack_fds_.get(), pack_seq, name, f, static_cast<std::uint64_t>(st.st_size));
       for (const auto& r : p.records) {
         max_seq = std::max(max_seq, r.seq);
         p.total_bytes += io_round_up(r.size);

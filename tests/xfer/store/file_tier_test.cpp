@@ -21,6 +21,7 @@
 #include "xfer/store/aligned_buffer.h"
 #include "xfer/store/file_format.h"
 #include "xfer/store/file_names.h"
+#include "xfer/store/pack_fds.h"
 #include "xfer/store/pack_format.h"
 #include "xfer/store/store_stress.h"
 #include "xfer/store/store_test_util.h"
@@ -763,6 +764,134 @@ TEST(FilePacks, AWriteLimitFailsExactlyTheItemsOfThatPack) {
     }
   });
   EXPECT_EQ(rc, 0);
+}
+
+// ---- the pack descriptor cache ------------------------------------------------
+
+// Files named p0, p1 ... in dir, each holding its own name.
+std::vector<std::unique_ptr<PackFile>> make_packs(PackFds& fds, const std::string& dir, int n) {
+  std::vector<std::unique_ptr<PackFile>> packs;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    std::ofstream(dir + "/" + name) << name;
+    packs.push_back(std::make_unique<PackFile>(&fds, i, name, -1, name.size()));
+  }
+  return packs;
+}
+
+std::string read_through(const PackFds::Lease& lease) {
+  char buf[16] = {};
+  const ssize_t n = pread(lease.fd(), buf, sizeof buf, 0);
+  return n < 0 ? std::string("error") : std::string(buf, static_cast<std::size_t>(n));
+}
+
+TEST(PackFds, OpensOnDemandAndClosesTheLeastRecentlyUsedBeyondItsLimit) {
+  TempDir dir;
+  const int dir_fd = open(dir.path().c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dir_fd, 0);
+  {
+    PackFds fds(dir_fd, false, 2);
+    auto packs = make_packs(fds, dir.path(), 5);
+    EXPECT_EQ(fds.open_count(), 0u);
+    for (int round = 0; round < 3; ++round)
+      for (auto& p : packs) {
+        auto lease = fds.acquire(*p);
+        ASSERT_GE(lease.fd(), 0) << p->name;
+        EXPECT_EQ(read_through(lease), p->name);
+        EXPECT_LE(fds.open_count(), 2u);
+      }
+    EXPECT_EQ(fds.reopens(), 15u) << "five packs through two slots: every acquire opened";
+    // The two most recently used stay open: no open for them.
+    { auto lease = fds.acquire(*packs[4]); }
+    { auto lease = fds.acquire(*packs[3]); }
+    EXPECT_EQ(fds.reopens(), 15u);
+    packs.clear();
+    EXPECT_EQ(fds.open_count(), 0u) << "a pack's descriptor closes with it";
+  }
+  close(dir_fd);
+}
+
+TEST(PackFds, ALeasedDescriptorStaysOpenPastTheLimitAndAnUnlink) {
+  TempDir dir;
+  const int dir_fd = open(dir.path().c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dir_fd, 0);
+  {
+    PackFds fds(dir_fd, false, 1);
+    auto packs = make_packs(fds, dir.path(), 3);
+    std::vector<PackFds::Lease> held;
+    for (auto& p : packs) held.push_back(fds.acquire(*p));
+    EXPECT_EQ(fds.open_count(), 3u) << "packs being read are never closed";
+    ASSERT_EQ(unlinkat(dir_fd, "p0", 0), 0);
+    EXPECT_EQ(read_through(held[0]), "p0") << "an unlinked pack still reads through its lease";
+    held.clear();
+    EXPECT_EQ(fds.open_count(), 1u);
+    auto again = fds.acquire(*packs[0]);
+    EXPECT_LT(again.fd(), 0);
+    EXPECT_EQ(again.error(), ENOENT);
+    EXPECT_EQ(fds.open_count(), 1u);
+  }
+  close(dir_fd);
+}
+
+TEST_P(FileTierModes, MorePacksThanOpenDescriptors) {
+  if (!packs()) GTEST_SKIP() << "about packs";
+  TempDir dir;
+  auto o = options(dir.path());
+  o.open_packs = 2;
+  std::map<std::string, std::vector<std::uint8_t>> data;
+  {
+    auto t = make(o);
+    if (!t) GTEST_SKIP() << "no O_DIRECT here";
+    for (int call = 0; call < 12; ++call) {  // a pack per call
+      std::vector<std::string> keys;
+      std::vector<std::vector<std::uint8_t>> values;
+      for (int i = 0; i < 3; ++i) {
+        keys.push_back("k" + std::to_string(call) + "/" + std::to_string(i));
+        values.push_back(random_bytes(3000 + 5000 * i, call * 10 + i));
+        data[keys.back()] = values.back();
+      }
+      for (auto s : put_batch(*t, keys, values)) ASSERT_EQ(s, XferStatus::Ok);
+    }
+    EXPECT_EQ(t->stats().packs, 12u);
+    EXPECT_LE(t->stats().open_packs, 2u);
+    for (const auto& [key, bytes] : data) {
+      const auto got = get_one(*t, key);
+      ASSERT_EQ(got.status, XferStatus::Ok) << key << ": " << got.error;
+      EXPECT_EQ(got.data, bytes) << key;
+    }
+    EXPECT_LE(t->stats().open_packs, 2u);
+    EXPECT_GE(t->stats().pack_reopens, 10u);
+    // Compaction reads its victims through the cache too.
+    for (int call = 0; call < 12; call += 2) EXPECT_TRUE(t->remove("k" + std::to_string(call) + "/0"));
+    t->compact();
+    for (const auto& [key, bytes] : data) {
+      const auto got = get_one(*t, key);
+      if (key.ends_with("/0") && std::stoi(key.substr(1)) % 2 == 0) {
+        EXPECT_EQ(got.status, XferStatus::NotFound) << key;
+      } else {
+        ASSERT_EQ(got.status, XferStatus::Ok) << key << ": " << got.error;
+        EXPECT_EQ(got.data, bytes) << key;
+      }
+    }
+  }
+  auto t = make(o);  // the start-up scan keeps at most open_packs open too
+  EXPECT_LE(t->stats().open_packs, 2u);
+  EXPECT_EQ(get_one(*t, "k11/2").data, data["k11/2"]);
+}
+
+TEST(FilePacks, ConcurrentUseWithOneOpenPack) {
+  TempDir dir;
+  auto o = opts(dir.path());
+  o.compact_min_dead = 0;
+  o.open_packs = 1;
+  {
+    FileTier t(o);
+    test::StressParams p;
+    p.ops_per_thread = 600;
+    test::run_stress(t, p);
+  }
+  FileTier t(o);
+  for (const auto& [key, meta] : t.list()) EXPECT_EQ(get_one(t, key).status, XferStatus::Ok) << key;
 }
 
 }  // namespace
