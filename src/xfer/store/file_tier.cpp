@@ -189,6 +189,7 @@ FileTierStats FileTier::stats() const {
     s.pack_live_bytes = pack_live_bytes_;
     s.pack_dead_bytes = pack_dead_bytes_;
     s.compactions = compactions_;
+    s.small_packs = small_packs_;
   }
   s.tombstones = tombstones_->records();
   s.open_packs = pack_fds_->open_count();
@@ -217,6 +218,7 @@ void FileTier::make_dead(const Entry& e, std::vector<std::shared_ptr<PackFile>>*
   packed_objects_ -= 1;
   if (p->second.live_objects == 0 && !p->second.pinned) {
     pack_dead_bytes_ -= p->second.dead_bytes;
+    small_packs_ -= is_small(*p->second.file);
     emptied->push_back(p->second.file);
     packs_.erase(p);
   }
@@ -282,6 +284,7 @@ void FileTier::add_pack(const std::shared_ptr<PackFile>& file, std::span<const P
     p.records.emplace_back(KeyHash{}(item.key), item.seq);
   }
   pack_dead_bytes_ += p.dead_bytes;
+  small_packs_ += is_small(*file);
   packs_.emplace(file->seq, std::move(p));
 }
 
@@ -290,6 +293,7 @@ void FileTier::unpin_pack(std::uint64_t seq, std::vector<std::shared_ptr<PackFil
   p->second.pinned = false;
   if (p->second.live_objects == 0) {
     pack_dead_bytes_ -= p->second.dead_bytes;
+    small_packs_ -= is_small(*p->second.file);
     emptied->push_back(p->second.file);
     packs_.erase(p);
   }
@@ -304,7 +308,15 @@ void FileTier::unlink_packs(const std::vector<std::shared_ptr<PackFile>>& emptie
 }
 
 bool FileTier::compaction_due() const {
+  return sparse_packs_due() || small_packs_ > opts_.compact_small_packs;
+}
+
+bool FileTier::sparse_packs_due() const {
   return pack_dead_bytes_ > opts_.compact_min_dead && pack_dead_bytes_ > pack_live_bytes_;
+}
+
+bool FileTier::is_small(const PackFile& f) const {
+  return f.size < opts_.pack_max / 4;
 }
 
 bool FileTier::tombstones_due(std::uint64_t slack) const {

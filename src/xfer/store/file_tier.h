@@ -79,6 +79,11 @@ struct FileTierOptions {
   // Compaction starts when the dead bytes in packs exceed both this and the
   // live bytes in packs, so the disk holds at most about twice the live bytes.
   std::uint64_t compact_min_dead = 64 << 20;
+  // Compaction also merges packs of less than a quarter of pack_max (a put call
+  // of a few objects, the chain's evictions) while there are more than this
+  // many: each costs a descriptor while open, a file and an index read at
+  // start-up, and merged they cost one.
+  std::uint64_t compact_small_packs = 64;
   // Pack descriptors kept open (pack_fds.h); more are opened on demand. Why 256:
   // a quarter of the common soft limit of 1024 open files, and 16 GiB of 64 MiB
   // packs, so a get rarely pays an open.
@@ -92,6 +97,7 @@ struct FileTierStats {
   std::uint64_t pack_live_bytes = 0;   // their bytes, each padded to 4 KiB
   std::uint64_t pack_dead_bytes = 0;   // bytes of overwritten or removed objects still in packs
   std::uint64_t compactions = 0;       // packs rewritten by compaction
+  std::uint64_t small_packs = 0;       // packs of less than pack_max / 4 bytes
   std::uint64_t tombstones = 0;        // records in the tombstone log
   std::uint64_t open_packs = 0;        // pack descriptors open now
   std::uint64_t pack_reopens = 0;      // packs opened on demand (their descriptor had been closed)
@@ -196,7 +202,9 @@ class FileTier final : public Tier {
   void add_pack(const std::shared_ptr<PackFile>& file, std::span<const PackItem> items);
   void unpin_pack(std::uint64_t seq, std::vector<std::shared_ptr<PackFile>>* emptied);
   void unlink_packs(const std::vector<std::shared_ptr<PackFile>>& emptied);
-  bool compaction_due() const;  // under mu_
+  bool compaction_due() const;     // under mu_: sparse_packs_due() or too many small packs
+  bool sparse_packs_due() const;   // under mu_: too many dead bytes in packs
+  bool is_small(const PackFile& f) const;
   bool tombstones_due(std::uint64_t slack) const;  // not under mu_
   void wake_compactor();
 
@@ -236,6 +244,7 @@ class FileTier final : public Tier {
   std::uint64_t pack_dead_bytes_ = 0;
   std::uint64_t packed_objects_ = 0;
   std::uint64_t compactions_ = 0;
+  std::uint64_t small_packs_ = 0;  // packs_ entries with is_small()
   std::uint64_t tombstones_kept_ = 0;  // records the tombstone log kept at its last rewrite
 
   // One compaction at a time: the background thread's rounds and compact().

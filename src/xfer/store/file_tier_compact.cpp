@@ -71,9 +71,28 @@ std::size_t FileTier::run_compaction(bool rewrite_any) {
 }
 
 std::size_t FileTier::compact_once(Uring& ring) {
-  // Victims: the packs with the smallest live share, as many as fit in one new pack.
+  // Victims: the packs with the smallest live share, as many as fit in one new
+  // pack; or, when the dead bytes are within bounds but small packs are too
+  // many, the small packs with the fewest live bytes, merged.
   std::vector<std::shared_ptr<PackFile>> victims;
   {
+    std::lock_guard lock(mu_);
+    if (!sparse_packs_due()) {
+      std::vector<const PackState*> small;
+      for (const auto& [seq, p] : packs_)
+        if (is_small(*p.file) && !p.pinned && !p.unreadable) small.push_back(&p);
+      std::sort(small.begin(), small.end(),
+                [](const PackState* a, const PackState* b) { return a->live_bytes < b->live_bytes; });
+      std::uint64_t copy = 0;
+      for (const PackState* p : small) {
+        if (!victims.empty() && copy + p->live_bytes > opts_.pack_max) break;
+        victims.push_back(p->file);
+        copy += p->live_bytes;
+      }
+      if (victims.size() < 2) return 0;  // nothing to merge
+    }
+  }
+  if (victims.empty()) {
     std::lock_guard lock(mu_);
     std::vector<const PackState*> cands;
     for (const auto& [seq, p] : packs_)

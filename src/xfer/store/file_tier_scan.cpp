@@ -270,6 +270,7 @@ void FileTier::scan() {
     pack_live_bytes_ += s.live_bytes;
     pack_dead_bytes_ += s.dead_bytes;
     packed_objects_ += s.live_objects;
+    small_packs_ += is_small(*p.file);
     packs_.emplace(p.file->seq, std::move(s));
   }
   for (const Found& f : order) {

@@ -879,6 +879,39 @@ TEST_P(FileTierModes, MorePacksThanOpenDescriptors) {
   EXPECT_EQ(get_one(*t, "k11/2").data, data["k11/2"]);
 }
 
+TEST_P(FileTierModes, CompactionMergesSmallPacks) {
+  if (!packs()) GTEST_SKIP() << "about packs";
+  TempDir dir;
+  auto o = options(dir.path());
+  o.compact_small_packs = 4;
+  o.pack_max = 1 << 20;  // small: under 256 KiB
+  std::map<std::string, std::vector<std::uint8_t>> data;
+  {
+    auto t = make(o);
+    if (!t) GTEST_SKIP() << "no O_DIRECT here";
+    for (int call = 0; call < 30; ++call) {  // a pack per call, as the chain's evictions make them
+      const std::string key = "e" + std::to_string(call);
+      data[key] = random_bytes(1000 + 3000 * (call % 7), call);
+      for (auto s : put_batch(*t, {key}, {data[key]})) ASSERT_EQ(s, XferStatus::Ok);
+    }
+    t->compact();
+    const auto s = t->stats();
+    EXPECT_LE(s.small_packs, 4u);
+    EXPECT_LE(s.packs, 4u);
+    EXPECT_GT(s.compactions, 0u);
+    EXPECT_EQ(s.packed_objects, 30u);
+    EXPECT_EQ(s.pack_dead_bytes, 0u);
+    for (const auto& [key, bytes] : data) {
+      const auto got = get_one(*t, key);
+      ASSERT_EQ(got.status, XferStatus::Ok) << key << ": " << got.error;
+      EXPECT_EQ(got.data, bytes) << key;
+    }
+  }
+  auto t = make(o);  // what the merges wrote survives a restart
+  EXPECT_LE(t->stats().packs, 4u);
+  for (const auto& [key, bytes] : data) EXPECT_EQ(get_one(*t, key).data, bytes) << key;
+}
+
 TEST(FilePacks, ConcurrentUseWithOneOpenPack) {
   TempDir dir;
   auto o = opts(dir.path());
