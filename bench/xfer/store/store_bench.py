@@ -7,9 +7,9 @@
     call returns when its batch is done, so its queue drains at the end of each
     call, which fio's never does. fio writes one file (fallocated up front); the tier writes a file
     per object (create, write header + data, rename) above its pack= threshold
-    (default here 256KiB: --file-options ',pack=256KiB'; the tier's own default is
-    pack=0), and the small objects of each call into one pack file below it
-    (--file-options ',pack=0' for a file per object). A second fio run with a
+    (the tier's default, 1MiB, unless --file-options says otherwise), and the
+    objects of each call up to it into one pack file (--file-options ',pack=0'
+    for a file per object). A second fio run with a
     file per block (--nrfiles, --create_on_open) separates the price of that
     layout from the tier's own overhead.
 (b) The redis tier against redis-benchmark (-t set,get -d <size> -P <pipeline>
@@ -314,9 +314,9 @@ def main():
     ap.add_argument("--file-batch", type=int, default=256,
                     help="objects per tier call: a call drains its queue at its end, fio never does")
     ap.add_argument("--file-total", default="1GiB")
-    ap.add_argument("--file-options", default=",pack=256KiB",
-                    help="appended to the file tier's spec: ',pack=256KiB' (packs, the default here) "
-                         "or ',pack=0' (a file per object, the tier's own default)")
+    ap.add_argument("--file-options", default="",
+                    help="appended to the file tier's spec: '' (the tier's defaults: objects up to 1MiB "
+                         "in packs), ',pack=256KiB', or ',pack=0' (a file per object)")
     ap.add_argument("--direct", default="on,off", help="on, off or on,off")
     ap.add_argument("--redis-sizes", default="4KiB,64KiB,1MiB")
     ap.add_argument("--redis-pipeline", type=int, default=16)

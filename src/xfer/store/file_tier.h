@@ -65,12 +65,14 @@ struct FileTierOptions {
   unsigned queue_depth = 32;            // operations in flight per batch call
   bool direct = false;                  // O_DIRECT: bypass the page cache
   bool fsync = false;                   // fsync each file and the directory at publish
-  // Objects of up to this many bytes go into packs; 0: a file per object.
-  // Off by default: a pack is made per put() call and holds a descriptor open for
-  // its life, and the chain's evictions put a few objects per call, so a long run
-  // of evictions into this tier makes many small packs and as many open
-  // descriptors (docs/xfer-tiers.md, "Limits"). Opt in where puts come in batches.
-  std::uint64_t pack_threshold = 0;
+  // Objects of up to this many bytes go into packs; 0: a file per object. Why
+  // 1 MiB: creating, renaming and closing a file per object held 1 MiB O_DIRECT
+  // puts to 0.6x of fio on the disk measured, packed they reached 0.95x
+  // (docs/bench/store.md). Packs were opt-in while each held a descriptor for
+  // its life and the chain's evictions (a few objects per put call) piled up
+  // small packs; the descriptor cache (open_packs) and the merging of small
+  // packs (compact_small_packs) bound both.
+  std::uint64_t pack_threshold = 1 << 20;
   // Bytes of objects (each padded to 4 KiB) per pack. Why 64 MiB: a pack's
   // create and rename (~0.5 ms under load) then cost < 1% of its write at
   // 1 GB/s; compaction copies at most this much per round; and a pack is the

@@ -897,7 +897,9 @@ TEST_P(FileTierModes, CompactionMergesSmallPacks) {
     t->compact();
     const auto s = t->stats();
     EXPECT_LE(s.small_packs, 4u);
-    EXPECT_LE(s.packs, 4u);
+    // At most 4 small ones, plus one merged past 256 KiB (the background
+    // thread may have merged some while the puts went on).
+    EXPECT_LE(s.packs, 5u);
     EXPECT_GT(s.compactions, 0u);
     EXPECT_EQ(s.packed_objects, 30u);
     EXPECT_EQ(s.pack_dead_bytes, 0u);
@@ -908,7 +910,7 @@ TEST_P(FileTierModes, CompactionMergesSmallPacks) {
     }
   }
   auto t = make(o);  // what the merges wrote survives a restart
-  EXPECT_LE(t->stats().packs, 4u);
+  EXPECT_LE(t->stats().packs, 5u);
   for (const auto& [key, bytes] : data) EXPECT_EQ(get_one(*t, key).data, bytes) << key;
 }
 

@@ -55,7 +55,7 @@ TEST(TierSpec, File) {
   EXPECT_FALSE(t.file.fsync);
   EXPECT_EQ(t.file.capacity, kUnbounded);
   EXPECT_EQ(t.file.queue_depth, 32u);
-  EXPECT_EQ(t.file.pack_threshold, 0u);  // packs are opt-in
+  EXPECT_EQ(t.file.pack_threshold, 1u << 20);  // objects up to 1 MiB go into packs by default
   t = parse_tier_spec("file:/mnt/kv,direct,capacity=10GiB,qd=64,fsync");
   EXPECT_TRUE(t.file.direct);
   EXPECT_TRUE(t.file.fsync);
