@@ -4,8 +4,8 @@
 //   dram:8GiB                                  capacity (K/M/G/T = KiB/MiB/GiB/TiB, KB/MB/GB = 10^3...)
 //   file:/var/lib/ferry                        a directory, unbounded, buffered, queue depth 32
 //   file:/mnt/nvme/kv,direct,capacity=10GiB,qd=64,fsync
-//   file:/mnt/nvme/kv,pack=1MiB                objects up to 1 MiB go into pack files (default
-//                                              256KiB; pack=0: a file per object)
+//   file:/mnt/nvme/kv,pack=256KiB              objects up to 256 KiB go into pack files (default
+//                                              1MiB; pack=0: a file per object)
 //   redis://127.0.0.1:6379                     host and port (default 127.0.0.1:6379)
 //   redis://cache:6380/2?prefix=llama:&connections=8&timeout_ms=500
 //

@@ -41,7 +41,7 @@ FileTierOptions opts(const std::string& dir, bool direct = false) {
   o.dir = dir;
   o.direct = direct;
   o.queue_depth = 8;
-  o.pack_threshold = 256 << 10;  // packs are opt-in; most tests here are about them
+  o.pack_threshold = 256 << 10;  // so that the tests' objects fall on both sides of it
   return o;
 }
 
