@@ -2,8 +2,12 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+#include <array>
+#include <bit>
 #include <cstdio>
 #include <new>
+#include <vector>
 
 namespace ferry::xfer::store {
 
@@ -11,12 +15,14 @@ namespace ferry::xfer::store {
 // checksum_avx2.cpp
 std::uint64_t checksum_avx2(const void* data, std::size_t size) noexcept;
 void* checksum_stream_new_avx2() noexcept;
+void checksum_stream_reset_avx2(void* s) noexcept;
 void checksum_stream_update_avx2(void* s, const void* data, std::size_t size) noexcept;
 std::uint64_t checksum_stream_digest_avx2(const void* s) noexcept;
 void checksum_stream_free_avx2(void* s) noexcept;
 #endif
 
 namespace {
+
 bool use_avx2() noexcept {
 #if defined(__x86_64__)
   static const bool avx2 = __builtin_cpu_supports("avx2");
@@ -25,27 +31,90 @@ bool use_avx2() noexcept {
   return false;
 #endif
 }
-}  // namespace
 
-std::uint64_t checksum(ByteView data) noexcept {
+// One-shot XXH3-64, the AVX2 build where the CPU has it.
+std::uint64_t xxh3(const void* data, std::size_t size) noexcept {
 #if defined(__x86_64__)
-  if (use_avx2()) return checksum_avx2(data.data, data.size);
+  if (use_avx2()) return checksum_avx2(data, size);
 #endif
-  return XXH3_64bits(data.data, data.size);
+  return XXH3_64bits(data, size);
 }
 
-ChecksumStream::ChecksumStream() {
+void* new_state() {
 #if defined(__x86_64__)
   if (use_avx2()) {
-    state_ = checksum_stream_new_avx2();
-    if (state_ == nullptr) throw std::bad_alloc();
+    void* s = checksum_stream_new_avx2();
+    if (s == nullptr) throw std::bad_alloc();
+    return s;
+  }
+#endif
+  XXH3_state_t* s = XXH3_createState();
+  if (s == nullptr) throw std::bad_alloc();
+  XXH3_64bits_reset(s);
+  return s;
+}
+
+void reset_state(void* s) noexcept {
+#if defined(__x86_64__)
+  if (use_avx2()) {
+    checksum_stream_reset_avx2(s);
     return;
   }
 #endif
-  state_ = XXH3_createState();
-  if (state_ == nullptr) throw std::bad_alloc();
-  XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));
+  XXH3_64bits_reset(static_cast<XXH3_state_t*>(s));
 }
+
+void update_state(void* s, const void* data, std::size_t size) noexcept {
+#if defined(__x86_64__)
+  if (use_avx2()) {
+    checksum_stream_update_avx2(s, data, size);
+    return;
+  }
+#endif
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(s), data, size);
+}
+
+std::uint64_t digest_state(const void* s) noexcept {
+#if defined(__x86_64__)
+  if (use_avx2()) return checksum_stream_digest_avx2(s);
+#endif
+  return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(s));
+}
+
+}  // namespace
+
+std::uint64_t combine_leaf_sums(std::span<const std::uint64_t> leaf_sums) noexcept {
+  // The leaves' sums hashed as the bytes of little-endian u64s.
+  static_assert(std::endian::native == std::endian::little);
+  return xxh3(leaf_sums.data(), leaf_sums.size_bytes());
+}
+
+std::uint64_t whole_checksum(ByteView data) noexcept { return xxh3(data.data, data.size); }
+
+std::uint64_t checksum(ByteView data) noexcept {
+  if (data.size <= kChecksumLeafBytes) return xxh3(data.data, data.size);
+  // A 64 MiB object has 1024 leaves: on the stack, no allocation.
+  constexpr std::size_t kStackLeaves = 1024;
+  const std::size_t n = (data.size + kChecksumLeafBytes - 1) / kChecksumLeafBytes;
+  std::array<std::uint64_t, kStackLeaves> stack;
+  std::vector<std::uint64_t> heap;
+  std::uint64_t* sums = stack.data();
+  if (n > kStackLeaves) {
+    heap.resize(n);  // may throw std::bad_alloc: beyond 64 MiB only
+    sums = heap.data();
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t at = i * kChecksumLeafBytes;
+    sums[i] = xxh3(data.data + at, std::min(kChecksumLeafBytes, data.size - at));
+  }
+  return combine_leaf_sums({sums, n});
+}
+
+std::uint64_t checksum_of_kind(ByteView data, bool whole_sum) noexcept {
+  return whole_sum ? whole_checksum(data) : checksum(data);
+}
+
+ChecksumStream::ChecksumStream() : state_(new_state()) {}
 
 ChecksumStream::~ChecksumStream() {
 #if defined(__x86_64__)
@@ -57,21 +126,48 @@ ChecksumStream::~ChecksumStream() {
   XXH3_freeState(static_cast<XXH3_state_t*>(state_));
 }
 
-void ChecksumStream::update(ByteView data) noexcept {
-#if defined(__x86_64__)
-  if (use_avx2()) {
-    checksum_stream_update_avx2(state_, data.data, data.size);
-    return;
+void ChecksumStream::update(ByteView data) {
+  const std::uint8_t* p = data.data;
+  std::size_t left = data.size;
+  while (left > 0) {
+    if (in_leaf_ == 0 && left >= kChecksumLeafBytes) {  // a whole leaf: one shot
+      leaves_.push_back(xxh3(p, kChecksumLeafBytes));
+      p += kChecksumLeafBytes;
+      left -= kChecksumLeafBytes;
+      continue;
+    }
+    if (in_leaf_ == 0) reset_state(state_);
+    const std::size_t take = std::min(left, kChecksumLeafBytes - in_leaf_);
+    update_state(state_, p, take);
+    p += take;
+    left -= take;
+    if ((in_leaf_ += take) == kChecksumLeafBytes) {
+      leaves_.push_back(digest_state(state_));
+      in_leaf_ = 0;
+    }
   }
-#endif
-  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data.data, data.size);
 }
 
 std::uint64_t ChecksumStream::digest() const noexcept {
-#if defined(__x86_64__)
-  if (use_avx2()) return checksum_stream_digest_avx2(state_);
-#endif
-  return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_));
+  if (leaves_.empty()) {  // at most one leaf: plain XXH3-64 of it
+    if (in_leaf_ == 0) return xxh3(nullptr, 0);
+    return digest_state(state_);
+  }
+  if (in_leaf_ == 0 && leaves_.size() == 1) return leaves_[0];
+  if (in_leaf_ == 0) return combine_leaf_sums(leaves_);
+  // The open leaf is the last one; its sum goes after the others without
+  // changing leaves_ (digest is const and may be called again).
+  constexpr std::size_t kStackLeaves = 1024;
+  const std::size_t n = leaves_.size() + 1;
+  std::array<std::uint64_t, kStackLeaves> stack;
+  if (n <= kStackLeaves) {
+    std::copy(leaves_.begin(), leaves_.end(), stack.begin());
+    stack[n - 1] = digest_state(state_);
+    return combine_leaf_sums({stack.data(), n});
+  }
+  std::vector<std::uint64_t> all(leaves_);  // beyond 64 MiB only
+  all.push_back(digest_state(state_));
+  return combine_leaf_sums(all);
 }
 
 std::string checksum_hex(std::uint64_t sum) {
