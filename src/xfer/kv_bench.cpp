@@ -93,6 +93,7 @@ std::string method_name(gpu::CopyMethod m) {
   switch (m) {
     case gpu::CopyMethod::Batch: return "cudaMemcpyBatchAsync";
     case gpu::CopyMethod::Loop: return "cudaMemcpyAsync loop";
+    case gpu::CopyMethod::Auto: return "engines, kernel XXH3";  // see run_baseline
     default: return "copy kernel+XXH3";
   }
 }
@@ -100,12 +101,15 @@ std::string method_name(gpu::CopyMethod m) {
 // The same bytes copied by the application itself into pinned host memory:
 // what the agent's path is measured against. The copy kernel (the agent's
 // --copy kernel, one lane here) also checksums every block as the agent does:
-// leaf by leaf on the GPU, combined on the CPU (agent/leaf_segments.h).
+// leaf by leaf on the GPU, combined on the CPU (agent/leaf_segments.h). Auto
+// stands for the agent's other way to do that: cudaMemcpyBatchAsync copies, and
+// the kernel hashes the blocks in device memory (gpu::HashedCopy::Engines).
 Row run_baseline(const Buffer& buf, void* host, std::size_t block, std::size_t batch, std::size_t iterations,
                  bool to_device, gpu::CopyMethod method) {
   Row row{(buf.on_gpu() ? method_name(method) : std::string("memcpy loop")) + (to_device ? " H2D" : " D2H"), block,
           batch, iterations};
-  const bool kernel = buf.on_gpu() && method == gpu::CopyMethod::Kernel;
+  const bool kernel = buf.on_gpu() && (method == gpu::CopyMethod::Kernel || method == gpu::CopyMethod::Auto);
+  const auto how = method == gpu::CopyMethod::Auto ? gpu::HashedCopy::Engines : gpu::HashedCopy::Fused;
   std::vector<gpu::Segment> segs;
   std::vector<std::size_t> first_leaf(batch);
   for (std::size_t i = 0; i < batch; ++i) {
@@ -127,7 +131,7 @@ Row run_baseline(const Buffer& buf, void* host, std::size_t block, std::size_t b
   for (std::size_t it = 0; it < iterations; ++it) {
     if (lanes) {
       std::string error;
-      const bool ok = kernel ? lanes->copy_hashed(0, segs, to_device, sums.data(), hashed.data(), &error)
+      const bool ok = kernel ? lanes->copy_hashed(0, segs, to_device, how, sums.data(), hashed.data(), &error)
                              : lanes->copy(0, segs, to_device, &error);
       if (!ok) throw Error("kv bench baseline: " + error);
       for (std::size_t i = 0; kernel && i < batch; ++i)
@@ -187,7 +191,7 @@ int kv_bench(const KvBenchOptions& o) {
       throw Error("kv bench: pulled data differs from what was pushed (" + std::to_string(block) + "-byte blocks)");
     if (o.baselines) {
       using M = gpu::CopyMethod;
-      for (M m : buf.on_gpu() ? std::vector<M>{M::Loop, M::Batch, M::Kernel} : std::vector<M>{M::Loop}) {
+      for (M m : buf.on_gpu() ? std::vector<M>{M::Loop, M::Batch, M::Kernel, M::Auto} : std::vector<M>{M::Loop}) {
         results.push_back(run_baseline(buf, host, block, batch, iterations, false, m));
         results.push_back(run_baseline(buf, host, block, batch, iterations, true, m));
       }

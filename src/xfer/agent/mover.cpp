@@ -91,7 +91,11 @@ std::string DataMover::describe() const {
                               : "copy kernel with XXH3 on the GPU below " +
                                     std::to_string(options_.kernel_below >> 10) + " KiB (pushes) / " +
                                     std::to_string(options_.kernel_below_pull >> 10) +
-                                    " KiB (pulls) blocks, cudaMemcpyBatchAsync at and above")
+                                    " KiB (pulls) blocks, cudaMemcpyBatchAsync at and above" +
+                                    (options_.engines_from > 0
+                                         ? "; from " + std::to_string(options_.engines_from >> 10) +
+                                               " KiB on, cudaMemcpyBatchAsync copies and the kernel only hashes"
+                                         : std::string()))
                        : "") +
          "), batches up to " + std::to_string(options_.chunk_bytes >> 10) + " KiB and " +
          std::to_string(options_.chunk_blocks) + " blocks" +
@@ -118,7 +122,9 @@ void DataMover::submit(std::shared_ptr<Job> job) {
       if (b.count > 0 && (bytes + need > options_.chunk_bytes || bytes + need > slot_bytes_ ||
                           b.count == options_.chunk_blocks))
         break;
-      if (b.count > 0 && by_kernel(job->op, job->descs[i].len) != by_kernel(job->op, job->descs[b.first].len)) break;
+      if (b.count > 0 && (by_kernel(job->op, job->descs[i].len) != by_kernel(job->op, job->descs[b.first].len) ||
+                          hashed_copy(job->descs[i].len) != hashed_copy(job->descs[b.first].len)))
+        break;
       bytes += need;
       ++b.count;
       ++i;
@@ -292,7 +298,7 @@ void DataMover::begin_write(int lane, Flight& f) {
       f.sums[k] = store::checksum({f.host[k], d.len});
     }
   }
-  f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, false, &f.error);
+  f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, false, hashed_copy(job.descs[first].len), &f.error);
 }
 
 void DataMover::end_write(int lane, Flight& f) {
@@ -513,7 +519,8 @@ void DataMover::begin_read(int lane, Flight& f) {
       std::memcpy(app, f.host[k], r.size);
     }
   }
-  if (f.kernel) f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, true, &f.error);
+  if (f.kernel)
+    f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, true, hashed_copy(job.descs[first].len), &f.error);
 }
 
 void DataMover::end_read(int lane, Flight& f) {
