@@ -90,10 +90,13 @@ class Lanes {
   bool wait(int lane, std::uint64_t ticket, std::string* error) noexcept;
   bool finish(int lane, std::string* error) noexcept;
 
-  // CopyMethod::Kernel only. Copies every segment on lane `lane` and waits; for
-  // segment i, hashed[i] = 1 and sums[i] = XXH3-64 of the bytes it copied, or
-  // hashed[i] = 0 where the kernel did not hash (240 bytes or less, or src/dst
-  // not 16-byte aligned: the caller hashes those). False with *error on failure.
+  // Lanes with the kernel (Kernel, Auto). Copies every segment on lane `lane` and
+  // waits; for segment i, hashed[i] = 1 and sums[i] = XXH3-64 of its bytes (Fused:
+  // as copied; Engines: as they are on the device side after the copy, i.e. a
+  // push's source, a pull's destination), or hashed[i] = 0 where the kernel did
+  // not hash (240 bytes or less, or not 16-byte aligned: src or dst for Fused,
+  // the device side for Engines; the caller hashes those). False with *error on
+  // failure.
   bool copy_hashed(int lane, std::span<const Segment> segs, bool to_device, HashedCopy how, std::uint64_t* sums,
                    std::uint8_t* hashed, std::string* error) noexcept;
   // copy_hashed in two halves, so that a lane can keep the GPU busy while its

@@ -281,9 +281,10 @@ void DataMover::begin_write(int lane, Flight& f) {
   f.sums.assign(count, 0);
   f.kernel = by_kernel(XferOp::Write, job.descs[first].len);
   if (!f.kernel) return;  // the copy engines' path runs whole in end_write
-  // The kernel copies each device block and hashes it on the way; the CPU copies
-  // and hashes only host (memfd) blocks and what the kernel leaves (240 bytes or
-  // less, unaligned: see end_write).
+  // The kernel hashes each device block leaf by leaf, while it copies it or, from
+  // --engines-from on, after the copy engines have (hashed_copy()); the CPU
+  // copies and hashes only host (memfd) blocks and hashes what the kernel leaves
+  // (a leaf of 240 bytes or less, unaligned: see end_write).
   PhaseTimer copy_time(phases_, Phase::Copy);
   f.segs.clear();
   f.seg_of.assign(count, Flight::kNoSeg);

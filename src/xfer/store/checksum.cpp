@@ -1,5 +1,6 @@
 #include "xfer/store/checksum.h"
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack (LeafSumHasher)
 #include <xxhash.h>
 
 #include <algorithm>
@@ -7,7 +8,7 @@
 #include <bit>
 #include <cstdio>
 #include <new>
-#include <vector>
+#include <span>
 
 namespace ferry::xfer::store {
 
@@ -81,6 +82,18 @@ std::uint64_t digest_state(const void* s) noexcept {
   return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(s));
 }
 
+// XXH3-64 of leaf sums that arrive in parts, in a state on the stack (the
+// library's build: the parts are small).
+class LeafSumHasher {
+ public:
+  LeafSumHasher() noexcept { XXH3_64bits_reset(&state_); }
+  void add(std::span<const std::uint64_t> sums) noexcept { XXH3_64bits_update(&state_, sums.data(), sums.size_bytes()); }
+  std::uint64_t digest() const noexcept { return XXH3_64bits_digest(&state_); }
+
+ private:
+  XXH3_state_t state_;
+};
+
 }  // namespace
 
 std::uint64_t combine_leaf_sums(std::span<const std::uint64_t> leaf_sums) noexcept {
@@ -93,21 +106,21 @@ std::uint64_t whole_checksum(ByteView data) noexcept { return xxh3(data.data, da
 
 std::uint64_t checksum(ByteView data) noexcept {
   if (data.size <= kChecksumLeafBytes) return xxh3(data.data, data.size);
-  // A 64 MiB object has 1024 leaves: on the stack, no allocation.
+  // The leaves' sums go through XXH3's streaming state a stack buffer at a time
+  // (it equals the one-shot hash of them all): no allocation at any size.
   constexpr std::size_t kStackLeaves = 1024;
-  const std::size_t n = (data.size + kChecksumLeafBytes - 1) / kChecksumLeafBytes;
-  std::array<std::uint64_t, kStackLeaves> stack;
-  std::vector<std::uint64_t> heap;
-  std::uint64_t* sums = stack.data();
-  if (n > kStackLeaves) {
-    heap.resize(n);  // may throw std::bad_alloc: beyond 64 MiB only
-    sums = heap.data();
+  std::array<std::uint64_t, kStackLeaves> sums;
+  LeafSumHasher combined;
+  std::size_t n = 0;
+  for (std::size_t at = 0; at < data.size; at += kChecksumLeafBytes) {
+    sums[n++] = xxh3(data.data + at, std::min(kChecksumLeafBytes, data.size - at));
+    if (n == kStackLeaves) {
+      combined.add({sums.data(), n});
+      n = 0;
+    }
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t at = i * kChecksumLeafBytes;
-    sums[i] = xxh3(data.data + at, std::min(kChecksumLeafBytes, data.size - at));
-  }
-  return combine_leaf_sums({sums, n});
+  combined.add({sums.data(), n});
+  return combined.digest();
 }
 
 std::uint64_t checksum_of_kind(ByteView data, bool whole_sum) noexcept {
@@ -157,17 +170,11 @@ std::uint64_t ChecksumStream::digest() const noexcept {
   if (in_leaf_ == 0) return combine_leaf_sums(leaves_);
   // The open leaf is the last one; its sum goes after the others without
   // changing leaves_ (digest is const and may be called again).
-  constexpr std::size_t kStackLeaves = 1024;
-  const std::size_t n = leaves_.size() + 1;
-  std::array<std::uint64_t, kStackLeaves> stack;
-  if (n <= kStackLeaves) {
-    std::copy(leaves_.begin(), leaves_.end(), stack.begin());
-    stack[n - 1] = digest_state(state_);
-    return combine_leaf_sums({stack.data(), n});
-  }
-  std::vector<std::uint64_t> all(leaves_);  // beyond 64 MiB only
-  all.push_back(digest_state(state_));
-  return combine_leaf_sums(all);
+  const std::uint64_t open = digest_state(state_);
+  LeafSumHasher combined;
+  combined.add(leaves_);
+  combined.add({&open, 1});
+  return combined.digest();
 }
 
 std::string checksum_hex(std::uint64_t sum) {
