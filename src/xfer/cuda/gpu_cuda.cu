@@ -56,6 +56,10 @@ void free_device(void* p, int device) noexcept {
 void copy_to_device(void* dst, const void* src, std::size_t n, int device) {
   FERRY_CUDA_CHECK(cudaSetDevice(device));
   FERRY_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return once the bytes are staged, before
+  // the DMA has written them: work this process queues later is ordered after it,
+  // but the agent, another process, may read the buffer at once. Wait for it.
+  FERRY_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 void copy_from_device(void* dst, const void* src, std::size_t n, int device) {
