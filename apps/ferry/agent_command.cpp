@@ -47,6 +47,10 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
   sub->add_option("--kernel-below-pull", o.kernel_below_pull,
                   "--copy auto: the same threshold for pulls")
       ->capture_default_str();
+  sub->add_option("--engines-from", o.engines_from,
+                  "--copy auto: blocks of at least this size go by cudaMemcpyBatchAsync while the kernel computes "
+                  "their checksums in device memory (0: the kernel copies every block below --kernel-below)")
+      ->capture_default_str();
   sub->add_option("--cpus", o.cpus, "Pin the agent to these cores (the proxy's own cores)")->delimiter(',');
   sub->add_option("--lane-spin-us", o.lane_spin_us,
                   "How long an idle copy lane polls for the next batch before it sleeps, microseconds "

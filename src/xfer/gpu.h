@@ -60,6 +60,13 @@ struct Segment {
 //           caller picks per call (the agent: the kernel for small blocks)
 enum class CopyMethod { Batch, Loop, Kernel, Auto };
 
+// How copy_hashed/start_hashed move the bytes they hash:
+//   Fused    the copy kernel moves them and hashes them on the way;
+//   Engines  the copy engines move them (as start() does, with contiguous
+//            segments merged), and the kernel then hashes them where they are
+//            in device memory (a pull's destination, a push's source).
+enum class HashedCopy { Fused, Engines };
+
 // Copy lanes: one CUDA stream each, used by one agent thread at a time.
 class Lanes {
  public:
@@ -83,11 +90,14 @@ class Lanes {
   bool wait(int lane, std::uint64_t ticket, std::string* error) noexcept;
   bool finish(int lane, std::string* error) noexcept;
 
-  // CopyMethod::Kernel only. Copies every segment on lane `lane` and waits; for
-  // segment i, hashed[i] = 1 and sums[i] = XXH3-64 of the bytes it copied, or
-  // hashed[i] = 0 where the kernel did not hash (240 bytes or less, or src/dst
-  // not 16-byte aligned: the caller hashes those). False with *error on failure.
-  bool copy_hashed(int lane, std::span<const Segment> segs, bool to_device, std::uint64_t* sums,
+  // Lanes with the kernel (Kernel, Auto). Copies every segment on lane `lane` and
+  // waits; for segment i, hashed[i] = 1 and sums[i] = XXH3-64 of its bytes (Fused:
+  // as copied; Engines: as they are on the device side after the copy, i.e. a
+  // push's source, a pull's destination), or hashed[i] = 0 where the kernel did
+  // not hash (240 bytes or less, or not 16-byte aligned: src or dst for Fused,
+  // the device side for Engines; the caller hashes those). False with *error on
+  // failure.
+  bool copy_hashed(int lane, std::span<const Segment> segs, bool to_device, HashedCopy how, std::uint64_t* sums,
                    std::uint8_t* hashed, std::string* error) noexcept;
   // copy_hashed in two halves, so that a lane can keep the GPU busy while its
   // thread does a batch's bookkeeping: start_hashed queues the copies on buffer
@@ -95,7 +105,8 @@ class Lanes {
   // and fills sums/hashed. Each slot holds one call in flight; the two slots
   // share the lane's stream, so their kernels run in the order started.
   static constexpr int kHashedSlots = 2;
-  bool start_hashed(int lane, int slot, std::span<const Segment> segs, bool to_device, std::string* error) noexcept;
+  bool start_hashed(int lane, int slot, std::span<const Segment> segs, bool to_device, HashedCopy how,
+                    std::string* error) noexcept;
   bool collect_hashed(int lane, int slot, std::uint64_t* sums, std::uint8_t* hashed, std::string* error) noexcept;
   CopyMethod method() const noexcept { return method_; }
 

@@ -42,11 +42,12 @@ bool Lanes::finish(int, std::string* error) noexcept {
   *error = "no GPU in this build";
   return false;
 }
-bool Lanes::copy_hashed(int, std::span<const Segment>, bool, std::uint64_t*, std::uint8_t*, std::string* error) noexcept {
+bool Lanes::copy_hashed(int, std::span<const Segment>, bool, HashedCopy, std::uint64_t*, std::uint8_t*,
+                        std::string* error) noexcept {
   *error = "no GPU in this build";
   return false;
 }
-bool Lanes::start_hashed(int, int, std::span<const Segment>, bool, std::string* error) noexcept {
+bool Lanes::start_hashed(int, int, std::span<const Segment>, bool, HashedCopy, std::string* error) noexcept {
   *error = "no GPU in this build";
   return false;
 }

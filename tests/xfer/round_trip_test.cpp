@@ -21,7 +21,11 @@ using xfer::XferStatus;
 TEST(XferRoundTrip, SizesFromOneByteToMegabytesComeBackIdentical) {
   FerryAgent agent_proc({"dram:256MiB"});
   Agent agent(config_for(agent_proc.endpoint()));
+  // Around the checksum's 64 KiB leaves too: a last leaf of 1 byte (the kernel
+  // leaves it to the CPU), of 300 bytes (the kernel hashes it), whole leaves.
   for (std::size_t size : {std::size_t{1}, std::size_t{4095}, std::size_t{4096}, std::size_t{65537},
+                           std::size_t{65536 + 300}, std::size_t{2 * 65536}, (std::size_t{1} << 20) + 1,
+                           (std::size_t{1} << 20) + 100000,
                            std::size_t{3} << 20}) {
     SCOPED_TRACE(size);
     Buffer buf = Buffer::allocate(xfer_env().mem, size);

@@ -166,10 +166,18 @@ int corrupt_agent_memory(pid_t pid, const std::vector<std::uint8_t>& needle, std
 
 // The dram tier's objects are verified on every pull too: by the CPU beside the
 // copy engine, or by the copy kernel's own XXH3 (--copy=kernel).
-TEST(XferTiers, ACorruptedDramObjectIsReportedOnPullNeverReturnedAsData) {
+//
+// Sizes: 50000 (one checksum leaf, not a multiple of 16 or 1024: the kernel's
+// tail paths), 200000 (several leaves, the kernel copies), 2 MiB + 1000 (the
+// copy engines copy and the kernel hashes the bytes that landed, by default).
+class CorruptedDramObject : public ::testing::TestWithParam<std::size_t> {};
+INSTANTIATE_TEST_SUITE_P(XferTiers, CorruptedDramObject,
+                         ::testing::Values(std::size_t{50000}, std::size_t{200000}, (std::size_t{2} << 20) + 1000));
+
+TEST_P(CorruptedDramObject, IsReportedOnPullNeverReturnedAsData) {
   FerryAgent agent_proc({"dram:16MiB"});
   Agent agent(config_for(agent_proc.endpoint()));
-  constexpr std::size_t kSize = 50000;  // not a multiple of 16 or 1024: the kernel's tail paths
+  const std::size_t kSize = GetParam();
   Buffer buf = Buffer::allocate(xfer_env().mem, kSize);
   const auto data = random_bytes(kSize, 9);
   buf.write(0, data.data(), kSize);

@@ -27,6 +27,10 @@ struct AgentServiceOptions {
   // 32 MiB, docs/bench/xfer.md run 4), so auto takes it up to the largest blocks.
   std::string kernel_below = "64MiB";
   std::string kernel_below_pull = "64MiB";  // ... and for pulls
+  // --copy auto: blocks of at least this size (below kernel_below) are copied by
+  // the copy engines, and the kernel only hashes them in device memory ("0":
+  // never). The engines move large blocks faster than the kernel's SM loads.
+  std::string engines_from = "1MiB";
   std::vector<int> cpus;      // pin the agent to these cores (empty: no pinning)
   // How long an idle copy lane polls for work before it sleeps, µs; -1: 200 when
   // the agent has its own cores (cpus), else 0 (never poll a shared core).

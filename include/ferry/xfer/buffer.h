@@ -34,6 +34,10 @@ class Buffer {
   int memfd() const noexcept { return memfd_; }
 
   // Copies between host memory and the buffer, whatever kind it is (tests, the CLI).
+  // write returns once the bytes are in the buffer, so a transfer posted next sees
+  // them: the agent reads GPU memory from another process, outside this process's
+  // stream order. (An application that fills its buffers with its own kernels
+  // must synchronize them before it posts, as with NIXL.)
   void write(std::size_t offset, const void* src, std::size_t n);
   void read(std::size_t offset, void* dst, std::size_t n) const;
 

@@ -94,6 +94,7 @@ int run_agent(const AgentServiceOptions& o) {
                                  : gpu::CopyMethod::Auto;
   mo.kernel_below = store::parse_size(o.kernel_below, "--kernel-below");
   mo.kernel_below_pull = store::parse_size(o.kernel_below_pull, "--kernel-below-pull");
+  mo.engines_from = store::parse_size(o.engines_from, "--engines-from");
   mo.lane_spin_us = static_cast<unsigned>(o.lane_spin_us >= 0 ? o.lane_spin_us : o.cpus.empty() ? 0 : 200);
   agent::DataMover mover(mo, chain);
 

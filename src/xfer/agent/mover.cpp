@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "core/log.h"
 #include "ferry/core/backoff.h"
 #include "ferry/core/status.h"
+#include "xfer/agent/leaf_segments.h"
 #include "xfer/store/checksum.h"
 #include "xfer/store/xxh3_parts.h"
 
@@ -89,7 +91,11 @@ std::string DataMover::describe() const {
                               : "copy kernel with XXH3 on the GPU below " +
                                     std::to_string(options_.kernel_below >> 10) + " KiB (pushes) / " +
                                     std::to_string(options_.kernel_below_pull >> 10) +
-                                    " KiB (pulls) blocks, cudaMemcpyBatchAsync at and above")
+                                    " KiB (pulls) blocks, cudaMemcpyBatchAsync at and above" +
+                                    (options_.engines_from > 0
+                                         ? "; from " + std::to_string(options_.engines_from >> 10) +
+                                               " KiB on, cudaMemcpyBatchAsync copies and the kernel only hashes"
+                                         : std::string()))
                        : "") +
          "), batches up to " + std::to_string(options_.chunk_bytes >> 10) + " KiB and " +
          std::to_string(options_.chunk_blocks) + " blocks" +
@@ -116,7 +122,9 @@ void DataMover::submit(std::shared_ptr<Job> job) {
       if (b.count > 0 && (bytes + need > options_.chunk_bytes || bytes + need > slot_bytes_ ||
                           b.count == options_.chunk_blocks))
         break;
-      if (b.count > 0 && by_kernel(job->op, job->descs[i].len) != by_kernel(job->op, job->descs[b.first].len)) break;
+      if (b.count > 0 && (by_kernel(job->op, job->descs[i].len) != by_kernel(job->op, job->descs[b.first].len) ||
+                          hashed_copy(job->descs[i].len) != hashed_copy(job->descs[b.first].len)))
+        break;
       bytes += need;
       ++b.count;
       ++i;
@@ -147,8 +155,8 @@ struct DataMover::Flight {
   std::string error;
   std::vector<std::uint8_t*> host;  // per block: its bytes in host memory (pool range or staging)
   std::vector<std::uint64_t> sums;  // push: each block's checksum; pull: the stored one
-  std::vector<gpu::Segment> segs;   // the device blocks' copies
-  std::vector<std::size_t> seg_of;  // block -> its segment, or kNoSeg
+  std::vector<gpu::Segment> segs;   // the device blocks' copies (by the kernel: their leaves)
+  std::vector<std::size_t> seg_of;  // block -> its (first) segment, or kNoSeg
   std::vector<std::uint64_t> gpu_sums;
   std::vector<std::uint8_t> hashed;
   // push
@@ -273,9 +281,10 @@ void DataMover::begin_write(int lane, Flight& f) {
   f.sums.assign(count, 0);
   f.kernel = by_kernel(XferOp::Write, job.descs[first].len);
   if (!f.kernel) return;  // the copy engines' path runs whole in end_write
-  // The kernel copies each device block and hashes it on the way; the CPU copies
-  // and hashes only host (memfd) blocks and what the kernel leaves (240 bytes or
-  // less, unaligned: see end_write).
+  // The kernel hashes each device block leaf by leaf, while it copies it or, from
+  // --engines-from on, after the copy engines have (hashed_copy()); the CPU
+  // copies and hashes only host (memfd) blocks and hashes what the kernel leaves
+  // (a leaf of 240 bytes or less, unaligned: see end_write).
   PhaseTimer copy_time(phases_, Phase::Copy);
   f.segs.clear();
   f.seg_of.assign(count, Flight::kNoSeg);
@@ -284,13 +293,13 @@ void DataMover::begin_write(int lane, Flight& f) {
     const std::uint8_t* app = d.region->base() + d.offset;
     if (d.region->on_device() && d.len > 0) {
       f.seg_of[k] = f.segs.size();
-      f.segs.push_back({f.host[k], app, d.len});
+      append_leaves({f.host[k], app, d.len}, &f.segs);
     } else {
       std::memcpy(f.host[k], app, d.len);
       f.sums[k] = store::checksum({f.host[k], d.len});
     }
   }
-  f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, false, &f.error);
+  f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, false, hashed_copy(job.descs[first].len), &f.error);
 }
 
 void DataMover::end_write(int lane, Flight& f) {
@@ -306,7 +315,9 @@ void DataMover::end_write(int lane, Flight& f) {
     for (std::size_t k = 0; f.ok && k < count; ++k) {
       const std::size_t i = f.seg_of[k];
       if (i == Flight::kNoSeg) continue;
-      f.sums[k] = f.hashed[i] != 0 ? f.gpu_sums[i] : store::checksum({f.host[k], job.descs[first + k].len});
+      const std::uint64_t len = job.descs[first + k].len;
+      const auto sum = checksum_from_leaves(f.gpu_sums, f.hashed, i, len);
+      f.sums[k] = sum ? *sum : store::checksum({f.host[k], len});
     }
   }
   copy_time.stop();
@@ -489,6 +500,9 @@ void DataMover::begin_read(int lane, Flight& f) {
   lookup_time.stop();
 
   PhaseTimer copy_time(phases_, Phase::Copy);
+  // The copy kernel hashes what it copies (leaf by leaf); by the copy engines,
+  // end_read starts the DMA and verifies on the CPU while it reads the pool.
+  f.kernel = by_kernel(XferOp::Read, job.descs[first].len);
   f.segs.clear();
   f.seg_of.assign(count, Flight::kNoSeg);
   for (std::size_t k = 0; k < count; ++k) {
@@ -498,15 +512,16 @@ void DataMover::begin_read(int lane, Flight& f) {
     std::uint8_t* app = d.region->base() + d.offset;
     if (d.region->on_device()) {
       f.seg_of[k] = f.segs.size();
-      f.segs.push_back({app, f.host[k], r.size});
+      if (f.kernel)
+        append_leaves({app, f.host[k], r.size}, &f.segs);
+      else
+        f.segs.push_back({app, f.host[k], r.size});
     } else {
       std::memcpy(app, f.host[k], r.size);
     }
   }
-  // The copy kernel hashes what it copies; by the copy engines, end_read starts
-  // the DMA and verifies on the CPU while it reads the pool.
-  f.kernel = by_kernel(XferOp::Read, job.descs[first].len);
-  if (f.kernel) f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, true, &f.error);
+  if (f.kernel)
+    f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, true, hashed_copy(job.descs[first].len), &f.error);
 }
 
 void DataMover::end_read(int lane, Flight& f) {
@@ -527,8 +542,9 @@ void DataMover::end_read(int lane, Flight& f) {
     if (!f.borrowed[k]) continue;
     DescResult& r = job.results[first + k];
     const std::size_t i = f.seg_of[k];
-    const std::uint64_t sum =
-        i != Flight::kNoSeg && f.hashed[i] != 0 ? f.gpu_sums[i] : store::checksum({f.host[k], r.size});
+    std::optional<std::uint64_t> by_gpu;
+    if (i != Flight::kNoSeg) by_gpu = checksum_from_leaves(f.gpu_sums, f.hashed, i, r.size);
+    const std::uint64_t sum = by_gpu ? *by_gpu : store::checksum({f.host[k], r.size});
     if (sum != f.sums[k]) {
       r.status = XferStatus::ChecksumMismatch;
       r.error = "'" + std::string(job.descs[first + k].key) + "' fails its checksum in " + dram_name + " (stored " +

@@ -55,6 +55,9 @@ struct MoverOptions {
   // --copy auto: blocks below this go by the copy kernel, the rest by batch.
   std::size_t kernel_below = 64u << 20;
   std::size_t kernel_below_pull = 64u << 20;  // the same for pulls (reads)
+  // --copy auto, blocks the kernel hashes: from this size on (0: never) the copy
+  // engines copy them and the kernel hashes them in device memory.
+  std::size_t engines_from = 1u << 20;
   // How long an idle lane polls the queue before it sleeps. Waking a sleeping
   // thread costs tens of microseconds per request and lane; an agent on its own
   // cores (--cpus) can afford to poll, as the reference's DPU cores do.
@@ -131,6 +134,12 @@ class DataMover {
     const std::size_t below = op == XferOp::Write ? options_.kernel_below : options_.kernel_below_pull;
     return lanes_ != nullptr &&
            (options_.copy == gpu::CopyMethod::Kernel || (options_.copy == gpu::CopyMethod::Auto && len < below));
+  }
+  // How a block that by_kernel() takes moves (a batch holds one way only).
+  gpu::HashedCopy hashed_copy(std::size_t len) const noexcept {
+    return options_.copy == gpu::CopyMethod::Auto && options_.engines_from > 0 && len >= options_.engines_from
+               ? gpu::HashedCopy::Engines
+               : gpu::HashedCopy::Fused;
   }
   void finish_batch(const std::shared_ptr<Job>& job);
   // The chain's tier names, built once: a result names its tier per block.

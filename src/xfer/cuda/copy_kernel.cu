@@ -47,8 +47,11 @@ __global__ void __launch_bounds__(kThreads) copy_pieces(const Obj* objs, const P
     const std::uint64_t begin = std::uint64_t{pc.first_block} * xxh3::kBlockBytes;
     const std::uint64_t piece_end = begin + kPieceBlocks * xxh3::kBlockBytes;
     const std::uint64_t end = piece_end < o.len ? piece_end : o.len;
+    // dst == nullptr: hash only (the copy engines moved the bytes); warp-uniform.
+    const bool store = o.dst != nullptr;
     if ((o.flags & KernelLane::kVector) == 0) {  // unaligned: bytes, and the CPU hashes
-      for (std::uint64_t i = begin + lane; i < end; i += 32) o.dst[i] = o.src[i];
+      if (store)
+        for (std::uint64_t i = begin + lane; i < end; i += 32) o.dst[i] = o.src[i];
       continue;
     }
     const bool hash = (o.flags & KernelLane::kHash) != 0;
@@ -63,7 +66,7 @@ __global__ void __launch_bounds__(kThreads) copy_pieces(const Obj* objs, const P
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const std::uint64_t off = base + 512 * j + 16 * lane;
-        if (off < vec_end) __stcs(reinterpret_cast<uint4*>(o.dst + off), v[j]);
+        if (store && off < vec_end) __stcs(reinterpret_cast<uint4*>(o.dst + off), v[j]);
       }
       if (!hash) continue;
 #pragma unroll
@@ -87,7 +90,8 @@ __global__ void __launch_bounds__(kThreads) copy_pieces(const Obj* objs, const P
     if (end != o.len) continue;
     // The segment's tail: bytes past the last whole 16, then XXH3's last stripe
     // (len - 64, which may start inside an earlier piece: read from src, never written).
-    for (std::uint64_t i = vec_end + lane; i < end; i += 32) o.dst[i] = o.src[i];
+    if (store)
+      for (std::uint64_t i = vec_end + lane; i < end; i += 32) o.dst[i] = o.src[i];
     if (hash && lane < 4) {
       std::uint64_t even = 0, odd = 0;
       xxh3::last_stripe_part(o.src + o.len - xxh3::kStripeBytes, lane, keys, even, odd);
@@ -196,7 +200,7 @@ void KernelLane::take_round(std::size_t first) noexcept {
   }
 }
 
-bool KernelLane::start(cudaStream_t stream, std::span<const Segment> segs, bool to_device,
+bool KernelLane::start(cudaStream_t stream, std::span<const Segment> segs, bool to_device, bool hash_only,
                        std::string* error) noexcept {
   if (in_flight_) {
     *error = "copy kernel: start() before the previous round was collected";
@@ -215,8 +219,12 @@ bool KernelLane::start(cudaStream_t stream, std::span<const Segment> segs, bool 
       const Segment& s = segs[i];
       const std::uint64_t blocks = (s.len + xxh3::kBlockBytes - 1) / xxh3::kBlockBytes;
       const std::size_t n_pieces = (blocks + kPieceBlocks - 1) / kPieceBlocks;
-      const auto* src = static_cast<const std::uint8_t*>(to_device ? device_view(s.src) : s.src);
-      auto* dst = static_cast<std::uint8_t*>(to_device ? s.dst : device_view(s.dst));
+      // Hash only: read the bytes where they are in device memory (the copy
+      // engines' destination for a pull, their source for a push).
+      const auto* src = static_cast<const std::uint8_t*>(hash_only   ? (to_device ? s.dst : s.src)
+                                                          : to_device ? device_view(s.src)
+                                                                      : s.src);
+      auto* dst = hash_only ? nullptr : static_cast<std::uint8_t*>(to_device ? s.dst : device_view(s.dst));
       std::uint32_t flags = 0;
       if (((reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst)) & 15u) == 0) {
         flags = kVector;

@@ -7,8 +7,12 @@
 //   copy_pieces   one warp per 16 KiB piece of a segment: 4 KiB rounds of eight
 //                 16-byte loads per lane in flight, then the stores; each 1 KiB
 //                 block's XXH3 contribution (8 x u64) goes to a scratch array
-//   finish_hashes one thread per segment: the serial scramble over its blocks'
+//   finish_hashes eight threads per segment: the serial scramble over its blocks'
 //                 contributions, then the final mix -> the segment's hash
+//
+// It also runs hash only (dst null), on bytes the copy engines have moved: for
+// blocks of 1 MiB and more the engines copy faster than the kernel, and reading
+// the block back from device memory costs the SMs next to nothing.
 //
 // Per lane, buffers sized at construction for segments up to max_segment_bytes:
 // a pinned descriptor table copied to the device per call, the contributions,
@@ -37,10 +41,12 @@ class KernelLane {
   KernelLane& operator=(const KernelLane&) = delete;
 
   // Gpu::Lanes::start_hashed on `stream` (the lane's): queues the copies and
-  // hashes of segs and returns. A call that needs several rounds of this lane's
+  // hashes of segs and returns; with hash_only, only the hashes, read from the
+  // segments' device side (the caller queued their copies before). A call that needs several rounds of this lane's
   // buffers runs all but the last to completion first. False with *error when a
   // round fails (nothing is then left in flight).
-  bool start(cudaStream_t stream, std::span<const Segment> segs, bool to_device, std::string* error) noexcept;
+  bool start(cudaStream_t stream, std::span<const Segment> segs, bool to_device, bool hash_only,
+             std::string* error) noexcept;
   // Waits for what start() queued; sums[i], hashed[i] for its segment i (as
   // Gpu::Lanes::copy_hashed describes).
   bool collect(std::uint64_t* sums, std::uint8_t* hashed, std::string* error) noexcept;

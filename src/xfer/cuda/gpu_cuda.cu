@@ -56,6 +56,10 @@ void free_device(void* p, int device) noexcept {
 void copy_to_device(void* dst, const void* src, std::size_t n, int device) {
   FERRY_CUDA_CHECK(cudaSetDevice(device));
   FERRY_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return once the bytes are staged, before
+  // the DMA has written them: work this process queues later is ordered after it,
+  // but the agent, another process, may read the buffer at once. Wait for it.
+  FERRY_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 void copy_from_device(void* dst, const void* src, std::size_t n, int device) {
@@ -228,9 +232,9 @@ bool Lanes::copy(int lane, std::span<const Segment> segs, bool to_device, std::s
   return start(lane, segs, to_device, error) && finish(lane, error);
 }
 
-bool Lanes::copy_hashed(int lane, std::span<const Segment> segs, bool to_device, std::uint64_t* sums,
-                        std::uint8_t* hashed, std::string* error) noexcept {
-  return start_hashed(lane, 0, segs, to_device, error) && collect_hashed(lane, 0, sums, hashed, error);
+bool Lanes::copy_hashed(int lane, std::span<const Segment> segs, bool to_device, HashedCopy how,
+                        std::uint64_t* sums, std::uint8_t* hashed, std::string* error) noexcept {
+  return start_hashed(lane, 0, segs, to_device, how, error) && collect_hashed(lane, 0, sums, hashed, error);
 }
 
 namespace {
@@ -244,12 +248,38 @@ cuda::KernelLane* kernel_lane(void* lanes, int lane, int slot, std::string* erro
 }
 }  // namespace
 
-bool Lanes::start_hashed(int lane, int slot, std::span<const Segment> segs, bool to_device,
+bool Lanes::start_hashed(int lane, int slot, std::span<const Segment> segs, bool to_device, HashedCopy how,
                          std::string* error) noexcept {
   cuda::KernelLane* k = kernel_lane(kernel_lanes_, lane, slot, error);
   if (k == nullptr) return false;
   cudaSetDevice(device_);
-  return k->start(static_cast<cudaStream_t*>(streams_)[lane], segs, to_device, error);
+  cudaStream_t stream = static_cast<cudaStream_t*>(streams_)[lane];
+  if (how == HashedCopy::Fused) return k->start(stream, segs, to_device, false, error);
+  // The engines' copies first, on the same stream: the hashes read what they wrote
+  // (a pull), and the kernel's completion event then covers the copies too.
+  // Segments the caller cut (a block's checksum leaves) go to the engines whole.
+  thread_local std::vector<Segment> merged;
+  merged.clear();
+  for (const Segment& s : segs) {
+    if (!merged.empty()) {
+      Segment& m = merged.back();
+      if (static_cast<std::uint8_t*>(m.dst) + m.len == s.dst &&
+          static_cast<const std::uint8_t*>(m.src) + m.len == s.src) {
+        m.len += s.len;
+        continue;
+      }
+    }
+    merged.push_back(s);
+  }
+  if (!start(lane, merged, to_device, error)) {
+    cudaStreamSynchronize(stream);  // a part of the batch may have been queued
+    return false;
+  }
+  if (!k->start(stream, segs, to_device, true, error)) {
+    cudaStreamSynchronize(stream);  // the copies are in flight on the caller's memory
+    return false;
+  }
+  return true;
 }
 
 bool Lanes::collect_hashed(int lane, int slot, std::uint64_t* sums, std::uint8_t* hashed,

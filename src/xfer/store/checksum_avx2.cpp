@@ -19,6 +19,7 @@ void* checksum_stream_new_avx2() noexcept {
   if (s != nullptr) XXH3_64bits_reset(s);
   return s;
 }
+void checksum_stream_reset_avx2(void* s) noexcept { XXH3_64bits_reset(static_cast<XXH3_state_t*>(s)); }
 void checksum_stream_update_avx2(void* s, const void* data, std::size_t size) noexcept {
   XXH3_64bits_update(static_cast<XXH3_state_t*>(s), data, size);
 }

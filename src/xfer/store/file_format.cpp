@@ -28,6 +28,7 @@ void encode_file_header(std::string_view key, std::uint64_t size, std::uint64_t 
   h.version = kFileVersion;
   h.header_size = kFileHeaderSize;
   h.key_len = static_cast<std::uint32_t>(key.size());
+  h.flags = kFileLeafSums;
   h.size = size;
   h.checksum = checksum;
   h.seq = seq;
@@ -44,7 +45,7 @@ std::string decode_file_header(const std::byte* in, DecodedHeader* out) {
   if (h.version != kFileVersion) return "unknown format version " + std::to_string(h.version);
   if (h.header_size != kFileHeaderSize) return "unexpected header size " + std::to_string(h.header_size);
   if (h.key_len == 0 || h.key_len > kMaxFileKeyLength) return "bad key length " + std::to_string(h.key_len);
-  if (h.flags != 0) return "unknown flags " + std::to_string(h.flags);
+  if ((h.flags & ~kFileLeafSums) != 0) return "unknown flags " + std::to_string(h.flags);
   const std::uint64_t want = header_sum(in, h.key_len);
   if (want != h.header_sum)
     return "header checksum mismatch (stored " + checksum_hex(h.header_sum) + ", computed " +
@@ -53,6 +54,7 @@ std::string decode_file_header(const std::byte* in, DecodedHeader* out) {
   out->size = h.size;
   out->checksum = h.checksum;
   out->seq = h.seq;
+  out->whole_sum = (h.flags & kFileLeafSums) == 0;
   return {};
 }
 

@@ -7,9 +7,11 @@
 //   +8     version      u32  1
 //   +12    header_size  u32  4096 (where the data starts)
 //   +16    key_len      u32  <= kMaxFileKeyLength
-//   +20    flags        u32  0 (none defined yet)
+//   +20    flags        u32  kFileLeafSums (1): checksum is checksum.h's
+//                              two-level sum; 0 in files of older builds, whose
+//                              checksum is XXH3-64 of all the bytes
 //   +24    size         u64  object bytes
-//   +32    checksum     u64  XXH3-64 of the object bytes (the caller's)
+//   +32    checksum     u64  the object's checksum (the caller's; checksum.h)
 //   +40    seq          u64  sequence number of the publish (0 in files of older
 //                              builds: they count as older than any other)
 //   +48    reserved     u64  0
@@ -38,6 +40,7 @@ inline constexpr std::uint32_t kFileVersion = 1;
 inline constexpr std::size_t kFileHeaderSize = 4096;
 inline constexpr std::size_t kFileHeaderFixed = 64;
 inline constexpr std::size_t kMaxFileKeyLength = kFileHeaderSize - kFileHeaderFixed;  // 4032
+inline constexpr std::uint32_t kFileLeafSums = 1;  // flags: checksum() rather than whole_checksum()
 
 struct FileHeader {
   std::uint64_t magic;
@@ -57,7 +60,8 @@ static_assert(offsetof(FileHeader, checksum) == 32);
 static_assert(offsetof(FileHeader, seq) == 40);
 static_assert(offsetof(FileHeader, header_sum) == 56);
 
-// Writes the whole 4 KiB header region (zero padded) into out. key.size() must be
+// Writes the whole 4 KiB header region (zero padded) into out, with
+// kFileLeafSums set: checksum must be checksum()'s. key.size() must be
 // <= kMaxFileKeyLength.
 void encode_file_header(std::string_view key, std::uint64_t size, std::uint64_t checksum, std::uint64_t seq,
                         std::byte* out /* kFileHeaderSize bytes */);
@@ -67,6 +71,7 @@ struct DecodedHeader {
   std::uint64_t size = 0;
   std::uint64_t checksum = 0;
   std::uint64_t seq = 0;
+  bool whole_sum = false;  // written before kFileLeafSums: verify with whole_checksum()
 };
 
 // Parses a 4 KiB header region; returns an empty string and fills *out, or the

@@ -71,6 +71,7 @@ struct FileTier::GetOp {
   PackFds::Lease lease;
   std::uint64_t base = 0;          // where the object starts in the pack
   std::uint64_t sum = 0;           // its checksum (packed: from the index)
+  bool whole_sum = false;          // of an older build: whole_checksum()'s
   std::size_t body = 0;            // data bytes read straight into item->out
   AlignedBuffer header{kFileHeaderSize};
   AlignedBuffer tail;  // the rest of the data (O_DIRECT: padded pages)
@@ -246,6 +247,7 @@ void FileTier::install(std::string_view key, const std::shared_ptr<PackFile>& pa
   Entry& e = it->second;
   e.size = size;
   e.checksum = checksum;
+  e.whole_sum = false;  // puts and compaction store checksum()'s sums
   e.generation = next_generation_++;
   e.seq = seq;
   e.pack = pack;
@@ -711,6 +713,7 @@ bool FileTier::start_get(GetOp& op) {
     op.hint = it->second.size;
     op.generation = it->second.generation;
     op.sum = it->second.checksum;
+    op.whole_sum = it->second.whole_sum;
     pack = it->second.pack;
     op.base = it->second.offset;
     if (op.attempts == 0) lru_.splice(lru_.begin(), lru_, it->second.lru);
@@ -827,7 +830,7 @@ void FileTier::finish_packed_get(GetOp& op) {
   if (size > op.body) std::memcpy(item.out.data + op.body, op.tail.data(), size - op.body);
   if (op.tail.size() > kKeepBounce) op.tail.reset();
   item.size = size;
-  const std::uint64_t got = checksum({item.out.data, size});
+  const std::uint64_t got = checksum_of_kind({item.out.data, size}, op.whole_sum);
   if (got != op.sum) {
     item.status = XferStatus::ChecksumMismatch;
     item.error = "file tier: key " + quote_key(item.key) + " in pack " + path + " (offset " +
@@ -875,7 +878,7 @@ void FileTier::finish_get(GetOp& op, bool* retry) {
   if (h.size > op.body) std::memcpy(item.out.data + op.body, op.tail.data(), h.size - op.body);
   if (op.tail.size() > kKeepBounce) op.tail.reset();
   item.size = h.size;
-  const std::uint64_t got = checksum({item.out.data, h.size});
+  const std::uint64_t got = checksum_of_kind({item.out.data, h.size}, h.whole_sum);
   if (got != h.checksum)
     return corrupt("checksum mismatch (stored " + checksum_hex(h.checksum) + ", computed " +
                    checksum_hex(got) + ")");
@@ -901,7 +904,7 @@ std::optional<ObjectMeta> FileTier::stat(std::string_view key) {
   std::lock_guard lock(mu_);
   auto it = index_.find(key);
   if (it == index_.end()) return std::nullopt;
-  return ObjectMeta{it->second.size, it->second.checksum};
+  return ObjectMeta{it->second.size, it->second.checksum, it->second.whole_sum};
 }
 
 bool FileTier::remove(std::string_view key) {
@@ -947,7 +950,7 @@ std::vector<std::pair<std::string, ObjectMeta>> FileTier::list() {
   std::lock_guard lock(mu_);
   std::vector<std::pair<std::string, ObjectMeta>> out;
   out.reserve(index_.size());
-  for (const auto& [key, e] : index_) out.emplace_back(key, ObjectMeta{e.size, e.checksum});
+  for (const auto& [key, e] : index_) out.emplace_back(key, ObjectMeta{e.size, e.checksum, e.whole_sum});
   return out;
 }
 

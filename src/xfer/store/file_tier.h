@@ -147,6 +147,7 @@ class FileTier final : public Tier {
   struct Entry {
     std::uint64_t size = 0;
     std::uint64_t checksum = 0;
+    bool whole_sum = false;        // checksum is whole_checksum()'s (an older build's object)
     std::uint64_t generation = 0;  // tells a re-published object from the one a reader saw
     std::uint64_t seq = 0;         // the publish that wrote this version
     // The highest seq of an older version of this key that may still be in a

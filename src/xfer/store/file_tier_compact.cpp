@@ -117,6 +117,7 @@ std::size_t FileTier::compact_once(Uring& ring) {
   struct Live {
     std::string key;
     std::uint64_t seq, size, checksum, generation, from_offset;
+    bool whole_sum;  // an older build's checksum: verified as such, then stored as checksum()'s
     std::shared_ptr<PackFile> from;
     std::uint64_t at = 0;  // in the staging image
     bool ok = false;
@@ -153,7 +154,8 @@ std::size_t FileTier::compact_once(Uring& ring) {
     for (auto& r : records) {
       auto it = index_.find(r.key);
       if (it == index_.end() || it->second.pack != v || it->second.offset != r.offset) continue;
-      live.push_back({std::move(r.key), r.seq, r.size, r.checksum, it->second.generation, r.offset, v});
+      live.push_back({std::move(r.key), r.seq, r.size, r.checksum, it->second.generation, r.offset,
+                      r.whole_sum, v});
     }
   }
 
@@ -184,7 +186,8 @@ std::size_t FileTier::compact_once(Uring& ring) {
         mark_unreadable(v);
         continue;
       }
-      const std::uint64_t got = checksum({reinterpret_cast<const std::uint8_t*>(staging.data() + l.at), l.size});
+      const ByteView bytes{reinterpret_cast<const std::uint8_t*>(staging.data() + l.at), l.size};
+      const std::uint64_t got = checksum_of_kind(bytes, l.whole_sum);
       if (got != l.checksum) {
         // Never spread a corrupt object: drop it (a get would fail on it anyway).
         log::app().error("file tier {}: key {} in pack {} fails its checksum (stored {}, computed {}); removing it",
@@ -192,6 +195,7 @@ std::size_t FileTier::compact_once(Uring& ring) {
         drop_corrupt(l.key, l.generation, l.from);
         continue;
       }
+      if (l.whole_sum) l.checksum = checksum(bytes);  // the new pack holds checksum()'s sums
       l.ok = true;
     }
   }
@@ -229,6 +233,8 @@ std::size_t FileTier::compact_once(Uring& ring) {
       make_dead(it->second, &emptied);
       it->second.pack = file;
       it->second.offset = items[i].offset;
+      it->second.checksum = items[i].checksum;  // re-summed if an older build's (whole_sum)
+      it->second.whole_sum = false;
       make_live(it->second);
     }
     std::lock_guard lock(mu_);

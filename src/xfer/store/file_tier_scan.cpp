@@ -279,10 +279,12 @@ void FileTier::scan() {
     if (w.file != SIZE_MAX) {
       e.size = files[w.file].h.size;
       e.checksum = files[w.file].h.checksum;
+      e.whole_sum = files[w.file].h.whole_sum;
     } else {
       const PackRecord& r = packs[w.pack].records[w.record];
       e.size = r.size;
       e.checksum = r.checksum;
+      e.whole_sum = r.whole_sum;
       e.pack = packs[w.pack].file;
       e.offset = r.offset;
     }

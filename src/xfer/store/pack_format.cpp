@@ -43,6 +43,7 @@ void encode_pack_header(std::uint64_t seq, std::uint32_t count, std::uint64_t in
   h.header_size = kPackHeaderSize;
   h.seq = seq;
   h.count = count;
+  h.flags = kPackLeafSums;
   h.index_offset = index_offset;
   h.index_size = index_size;
   h.index_sum = XXH3_64bits(index, index_size);
@@ -57,7 +58,7 @@ std::string decode_pack_header(const std::byte* in, PackHeader* out) {
   if (h.magic != kPackMagic) return "not a ferry pack (bad magic)";
   if (h.version != kPackVersion) return "unknown pack version " + std::to_string(h.version);
   if (h.header_size != kPackHeaderSize) return "unexpected header size " + std::to_string(h.header_size);
-  if (h.flags != 0) return "unknown flags " + std::to_string(h.flags);
+  if ((h.flags & ~kPackLeafSums) != 0) return "unknown flags " + std::to_string(h.flags);
   const std::uint64_t want = header_sum(in);
   if (want != h.header_sum)
     return "header checksum mismatch (stored " + checksum_hex(h.header_sum) + ", computed " +
@@ -95,6 +96,7 @@ std::string decode_pack_index(const PackHeader& header, const std::byte* index, 
     rec.offset = r.offset;
     rec.size = r.size;
     rec.checksum = r.checksum;
+    rec.whole_sum = (header.flags & kPackLeafSums) == 0;
     out->push_back(std::move(rec));
     at += pack_record_size(r.key_len);
   }

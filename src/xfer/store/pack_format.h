@@ -10,7 +10,9 @@
 //             +12  header_size  u32  4096 (where the first object starts)
 //             +16  seq          u64  the pack's sequence number (also in its name)
 //             +24  count        u32  index records
-//             +28  flags        u32  0 (none defined yet)
+//             +28  flags        u32  kPackLeafSums (1): the records' checksums are
+//                                    checksum.h's two-level sums (0 in packs of
+//                                    older builds: XXH3-64 of all the bytes)
 //             +32  index_offset u64  where the index starts (a multiple of 4096)
 //             +40  index_size   u64  bytes of index records
 //             +48  index_sum    u64  XXH3-64 of the index_size bytes of the index
@@ -21,7 +23,7 @@
 //             +0   seq          u64  the publish that wrote this version of the key
 //             +8   offset       u64  where its bytes start (a multiple of 4096)
 //             +16  size         u64  object bytes
-//             +24  checksum     u64  XXH3-64 of the object bytes
+//             +24  checksum     u64  the object's checksum (checksum.h)
 //             +32  key_len      u32  1 .. kMaxFileKeyLength
 //             +36  reserved     u32  0
 //             +40  key          key_len bytes, zero padded to a multiple of 8
@@ -55,6 +57,7 @@ inline constexpr std::uint32_t kPackVersion = 1;
 inline constexpr std::size_t kPackHeaderSize = 4096;
 inline constexpr std::size_t kPackHeaderFixed = 64;
 inline constexpr std::size_t kPackRecordFixed = 40;
+inline constexpr std::uint32_t kPackLeafSums = 1;  // flags: checksum() rather than whole_checksum()
 
 struct PackHeader {
   std::uint64_t magic;
@@ -89,6 +92,7 @@ struct PackRecord {
   std::uint64_t offset = 0;
   std::uint64_t size = 0;
   std::uint64_t checksum = 0;
+  bool whole_sum = false;  // in a pack written before kPackLeafSums: verify with whole_checksum()
 };
 
 // Bytes one index record of a key of key_len bytes takes.
@@ -100,7 +104,8 @@ constexpr std::size_t pack_record_size(std::size_t key_len) {
 void encode_pack_record(std::string_view key, std::uint64_t seq, std::uint64_t offset, std::uint64_t size,
                         std::uint64_t checksum, std::vector<std::byte>* index);
 
-// Writes the whole 4 KiB header (zero padded) for an index already built.
+// Writes the whole 4 KiB header (zero padded) for an index already built, with
+// kPackLeafSums set: every record's checksum must be checksum()'s.
 void encode_pack_header(std::uint64_t seq, std::uint32_t count, std::uint64_t index_offset,
                         const std::byte* index, std::uint64_t index_size, std::byte* out /* kPackHeaderSize */);
 

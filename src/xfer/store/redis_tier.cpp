@@ -16,6 +16,7 @@ namespace {
 
 constexpr std::uint64_t kValueMagic = 0x3156525952524546ull;  // "FERRYRV1"
 constexpr std::size_t kValueHeader = 32;
+constexpr std::uint64_t kValueLeafSums = 1;  // the checksum is checksum()'s (checksum.h)
 // A pipeline window: commands written before their replies are read. Bounded in
 // bytes too, so that a batch of large objects does not sit in hiredis's output
 // buffer all at once.
@@ -26,7 +27,8 @@ struct ValueHeader {
   std::uint64_t magic;
   std::uint64_t size;
   std::uint64_t checksum;
-  std::uint64_t reserved;
+  std::uint64_t flags;  // kValueLeafSums, or 0 in values of older builds (whole_checksum())
+  bool whole_sum() const { return (flags & kValueLeafSums) == 0; }
 };
 static_assert(sizeof(ValueHeader) == kValueHeader);
 
@@ -35,6 +37,7 @@ std::string parse_header(const char* s, std::size_t len, ValueHeader* h) {
   if (len < kValueHeader) return "value of " + std::to_string(len) + " bytes is shorter than a header";
   std::memcpy(h, s, kValueHeader);
   if (h->magic != kValueMagic) return "not a ferry value (bad magic)";
+  if ((h->flags & ~kValueLeafSums) != 0) return "unknown flags " + std::to_string(h->flags);
   return {};
 }
 
@@ -198,7 +201,7 @@ void RedisTier::put(std::span<PutItem> items) {
         }
         // SET <prefix><key> <header><data>: the data goes from the caller's
         // buffer to the socket, uncopied.
-        headers[i] = ValueHeader{kValueMagic, item.data.size, item.checksum, 0};
+        headers[i] = ValueHeader{kValueMagic, item.data.size, item.checksum, kValueLeafSums};
         std::string& t = w.add_text();
         t = "*3\r\n$3\r\nSET\r\n";
         append_bulk_head(t, opts_.prefix.size() + item.key.size());
@@ -294,6 +297,8 @@ void RedisTier::get(std::span<GetItem> items) {
         const std::uint64_t rest = len - kValueHeader;
         if (h.magic != kValueMagic)
           return finish(rest, XferStatus::ChecksumMismatch, where + ": not a ferry value (bad magic)");
+        if ((h.flags & ~kValueLeafSums) != 0)
+          return finish(rest, XferStatus::ChecksumMismatch, where + ": unknown flags " + std::to_string(h.flags));
         if (h.size != rest)
           return finish(rest, XferStatus::ChecksumMismatch,
                         where + ": the header says " + std::to_string(h.size) + " bytes, the value holds " +
@@ -305,7 +310,7 @@ void RedisTier::get(std::span<GetItem> items) {
                             " bytes, the buffer holds " + std::to_string(item.out.size));
         if (auto e = reader.read_payload(fd, item.out.data, h.size); !e.empty()) return e;
         if (auto e = reader.read_crlf(fd); !e.empty()) return e;
-        const std::uint64_t got = checksum({item.out.data, h.size});
+        const std::uint64_t got = checksum_of_kind({item.out.data, h.size}, h.whole_sum());
         if (got != h.checksum) {
           item.status = XferStatus::ChecksumMismatch;
           item.error = where + ": checksum mismatch (stored " + checksum_hex(h.checksum) + ", computed " +
@@ -343,7 +348,7 @@ std::optional<ObjectMeta> RedisTier::stat(std::string_view key) {
   ValueHeader h;
   if (r->type != REDIS_REPLY_STRING || r->len == 0 || !parse_header(r->str, r->len, &h).empty())
     return std::nullopt;
-  return ObjectMeta{h.size, h.checksum};
+  return ObjectMeta{h.size, h.checksum, h.whole_sum()};
 }
 
 bool RedisTier::remove(std::string_view key) {
@@ -403,7 +408,7 @@ std::vector<std::pair<std::string, ObjectMeta>> RedisTier::list() {
       if (!r) return lost(), out;
       ValueHeader h;
       if (r->type == REDIS_REPLY_STRING && parse_header(r->str, r->len, &h).empty())
-        out.emplace_back(keys[i].substr(opts_.prefix.size()), ObjectMeta{h.size, h.checksum});
+        out.emplace_back(keys[i].substr(opts_.prefix.size()), ObjectMeta{h.size, h.checksum, h.whole_sum()});
     }
   }
   return out;

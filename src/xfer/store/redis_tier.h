@@ -4,8 +4,9 @@
 //
 //   +0   magic     u64  "FERRYRV1" (little-endian)
 //   +8   size      u64  object bytes (the value is 32 + size bytes long)
-//   +16  checksum  u64  XXH3-64 of the object bytes
-//   +24  reserved  u64  0
+//   +16  checksum  u64  the object's checksum (checksum.h)
+//   +24  flags     u64  1: the checksum is checksum()'s; 0 in values of older
+//                       builds, whose checksum is XXH3-64 of all the bytes
 //   +32  data
 //
 // Batches are pipelined on one connection (all commands of a window written,

@@ -7,8 +7,8 @@
 // - Thread-safe: the agent's copy threads call put/get/stat/remove concurrently.
 // - put replaces an object atomically: a reader sees the old object or the new
 //   one, never a mix (the file tier writes a temporary name, then renames).
-// - Every object is stored with its checksum (XXH3-64 of the bytes, computed by
-//   the caller: see checksum.h) and get verifies it: a mismatch is
+// - Every object is stored with its checksum (checksum.h's, computed by the
+//   caller) and get verifies it: a mismatch is
 //   ChecksumMismatch, and the bytes are not reported as data.
 // - Failures are per item (status + a message naming the key and the cause);
 //   one bad item never fails the others in the batch, and the tier keeps working.
@@ -33,12 +33,16 @@ inline constexpr std::uint64_t kUnbounded = std::numeric_limits<std::uint64_t>::
 struct ObjectMeta {
   std::uint64_t size = 0;
   std::uint64_t checksum = 0;
+  // Stored by a build before checksum.h's leaves: checksum is whole_checksum()'s
+  // (it differs from checksum() above one leaf). A copy of the object elsewhere
+  // must be stored with checksum() instead.
+  bool whole_sum = false;
 };
 
 struct PutItem {
   std::string_view key;
   ByteView data;
-  std::uint64_t checksum = 0;  // XXH3-64 of data
+  std::uint64_t checksum = 0;  // checksum() of data (checksum.h)
   XferStatus status = XferStatus::InProgress;  // set by the tier
   std::string error;                           // set on failure
   int tier = -1;  // set by TierChain: the index of the tier that took it

@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "ferry/core/status.h"
+#include "xfer/store/checksum.h"
 #include "xfer/store/quote_key.h"
 #include "xfer/store/sizes.h"
 
@@ -254,12 +255,12 @@ bool TierChain::make_room(std::size_t level, std::uint64_t bytes, Op& op) {
   // Read the victims (a get verifies each one's checksum on the way).
   std::vector<std::vector<std::uint8_t>> bufs;
   std::vector<GetItem> reads;
-  std::vector<std::uint64_t> sums;
+  std::vector<ObjectMeta> metas;
   bufs.reserve(keys.size());
   for (const auto& k : keys) {
     const auto meta = t.stat(k);  // stable: we hold the key's stripe
     if (!meta) continue;          // already gone
-    sums.push_back(meta->checksum);
+    metas.push_back(*meta);
     bufs.emplace_back(meta->size);
     GetItem g;
     g.key = k;
@@ -277,7 +278,9 @@ bool TierChain::make_room(std::size_t level, std::uint64_t bytes, Op& op) {
       Job j;
       j.key = g.key;
       j.data = {g.out.data, g.size};
-      j.checksum = sums[k];
+      // An older build's object (whole_sum): get verified it as such; its copy
+      // below is stored with today's checksum.
+      j.checksum = metas[k].whole_sum ? checksum(ByteView{g.out.data, g.size}) : metas[k].checksum;
       j.source = static_cast<int>(level);
       moves.push_back(j);
     } else if (g.status == XferStatus::ChecksumMismatch) {

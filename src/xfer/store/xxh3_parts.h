@@ -3,7 +3,8 @@
 // parts that may be computed in any order and then added up: the GPU copy kernel
 // (xfer/cuda/copy_kernel.cu) hashes the bytes it moves with exactly these
 // functions, and a CPU unit test (tests/xfer/store/xxh3_parts_test.cpp) checks
-// them against libxxhash's XXH3_64bits, the value every tier stores.
+// them against libxxhash's XXH3_64bits: the checksum tiers store for objects up
+// to one leaf, and of each leaf of a larger one (checksum.h).
 //
 // XXH3's long-input loop (xxhash.h, XXH3_hashLong_internal_loop), restated:
 //

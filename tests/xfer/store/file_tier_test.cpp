@@ -17,10 +17,14 @@
 #include <fstream>
 #include <map>
 
+#include <xxhash.h>
+
 #include "ferry/core/status.h"
+#include "xfer/store/checksum.h"
 #include "xfer/store/aligned_buffer.h"
 #include "xfer/store/file_format.h"
 #include "xfer/store/file_names.h"
+#include "xfer/store/older_builds.h"
 #include "xfer/store/pack_fds.h"
 #include "xfer/store/pack_format.h"
 #include "xfer/store/store_stress.h"
@@ -30,6 +34,8 @@ namespace ferry::xfer::store {
 namespace {
 
 using test::get_one;
+using test::set_file_flags;
+using test::write_older_build_object_file;
 using test::put_one;
 using test::random_bytes;
 using test::TempDir;
@@ -107,6 +113,41 @@ TEST(FileFormat, HeaderRoundTripAndRejectsDamage) {
   EXPECT_NE(decode_file_header(h.data(), &d).find("header checksum"), std::string::npos);
   h.data()[0] ^= std::byte{1};
   EXPECT_NE(decode_file_header(h.data(), &d).find("magic"), std::string::npos);
+}
+
+TEST(FileFormat, LeafChecksumsAreFlaggedAndOlderHeadersStillRead) {
+  AlignedBuffer h(kFileHeaderSize);
+  encode_file_header("key", 12345, 0xabcdef, 77, h.data());
+  FileHeader raw;
+  std::memcpy(&raw, h.data(), sizeof(raw));
+  EXPECT_EQ(raw.flags, kFileLeafSums);
+  DecodedHeader d;
+  ASSERT_EQ(decode_file_header(h.data(), &d), "");
+  EXPECT_FALSE(d.whole_sum);
+  set_file_flags(h.data(), 0);  // as written before leaf checksums
+  ASSERT_EQ(decode_file_header(h.data(), &d), "");
+  EXPECT_TRUE(d.whole_sum);
+  set_file_flags(h.data(), 2);  // a flag this build does not know
+  EXPECT_NE(decode_file_header(h.data(), &d).find("unknown flags 2"), std::string::npos);
+}
+
+TEST(FileTier, AnOlderBuildsObjectFileVerifiesWithItsOwnChecksum) {
+  TempDir dir;
+  const auto data = random_bytes(300000, 5);  // several leaves: the two checksums differ
+  write_older_build_object_file(dir.path(), "old", data);
+  FileTier t(unpacked(dir.path()));
+  const auto meta = t.stat("old");
+  ASSERT_TRUE(meta.has_value());
+  EXPECT_TRUE(meta->whole_sum);
+  EXPECT_EQ(meta->checksum, whole_checksum({data.data(), data.size()}));
+  EXPECT_EQ(get_one(t, "old").data, data);
+  // Still verified: a flipped byte is caught.
+  flip_byte(dir.sub(object_file_name("old")), kFileHeaderSize + 200000);
+  EXPECT_EQ(get_one(t, "old").status, XferStatus::ChecksumMismatch);
+  // A new version is stored with leaf checksums.
+  ASSERT_EQ(put_one(t, "old", data), XferStatus::Ok);
+  EXPECT_FALSE(t.stat("old")->whole_sum);
+  EXPECT_EQ(t.stat("old")->checksum, checksum({data.data(), data.size()}));
 }
 
 // (O_DIRECT, packs): every test runs with objects in files of their own and with
@@ -927,6 +968,69 @@ TEST(FilePacks, ConcurrentUseWithOneOpenPack) {
   }
   FileTier t(o);
   for (const auto& [key, meta] : t.list()) EXPECT_EQ(get_one(t, key).status, XferStatus::Ok) << key;
+}
+
+// Rewrites the pack at path as a build before leaf checksums wrote it: header
+// flags 0 and every record's checksum the XXH3-64 of all its bytes.
+void make_older_build_pack(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path;
+  AlignedBuffer header(kPackHeaderSize);
+  ASSERT_EQ(::pread(fd, header.data(), kPackHeaderSize, 0), static_cast<ssize_t>(kPackHeaderSize));
+  PackHeader h{};
+  ASSERT_EQ(decode_pack_header(header.data(), &h), "");
+  std::vector<std::byte> index(h.index_size);
+  ASSERT_EQ(::pread(fd, index.data(), index.size(), static_cast<off_t>(h.index_offset)),
+            static_cast<ssize_t>(index.size()));
+  std::vector<PackRecord> records;
+  ASSERT_EQ(decode_pack_index(h, index.data(), &records), "");
+  std::vector<std::byte> old_index;
+  for (const auto& r : records) {
+    std::vector<std::uint8_t> bytes(r.size);
+    ASSERT_EQ(::pread(fd, bytes.data(), r.size, static_cast<off_t>(r.offset)), static_cast<ssize_t>(r.size));
+    encode_pack_record(r.key, r.seq, r.offset, r.size, XXH3_64bits(bytes.data(), bytes.size()), &old_index);
+  }
+  encode_pack_header(h.seq, h.count, h.index_offset, old_index.data(), old_index.size(), header.data());
+  PackHeader out;
+  std::memcpy(&out, header.data(), sizeof(out));
+  out.flags = 0;
+  out.header_sum = 0;
+  std::memcpy(header.data(), &out, sizeof(out));
+  out.header_sum = XXH3_64bits(header.data(), kPackHeaderFixed);
+  std::memcpy(header.data(), &out, sizeof(out));
+  ASSERT_EQ(::pwrite(fd, old_index.data(), old_index.size(), static_cast<off_t>(h.index_offset)),
+            static_cast<ssize_t>(old_index.size()));
+  ASSERT_EQ(::pwrite(fd, header.data(), kPackHeaderSize, 0), static_cast<ssize_t>(kPackHeaderSize));
+  ::close(fd);
+}
+
+TEST(FilePacks, AnOlderBuildsPackVerifiesWithItsOwnChecksumsAndCompactsToLeafChecksums) {
+  TempDir dir;
+  const std::vector<std::string> keys = {"a", "b", "c"};
+  std::vector<std::vector<std::uint8_t>> data;
+  for (int i = 0; i < 3; ++i) data.push_back(random_bytes(200000 + 1000 * i, 60 + i));
+  std::string pack;
+  {
+    FileTier t(opts(dir.path()));
+    for (auto st : put_batch(t, keys, data)) ASSERT_EQ(st, XferStatus::Ok);
+    pack = t.path_of("b");
+    ASSERT_TRUE(ends_with(pack, ".fpk")) << pack;
+  }
+  make_older_build_pack(pack);
+  FileTierOptions o = opts(dir.path());
+  o.compact_min_dead = 1;
+  FileTier t(o);
+  ASSERT_TRUE(t.stat("b").has_value());
+  EXPECT_TRUE(t.stat("b")->whole_sum);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(get_one(t, keys[i]).data, data[i]) << keys[i];
+  // Two of three dead: compaction copies "c" into a new pack, with its leaf checksum.
+  ASSERT_TRUE(t.remove("a"));
+  ASSERT_TRUE(t.remove("b"));
+  t.compact();
+  EXPECT_NE(t.path_of("c"), pack) << "compacted into a new pack";
+  EXPECT_FALSE(t.stat("c")->whole_sum);
+  EXPECT_EQ(t.stat("c")->checksum, checksum({data[2].data(), data[2].size()}));
+  EXPECT_EQ(get_one(t, "c").data, data[2]);
 }
 
 }  // namespace

@@ -2,12 +2,14 @@
 
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
+#include <xxhash.h>
 
 #include <algorithm>
 
 #include "support/redis_server.h"
 #include "xfer/store/dram_tier.h"
 #include "xfer/store/file_tier.h"
+#include "xfer/store/older_builds.h"
 #include "xfer/store/store_stress.h"
 #include "xfer/store/tier_chain.h"
 #include "xfer/store/tier_spec.h"
@@ -133,6 +135,46 @@ TEST_F(RedisTierTest, CorruptedValueIsDetected) {
   freeReplyObject(r);
   EXPECT_EQ(get_one(t, "foreign").status, XferStatus::ChecksumMismatch);
   EXPECT_EQ(t.list().size(), 1u) << "values that are not ours are not listed";
+}
+
+// A value as a build before leaf checksums stored it: flags 0, and the XXH3-64
+// of all its bytes as its checksum.
+TEST_F(RedisTierTest, AnOlderBuildsValueVerifiesWithItsOwnChecksum) {
+  RedisTier t(opts(redis.port()));
+  const auto data = random_bytes(300000, 8);  // several leaves: the two checksums differ
+  const std::uint64_t header[4] = {0x3156525952524546ull /* "FERRYRV1" */, data.size(),
+                                   XXH3_64bits(data.data(), data.size()), 0};
+  std::string value(reinterpret_cast<const char*>(header), sizeof(header));
+  value.append(reinterpret_cast<const char*>(data.data()), data.size());
+  RawRedis raw(redis.port());
+  freeReplyObject(redisCommand(raw.c, "SET %b %b", "ferry:old", size_t{9}, value.data(), value.size()));
+  ASSERT_TRUE(t.stat("old").has_value());
+  EXPECT_TRUE(t.stat("old")->whole_sum);
+  EXPECT_EQ(test::get_one(t, "old").data, data);
+  value[32 + 250000] ^= 1;
+  freeReplyObject(redisCommand(raw.c, "SET %b %b", "ferry:old", size_t{9}, value.data(), value.size()));
+  EXPECT_EQ(test::get_one(t, "old").status, XferStatus::ChecksumMismatch);
+  ASSERT_EQ(test::put_one(t, "old", data), XferStatus::Ok);
+  EXPECT_FALSE(t.stat("old")->whole_sum) << "new values carry leaf checksums";
+  EXPECT_EQ(test::get_one(t, "old").data, data);
+}
+
+// The chain moves an older build's object down with today's checksum: the copy
+// verifies in a tier that stores leaf checksums only.
+TEST_F(RedisTierTest, AnOlderBuildsObjectMovesDownWithALeafChecksum) {
+  test::TempDir dir;
+  const auto old = random_bytes(300000, 9), fresh = random_bytes(300000, 10);
+  test::write_older_build_object_file(dir.path(), "old", old);
+  auto chain = make_chain({"file:" + dir.path() + ",capacity=400KiB", redis.url()});
+  PutItem item = test::put_item("fresh", fresh);
+  chain->put({&item, 1});
+  ASSERT_EQ(item.status, XferStatus::Ok) << item.error;
+  RedisTier direct(opts(redis.port()));
+  const auto meta = direct.stat("old");
+  ASSERT_TRUE(meta.has_value()) << "the file tier was full: the least recently used object moved down";
+  EXPECT_FALSE(meta->whole_sum);
+  EXPECT_EQ(meta->checksum, checksum({old.data(), old.size()}));
+  EXPECT_EQ(test::get_one(direct, "old").data, old);
 }
 
 TEST_F(RedisTierTest, FullRedisIsNoSpace) {
