@@ -632,6 +632,11 @@ void FileTier::get(std::span<GetItem> items) {
   const auto queue_read = [&](GetOp& op) {
     io_uring_sqe* sqe = next_sqe(*ring);
     io_uring_prep_readv(sqe, op.fd, op.iov, op.iov_count, op.base + op.offset);
+    // A buffered read that hits the page cache would copy inline, in this
+    // thread's submit, and the checksum of each completed object waits behind
+    // those copies. Handed to io_uring's workers, the copies run on another core
+    // while this thread verifies what has landed (docs/bench/store.md).
+    if (!opts_.direct) io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
     io_uring_sqe_set_data64(sqe, op.slot);
   };
   run_batch(
