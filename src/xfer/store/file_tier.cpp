@@ -17,6 +17,7 @@
 #include "xfer/store/checksum.h"
 #include "xfer/store/file_format.h"
 #include "xfer/store/file_names.h"
+#include "xfer/store/helper_threads.h"
 #include "xfer/store/quote_key.h"
 #include "xfer/store/sizes.h"
 #include "xfer/store/pack_io.h"
@@ -31,6 +32,7 @@ constexpr const char* kLockName = ".ferry-lock";
 constexpr const char* kProbeName = ".ferry-direct-probe";
 constexpr int kMaxReadAttempts = 8;           // re-reads of an object that is being replaced meanwhile
 constexpr std::size_t kKeepBounce = 4 << 20;  // bounce buffers above this are freed after use
+constexpr std::size_t kMinObjectsPerReader = 4;  // a get call is split into parts of at least this many
 
 // Disk full, quota and file-size limits all mean "this tier cannot take the
 // object": the chain moves it (or victims) to the next tier.
@@ -97,6 +99,7 @@ FileTier::FileTier(FileTierOptions options) : opts_(std::move(options)) {
     if (opts_.capacity != kUnbounded) spec_ += ",capacity=" + format_size(opts_.capacity);
     spec_ += ",qd=" + std::to_string(opts_.queue_depth);
     spec_ += ",pack=" + (opts_.pack_threshold == 0 ? std::string("0") : format_size(opts_.pack_threshold));
+    if (opts_.readers != FileTierOptions{}.readers) spec_ += ",readers=" + std::to_string(opts_.readers);
   }
 
   std::error_code ec;
@@ -117,6 +120,7 @@ FileTier::FileTier(FileTierOptions options) : opts_(std::move(options)) {
     if (opts_.direct) probe_direct();
     pack_fds_ = std::make_unique<PackFds>(dir_fd_, opts_.direct, opts_.open_packs);
     rings_ = std::make_unique<UringPool>(opts_.queue_depth);
+    if (!opts_.direct && opts_.readers > 1) readers_ = std::make_unique<HelperThreads>(opts_.readers - 1);
     { auto ring = rings_->take(); }  // fail now, at set-up, if io_uring is refused
     scan();
   } catch (...) {
@@ -139,6 +143,7 @@ FileTier::~FileTier() {
   }
   wake_cv_.notify_all();
   if (compactor_.joinable()) compactor_.join();
+  readers_.reset();
   rings_.reset();
   tombstones_.reset();
   index_.clear();  // closes the packs
@@ -626,17 +631,34 @@ void FileTier::finish_put(PutOp& op) {
 
 void FileTier::get(std::span<GetItem> items) {
   if (items.empty()) return;
+  // Counted so that a call is split only while it is the one get running.
+  struct Running {
+    std::atomic<unsigned>& n;
+    explicit Running(std::atomic<unsigned>& count) : n(count) { n.fetch_add(1, std::memory_order_relaxed); }
+    ~Running() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } running(gets_running_);
+  // Only a call with enough objects to pay for waking the helpers.
+  const std::size_t parts =
+      readers_ ? std::min<std::size_t>(readers_->helpers() + 1, items.size() / kMinObjectsPerReader) : 1;
+  if (parts > 1 && gets_running_.load(std::memory_order_relaxed) == 1) {
+    const auto depth = static_cast<unsigned>(std::max<std::size_t>(1, opts_.queue_depth / parts));
+    const bool split = readers_->try_run(static_cast<unsigned>(parts), [&](unsigned part) {
+      const std::size_t first = items.size() * part / parts;
+      const std::size_t last = items.size() * (part + 1) / parts;
+      get_part(items.subspan(first, last - first), depth);
+    });
+    if (split) return;
+  }
+  get_part(items, opts_.queue_depth);
+}
+
+void FileTier::get_part(std::span<GetItem> items, unsigned depth) {
   auto ring = rings_->take();
-  std::vector<GetOp> slots(std::min<std::size_t>(items.size(), ring->entries()));
+  std::vector<GetOp> slots(std::min<std::size_t>({items.size(), ring->entries(), depth}));
   for (std::size_t s = 0; s < slots.size(); ++s) slots[s].slot = s;
   const auto queue_read = [&](GetOp& op) {
     io_uring_sqe* sqe = next_sqe(*ring);
     io_uring_prep_readv(sqe, op.fd, op.iov, op.iov_count, op.base + op.offset);
-    // A buffered read that hits the page cache would copy inline, in this
-    // thread's submit, and the checksum of each completed object waits behind
-    // those copies. Handed to io_uring's workers, the copies run on another core
-    // while this thread verifies what has landed (docs/bench/store.md).
-    if (!opts_.direct) io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
     io_uring_sqe_set_data64(sqe, op.slot);
   };
   run_batch(

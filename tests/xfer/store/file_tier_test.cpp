@@ -601,6 +601,51 @@ TEST(FilePacks, ConcurrentBatches) {
   for (const auto& [key, meta] : t.list()) EXPECT_EQ(get_one(t, key).status, XferStatus::Ok) << key;
 }
 
+// A buffered get call is split between threads (readers=): each item ends as
+// it would unsplit, whichever part it fell into.
+TEST(FileTier, ASplitGetSettlesEveryItemOfEveryPart) {
+  TempDir dir;
+  auto o = opts(dir.path());
+  o.readers = 4;
+  FileTier t(o);
+  constexpr int kItems = 64;
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::uint8_t>> data;
+  for (int i = 0; i < kItems; ++i) {
+    keys.push_back("split/" + std::to_string(i));
+    // Packed and not (pack_threshold 256 KiB), some of several leaves.
+    data.push_back(random_bytes(i % 8 == 0 ? (300 << 10) + i : 9000 * (i + 1), 500 + i));
+  }
+  for (auto s : put_batch(t, keys, data)) ASSERT_EQ(s, XferStatus::Ok);
+  // One damaged object in the first part (keys[1], the pack's first object) and
+  // one in the last (keys[50], a file of its own).
+  ASSERT_TRUE(ends_with(t.path_of(keys[1]), ".fpk"));
+  ASSERT_TRUE(ends_with(t.path_of(keys[50]), ".kv"));
+  flip_byte(t.path_of(keys[1]), kPackHeaderSize + 5);
+  flip_byte(t.path_of(keys[50]), kFileHeaderSize + 7);
+  std::vector<std::vector<std::uint8_t>> out(kItems);
+  std::vector<GetItem> gets;
+  for (int i = 0; i < kItems; ++i) {
+    out[i].resize(i == 33 ? 10 : data[i].size());
+    const std::string_view key = i == 17 ? std::string_view("split/missing") : std::string_view(keys[i]);
+    gets.push_back(test::get_item(key, {out[i].data(), out[i].size()}));
+  }
+  t.get(gets);
+  for (int i = 0; i < kItems; ++i) {
+    if (i == 17) {
+      EXPECT_EQ(gets[i].status, XferStatus::NotFound) << gets[i].error;
+    } else if (i == 33) {
+      EXPECT_EQ(gets[i].status, XferStatus::TooLarge) << gets[i].error;
+    } else if (i == 1 || i == 50) {
+      EXPECT_EQ(gets[i].status, XferStatus::ChecksumMismatch) << gets[i].error;
+    } else {
+      ASSERT_EQ(gets[i].status, XferStatus::Ok) << i << ": " << gets[i].error;
+      EXPECT_EQ(gets[i].size, data[i].size());
+      EXPECT_EQ(out[i], data[i]) << i;
+    }
+  }
+}
+
 TEST(FileTier, SurvivesARestart) {
   TempDir dir;
   std::vector<std::vector<std::uint8_t>> data;
