@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <unordered_set>
 
 #include "core/log.h"
 #include "ferry/core/status.h"
@@ -32,7 +33,15 @@ constexpr const char* kLockName = ".ferry-lock";
 constexpr const char* kProbeName = ".ferry-direct-probe";
 constexpr int kMaxReadAttempts = 8;           // re-reads of an object that is being replaced meanwhile
 constexpr std::size_t kKeepBounce = 4 << 20;  // bounce buffers above this are freed after use
-constexpr std::size_t kMinObjectsPerReader = 4;  // a get call is split into parts of at least this many
+constexpr std::size_t kMinObjectsPerThread = 4;  // a call is split into parts of at least this many
+
+bool has_duplicate_keys(std::span<PutItem* const> items) {
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(items.size());
+  for (const PutItem* item : items)
+    if (!seen.insert(item->key).second) return true;
+  return false;
+}
 
 // Disk full, quota and file-size limits all mean "this tier cannot take the
 // object": the chain moves it (or victims) to the next tier.
@@ -99,7 +108,7 @@ FileTier::FileTier(FileTierOptions options) : opts_(std::move(options)) {
     if (opts_.capacity != kUnbounded) spec_ += ",capacity=" + format_size(opts_.capacity);
     spec_ += ",qd=" + std::to_string(opts_.queue_depth);
     spec_ += ",pack=" + (opts_.pack_threshold == 0 ? std::string("0") : format_size(opts_.pack_threshold));
-    if (opts_.readers != FileTierOptions{}.readers) spec_ += ",readers=" + std::to_string(opts_.readers);
+    if (opts_.threads != FileTierOptions{}.threads) spec_ += ",threads=" + std::to_string(opts_.threads);
   }
 
   std::error_code ec;
@@ -120,7 +129,7 @@ FileTier::FileTier(FileTierOptions options) : opts_(std::move(options)) {
     if (opts_.direct) probe_direct();
     pack_fds_ = std::make_unique<PackFds>(dir_fd_, opts_.direct, opts_.open_packs);
     rings_ = std::make_unique<UringPool>(opts_.queue_depth);
-    if (!opts_.direct && opts_.readers > 1) readers_ = std::make_unique<HelperThreads>(opts_.readers - 1);
+    if (!opts_.direct && opts_.threads > 1) helpers_ = std::make_unique<HelperThreads>(opts_.threads - 1);
     { auto ring = rings_->take(); }  // fail now, at set-up, if io_uring is refused
     scan();
   } catch (...) {
@@ -143,7 +152,7 @@ FileTier::~FileTier() {
   }
   wake_cv_.notify_all();
   if (compactor_.joinable()) compactor_.join();
-  readers_.reset();
+  helpers_.reset();
   rings_.reset();
   tombstones_.reset();
   index_.clear();  // closes the packs
@@ -323,7 +332,7 @@ bool FileTier::sparse_packs_due() const {
 }
 
 bool FileTier::is_small(const PackFile& f) const {
-  return f.size < opts_.pack_max / 4;
+  return f.size < small_pack_bytes();
 }
 
 bool FileTier::tombstones_due(std::uint64_t slack) const {
@@ -367,6 +376,27 @@ void FileTier::unreserve(std::uint64_t size) {
 
 // ---- put ----------------------------------------------------------------------
 
+// ---- calls shared between threads -----------------------------------------------
+
+std::uint64_t FileTier::put_window_bytes() const {
+  return (std::uint64_t{opts_.queue_depth} << 19) * (helpers_ ? helpers_->helpers() + 1 : 1);
+}
+
+bool FileTier::split_call(std::size_t count, std::size_t max_parts,
+                          const std::function<void(std::size_t first, std::size_t count, unsigned depth)>& part) {
+  // Only a call with enough objects to pay for waking the helpers, and only
+  // while it is the one put or get running: an agent's copy threads already
+  // call in parallel, and more threads would take turns on its cores.
+  if (!helpers_ || calls_running_.load(std::memory_order_relaxed) != 1) return false;
+  const std::size_t parts = std::min({std::size_t{helpers_->helpers()} + 1, count / kMinObjectsPerThread, max_parts});
+  if (parts < 2) return false;
+  const auto depth = static_cast<unsigned>(std::max<std::size_t>(1, opts_.queue_depth / parts));
+  return helpers_->try_run(static_cast<unsigned>(parts), [&](unsigned p) {
+    const std::size_t first = count * p / parts;
+    part(first, count * (p + 1) / parts - first, depth);
+  });
+}
+
 void FileTier::put(std::span<PutItem> items) {
   if (items.empty()) return;
   std::vector<PutItem*> files, packed;
@@ -382,13 +412,32 @@ void FileTier::put(std::span<PutItem> items) {
       (opts_.pack_threshold > 0 && item.data.size <= opts_.pack_threshold ? packed : files).push_back(&item);
     }
   }
+  const CallCount counted(calls_running_);
+  const bool any_packed = !packed.empty();
+  // A buffered pack write is a copy into the page cache, one worker per file
+  // (writes to one file hold its lock): split, the call writes a pack per
+  // thread. Only with enough bytes for packs that are not small (compaction
+  // would merge them, writing them twice), and never when a key comes twice:
+  // the later must win, and two packs would publish in either order.
+  if (any_packed && helpers_) {
+    std::uint64_t bytes = 0;
+    for (const PutItem* item : packed) bytes += item->data.size;
+    const std::span<PutItem*> all(packed);
+    const auto max_parts = static_cast<std::size_t>(bytes / std::max<std::uint64_t>(1, small_pack_bytes()));
+    if (max_parts >= 2 && !has_duplicate_keys(all) &&
+        split_call(all.size(), max_parts, [&](std::size_t first, std::size_t count, unsigned depth) {
+          auto ring = rings_->take();
+          put_packed(*ring, all.subspan(first, count), depth);
+        }))
+      packed.clear();
+  }
   auto ring = rings_->take();
-  if (!packed.empty()) put_packed(*ring, packed);
+  if (!packed.empty()) put_packed(*ring, packed, opts_.queue_depth);
   if (!files.empty()) put_files(*ring, files);
-  if (!packed.empty()) wake_compactor();
+  if (any_packed) wake_compactor();
 }
 
-void FileTier::put_packed(Uring& ring, std::span<PutItem*> items) {
+void FileTier::put_packed(Uring& ring, std::span<PutItem*> items, unsigned depth) {
   std::vector<PutItem*> group;
   std::vector<PackItem> pack_items;
   std::vector<std::shared_ptr<PackFile>> emptied;
@@ -408,7 +457,7 @@ void FileTier::put_packed(Uring& ring, std::span<PutItem*> items) {
     if (group.empty()) continue;
     const std::uint64_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
     for (auto& p : pack_items) p.seq = seq;
-    PackWriteResult w = write_pack(ring, dir_fd_, opts_.dir, seq, pack_items, opts_.direct, opts_.fsync);
+    PackWriteResult w = write_pack(ring, dir_fd_, opts_.dir, seq, pack_items, opts_.direct, opts_.fsync, depth);
     if (w.fd < 0) {
       // Nothing of this pack was published: exactly its items fail.
       for (PutItem* item : group) {
@@ -631,25 +680,11 @@ void FileTier::finish_put(PutOp& op) {
 
 void FileTier::get(std::span<GetItem> items) {
   if (items.empty()) return;
-  // Counted so that a call is split only while it is the one get running.
-  struct Running {
-    std::atomic<unsigned>& n;
-    explicit Running(std::atomic<unsigned>& count) : n(count) { n.fetch_add(1, std::memory_order_relaxed); }
-    ~Running() { n.fetch_sub(1, std::memory_order_relaxed); }
-  } running(gets_running_);
-  // Only a call with enough objects to pay for waking the helpers.
-  const std::size_t parts =
-      readers_ ? std::min<std::size_t>(readers_->helpers() + 1, items.size() / kMinObjectsPerReader) : 1;
-  if (parts > 1 && gets_running_.load(std::memory_order_relaxed) == 1) {
-    const auto depth = static_cast<unsigned>(std::max<std::size_t>(1, opts_.queue_depth / parts));
-    const bool split = readers_->try_run(static_cast<unsigned>(parts), [&](unsigned part) {
-      const std::size_t first = items.size() * part / parts;
-      const std::size_t last = items.size() * (part + 1) / parts;
-      get_part(items.subspan(first, last - first), depth);
-    });
-    if (split) return;
-  }
-  get_part(items, opts_.queue_depth);
+  const CallCount counted(calls_running_);
+  const bool split = split_call(items.size(), items.size(), [&](std::size_t first, std::size_t count, unsigned depth) {
+    get_part(items.subspan(first, count), depth);
+  });
+  if (!split) get_part(items, opts_.queue_depth);
 }
 
 void FileTier::get_part(std::span<GetItem> items, unsigned depth) {

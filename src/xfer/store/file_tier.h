@@ -41,6 +41,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -82,7 +83,7 @@ struct FileTierOptions {
   // Compaction starts when the dead bytes in packs exceed both this and the
   // live bytes in packs, so the disk holds at most about twice the live bytes.
   std::uint64_t compact_min_dead = 64 << 20;
-  // Compaction also merges packs of less than a quarter of pack_max (a put call
+  // Compaction also merges packs of less than an eighth of pack_max (a put call
   // of a few objects, the chain's evictions) while there are more than this
   // many: each costs a descriptor while open, a file and an index read at
   // start-up, and merged they cost one.
@@ -91,17 +92,19 @@ struct FileTierOptions {
   // a quarter of the common soft limit of 1024 open files, and 16 GiB of 64 MiB
   // packs, so a get rarely pays an open.
   std::size_t open_packs = 256;
-  // Threads that share one get call when reads go through the page cache: the
-  // caller and readers - 1 helpers, each with its part of the objects and of
-  // the queue depth (so no more reads are in flight than qd). A buffered read
-  // that hits the cache is a CPU copy, and each object's checksum is a second
-  // pass over it: one thread doing both read 64 KiB objects at 0.59x of fio's
-  // single-threaded copy, and 0.69x with io_uring's workers doing the copies;
-  // two threads reached 1.3x (docs/bench/store.md). A call is split only while
-  // no other get runs (an agent's copy threads already read in parallel) and
-  // only into parts of at least 4 objects. O_DIRECT reads, which the device
-  // copies, are never split.
-  unsigned readers = 2;
+  // Threads that share one put or get call without O_DIRECT: the caller and
+  // threads - 1 helpers, each with its part of the objects and of the queue
+  // depth (so no more operations are in flight than qd). Through the page
+  // cache, I/O is a CPU copy: a get's read is copied inline and its checksum is
+  // a second pass over the bytes; a pack's writes all go to one io_uring worker,
+  // since writes to one file take its lock. One thread read 64 KiB objects at
+  // 0.69x of fio's single thread, and wrote at 0.72-0.90x; two threads reached
+  // 1.3x for gets, and a pack per thread ... for puts (docs/bench/store.md).
+  // A call is split only while no other put or get runs (an agent's copy
+  // threads already call in parallel), into parts of at least 4 objects, and
+  // a put only into packs that are not small and when no key comes twice.
+  // O_DIRECT calls, whose copies the device does, are never split.
+  unsigned threads = 2;
   std::string spec;  // for describe(); made from the options when empty
 };
 
@@ -111,7 +114,7 @@ struct FileTierStats {
   std::uint64_t pack_live_bytes = 0;   // their bytes, each padded to 4 KiB
   std::uint64_t pack_dead_bytes = 0;   // bytes of overwritten or removed objects still in packs
   std::uint64_t compactions = 0;       // packs rewritten by compaction
-  std::uint64_t small_packs = 0;       // packs of less than pack_max / 4 bytes
+  std::uint64_t small_packs = 0;       // packs of less than pack_max / 8 bytes
   std::uint64_t tombstones = 0;        // records in the tombstone log
   std::uint64_t open_packs = 0;        // pack descriptors open now
   std::uint64_t pack_reopens = 0;      // packs opened on demand (their descriptor had been closed)
@@ -141,7 +144,8 @@ class FileTier final : public Tier {
   // 512 KiB per write in flight (16 MiB at qd=32): a call's queue drains at its
   // end, and its pack's create and rename are fixed costs; with 2 MiB per call
   // (the chain's 32 keys of 64 KiB) they cost about a fifth of the throughput.
-  std::uint64_t put_window_bytes() const override { return std::uint64_t{opts_.queue_depth} << 19; }
+  // Times the threads that split a buffered call, so each writes a pack as large.
+  std::uint64_t put_window_bytes() const override;
 
   const std::string& dir() const { return opts_.dir; }
   // The path of the file that holds key (its pack, when packed), or would hold it.
@@ -190,9 +194,14 @@ class FileTier final : public Tier {
   bool reserve(PutItem& item);    // capacity check; sets NoSpace and returns false when full
   void unreserve(std::uint64_t size);
 
+  // Runs a call of `count` objects as up to max_parts parts on the helper
+  // threads, part(first, count, depth) each, sharing the queue depth; false,
+  // having run nothing, when it is not split.
+  bool split_call(std::size_t count, std::size_t max_parts,
+                  const std::function<void(std::size_t first, std::size_t count, unsigned depth)>& part);
   void get_part(std::span<GetItem> items, unsigned depth);
   void put_files(Uring& ring, std::span<PutItem*> items);
-  void put_packed(Uring& ring, std::span<PutItem*> items);
+  void put_packed(Uring& ring, std::span<PutItem*> items, unsigned depth);
   bool start_put(PutOp& op);
   void finish_put(PutOp& op);
   void fail_put(PutOp& op, XferStatus status, std::string error);
@@ -221,6 +230,10 @@ class FileTier final : public Tier {
   bool compaction_due() const;     // under mu_: sparse_packs_due() or too many small packs
   bool sparse_packs_due() const;   // under mu_: too many dead bytes in packs
   bool is_small(const PackFile& f) const;
+  // Why an eighth (8 MiB of 64 MiB): a buffered put call of 16 MiB, split
+  // between two threads, writes two packs of 8 MiB, and these should not be
+  // merged (written again) later.
+  std::uint64_t small_pack_bytes() const { return opts_.pack_max / 8; }
   bool tombstones_due(std::uint64_t slack) const;  // not under mu_
   void wake_compactor();
 
@@ -242,8 +255,14 @@ class FileTier final : public Tier {
   int lock_fd_ = -1;
   std::unique_ptr<PackFds> pack_fds_;  // before the index and packs_: their PackFiles use it
   std::unique_ptr<UringPool> rings_;
-  std::unique_ptr<HelperThreads> readers_;  // null: readers == 1 or direct
-  std::atomic<unsigned> gets_running_{0};
+  std::unique_ptr<HelperThreads> helpers_;  // null: threads == 1 or direct
+  std::atomic<unsigned> calls_running_{0};   // puts and gets
+  // Counts a put or get call while it runs.
+  struct CallCount {
+    std::atomic<unsigned>& n;
+    explicit CallCount(std::atomic<unsigned>& count) : n(count) { n.fetch_add(1, std::memory_order_relaxed); }
+    ~CallCount() { n.fetch_sub(1, std::memory_order_relaxed); }
+  };
   std::unique_ptr<TombstoneLog> tombstones_;
   std::atomic<std::uint64_t> next_seq_{1};
 

@@ -71,7 +71,7 @@ void cut(const std::vector<iovec>& segs, std::uint64_t chunk, std::vector<iovec>
 }  // namespace
 
 PackWriteResult write_pack(Uring& ring, int dir_fd, const std::string& dir, std::uint64_t seq,
-                           std::span<PackItem> items, bool direct, bool fsync) {
+                           std::span<PackItem> items, bool direct, bool fsync, unsigned depth) {
   PackWriteResult r;
   // Layout and index first: every byte's place is known before anything is written.
   std::uint64_t at = kPackHeaderSize;
@@ -129,7 +129,7 @@ PackWriteResult write_pack(Uring& ring, int dir_fd, const std::string& dir, std:
   }
   add(index_pages_at, index_pages);
 
-  const unsigned qd = ring.entries();
+  const unsigned qd = depth == 0 ? ring.entries() : std::min(depth, ring.entries());
   const std::uint64_t chunk =
       std::clamp<std::uint64_t>(io_round_up((r.file_size + qd - 1) / qd), kMinChunk, kMaxChunk);
   std::vector<iovec> iovs;

@@ -31,7 +31,7 @@ struct PackWriteResult {
 };
 
 // Writes items as the pack `seq`: the whole file (header, objects, index) is cut
-// into writes of up to 1 MiB, all issued at once up to the ring's depth, into
+// into writes of up to 1 MiB, issued at once up to `depth` (0: the ring's), into
 // "<pack name>.tmp.<pid>.<n>", which is then (fsynced and) renamed to
 // pack_file_name(seq). On failure nothing is published and the temporary is
 // removed. With direct, every write is whole pages from page-aligned memory:
@@ -39,7 +39,7 @@ struct PackWriteResult {
 // copied), other data through a bounce buffer; buffered writes take the data in
 // place and pad it from a page of zeros.
 PackWriteResult write_pack(Uring& ring, int dir_fd, const std::string& dir, std::uint64_t seq,
-                           std::span<PackItem> items, bool direct, bool fsync);
+                           std::span<PackItem> items, bool direct, bool fsync, unsigned depth = 0);
 
 // Reads and checks a pack's header and index through fd (which may be
 // O_DIRECT). Returns "" or why the pack is unusable.

@@ -601,12 +601,12 @@ TEST(FilePacks, ConcurrentBatches) {
   for (const auto& [key, meta] : t.list()) EXPECT_EQ(get_one(t, key).status, XferStatus::Ok) << key;
 }
 
-// A buffered get call is split between threads (readers=): each item ends as
+// A buffered get call is split between threads (threads=): each item ends as
 // it would unsplit, whichever part it fell into.
 TEST(FileTier, ASplitGetSettlesEveryItemOfEveryPart) {
   TempDir dir;
   auto o = opts(dir.path());
-  o.readers = 4;
+  o.threads = 4;
   FileTier t(o);
   constexpr int kItems = 64;
   std::vector<std::string> keys;
@@ -644,6 +644,45 @@ TEST(FileTier, ASplitGetSettlesEveryItemOfEveryPart) {
       EXPECT_EQ(out[i], data[i]) << i;
     }
   }
+}
+
+// A buffered put call with enough bytes writes a pack per thread; every object
+// reads back, also after a restart. With a key given twice it is not split, and
+// the later version wins.
+TEST(FilePacks, ASplitPutWritesAPackPerThread) {
+  TempDir dir;
+  auto o = opts(dir.path());
+  o.threads = 2;
+  o.pack_threshold = 64 << 10;
+  o.pack_max = 2 << 20;  // packs under 256 KiB are small: a call of 768 KiB splits
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::uint8_t>> data;
+  for (int i = 0; i < 64; ++i) {
+    keys.push_back("sp/" + std::to_string(i));
+    data.push_back(random_bytes(10000 + i, 900 + i));
+  }
+  {
+    FileTier t(o);
+    for (auto s : put_batch(t, keys, data)) ASSERT_EQ(s, XferStatus::Ok);
+    EXPECT_EQ(packs_in(dir.path()), 2u);
+    EXPECT_NE(t.path_of(keys[0]), t.path_of(keys[63]));
+    for (int i = 0; i < 64; ++i) EXPECT_EQ(get_one(t, keys[i]).data, data[i]) << i;
+
+    std::vector<std::string> twice = keys;
+    std::vector<std::vector<std::uint8_t>> newer = data;
+    twice[60] = keys[3];  // keys[3] again, near the end: its second version must win
+    newer[60] = random_bytes(12345, 77);
+    for (auto s : put_batch(t, twice, newer)) ASSERT_EQ(s, XferStatus::Ok);
+    EXPECT_EQ(t.path_of(keys[0]), t.path_of(keys[63])) << "a call with a key given twice is one pack";
+    EXPECT_EQ(get_one(t, keys[3]).data, newer[60]);
+  }
+  FileTier again(o);
+  for (int i = 0; i < 64; ++i) {
+    if (i != 3) {
+      EXPECT_EQ(get_one(again, keys[i]).data, data[i]) << i;
+    }
+  }
+  EXPECT_EQ(get_one(again, keys[3]).data, random_bytes(12345, 77));
 }
 
 TEST(FileTier, SurvivesARestart) {

@@ -49,7 +49,7 @@ TEST(TierSpec, Dram) {
 
 TEST(TierSpec, File) {
   auto t = parse_tier_spec("file:/var/lib/ferry");
-  EXPECT_EQ(t.file.readers, 2u);  // a buffered get call is shared by the caller and one helper
+  EXPECT_EQ(t.file.threads, 2u);  // a buffered get call is shared by the caller and one helper
   EXPECT_EQ(t.kind, TierSpec::Kind::File);
   EXPECT_EQ(t.file.dir, "/var/lib/ferry");
   EXPECT_FALSE(t.file.direct);
@@ -71,8 +71,8 @@ TEST(TierSpec, File) {
   EXPECT_EQ(parse_tier_spec("file:/x,pack=1MiB").file.pack_threshold, 1u << 20);
   EXPECT_EQ(parse_tier_spec("file:/x,pack=0").file.pack_threshold, 0u);
   EXPECT_NE(error_of("file:/x,pack=1GiB").find("larger than a pack file"), std::string::npos);
-  EXPECT_EQ(parse_tier_spec("file:/x,readers=1").file.readers, 1u);
-  EXPECT_NE(error_of("file:/x,readers=0").find("outside 1..64"), std::string::npos);
+  EXPECT_EQ(parse_tier_spec("file:/x,threads=1").file.threads, 1u);
+  EXPECT_NE(error_of("file:/x,threads=0").find("outside 1..64"), std::string::npos);
   EXPECT_NE(error_of("file:/x,pack=big").find("'big'"), std::string::npos);
   EXPECT_NE(error_of("file:/x,packs=1").find("pack=<size>"), std::string::npos);
 }
