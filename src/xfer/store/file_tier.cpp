@@ -382,18 +382,45 @@ std::uint64_t FileTier::put_window_bytes() const {
   return (std::uint64_t{opts_.queue_depth} << 19) * (helpers_ ? helpers_->helpers() + 1 : 1);
 }
 
-bool FileTier::split_call(std::size_t count, std::size_t max_parts,
-                          const std::function<void(std::size_t first, std::size_t count, unsigned depth)>& part) {
+bool FileTier::split_call(std::size_t count, std::size_t max_parts, const std::function<std::uint64_t(std::size_t)>& weight,
+                          const std::function<void(Uring&, std::size_t first, std::size_t count, unsigned depth)>& part) {
   // Only a call with enough objects to pay for waking the helpers, and only
   // while it is the one put or get running: an agent's copy threads already
-  // call in parallel, and more threads would take turns on its cores.
+  // call in parallel, and more threads would take turns on its cores. At most
+  // qd parts, so that no more than qd operations are in flight.
   if (!helpers_ || calls_running_.load(std::memory_order_relaxed) != 1) return false;
-  const std::size_t parts = std::min({std::size_t{helpers_->helpers()} + 1, count / kMinObjectsPerThread, max_parts});
+  const std::size_t parts = std::min({std::size_t{helpers_->helpers()} + 1, count / kMinObjectsPerThread, max_parts,
+                                      std::size_t{opts_.queue_depth}});
   if (parts < 2) return false;
-  const auto depth = static_cast<unsigned>(std::max<std::size_t>(1, opts_.queue_depth / parts));
+  // Where each part starts: at equal shares of the weight (or of the count),
+  // each part at least one object.
+  std::vector<std::size_t> first(parts + 1, count);
+  first[0] = 0;
+  if (weight) {
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i < count; ++i) total += weight(i);
+    std::uint64_t sum = 0;
+    std::size_t i = 0;
+    for (std::size_t p = 1; p < parts; ++p) {
+      while (i < count && sum < total / parts * p) sum += weight(i++);
+      first[p] = std::clamp(i, first[p - 1] + 1, count - (parts - p));
+      while (i < first[p]) sum += weight(i++);
+    }
+  } else {
+    for (std::size_t p = 1; p < parts; ++p) first[p] = count * p / parts;
+  }
+  // Every part's ring before any part starts: a ring that cannot be made (too
+  // many open files) leaves the call unsplit rather than half done.
+  std::vector<UringPool::Lease> rings;
+  try {
+    for (std::size_t p = 0; p < parts; ++p) rings.push_back(rings_->take());
+  } catch (const Error& e) {
+    log::app().warn("file tier {}: running a call on one thread: {}", opts_.dir, e.what());
+    return false;
+  }
+  const auto depth = static_cast<unsigned>(opts_.queue_depth / parts);
   return helpers_->try_run(static_cast<unsigned>(parts), [&](unsigned p) {
-    const std::size_t first = count * p / parts;
-    part(first, count * (p + 1) / parts - first, depth);
+    part(*rings[p], first[p], first[p + 1] - first[p], depth);
   });
 }
 
@@ -425,10 +452,11 @@ void FileTier::put(std::span<PutItem> items) {
     const std::span<PutItem*> all(packed);
     const auto max_parts = static_cast<std::size_t>(bytes / std::max<std::uint64_t>(1, small_pack_bytes()));
     if (max_parts >= 2 && !has_duplicate_keys(all) &&
-        split_call(all.size(), max_parts, [&](std::size_t first, std::size_t count, unsigned depth) {
-          auto ring = rings_->take();
-          put_packed(*ring, all.subspan(first, count), depth);
-        }))
+        split_call(
+            all.size(), max_parts, [&](std::size_t i) { return all[i]->data.size; },
+            [&](Uring& ring, std::size_t first, std::size_t count, unsigned depth) {
+              put_packed(ring, all.subspan(first, count), depth);
+            }))
       packed.clear();
   }
   auto ring = rings_->take();
@@ -681,23 +709,23 @@ void FileTier::finish_put(PutOp& op) {
 void FileTier::get(std::span<GetItem> items) {
   if (items.empty()) return;
   const CallCount counted(calls_running_);
-  const bool split = split_call(items.size(), items.size(), [&](std::size_t first, std::size_t count, unsigned depth) {
-    get_part(items.subspan(first, count), depth);
-  });
-  if (!split) get_part(items, opts_.queue_depth);
+  const bool split =
+      split_call(items.size(), items.size(), nullptr, [&](Uring& ring, std::size_t first, std::size_t count, unsigned depth) {
+        get_part(ring, items.subspan(first, count), depth);
+      });
+  if (!split) get_part(*rings_->take(), items, opts_.queue_depth);
 }
 
-void FileTier::get_part(std::span<GetItem> items, unsigned depth) {
-  auto ring = rings_->take();
-  std::vector<GetOp> slots(std::min<std::size_t>({items.size(), ring->entries(), depth}));
+void FileTier::get_part(Uring& ring, std::span<GetItem> items, unsigned depth) {
+  std::vector<GetOp> slots(std::min<std::size_t>({items.size(), ring.entries(), depth}));
   for (std::size_t s = 0; s < slots.size(); ++s) slots[s].slot = s;
   const auto queue_read = [&](GetOp& op) {
-    io_uring_sqe* sqe = next_sqe(*ring);
+    io_uring_sqe* sqe = next_sqe(ring);
     io_uring_prep_readv(sqe, op.fd, op.iov, op.iov_count, op.base + op.offset);
     io_uring_sqe_set_data64(sqe, op.slot);
   };
   run_batch(
-      *ring, slots, items.size(),
+      ring, slots, items.size(),
       [&](std::size_t i, GetOp& op) {
         op.item = &items[i];
         op.attempts = 0;

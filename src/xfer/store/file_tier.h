@@ -198,9 +198,11 @@ class FileTier final : public Tier {
   // Runs a call of `count` objects as up to max_parts parts on the helper
   // threads, part(first, count, depth) each, sharing the queue depth; false,
   // having run nothing, when it is not split.
-  bool split_call(std::size_t count, std::size_t max_parts,
-                  const std::function<void(std::size_t first, std::size_t count, unsigned depth)>& part);
-  void get_part(std::span<GetItem> items, unsigned depth);
+  // weight(i) (may be null: by count) balances the parts; each part runs on a
+  // ring of its own.
+  bool split_call(std::size_t count, std::size_t max_parts, const std::function<std::uint64_t(std::size_t)>& weight,
+                  const std::function<void(Uring&, std::size_t first, std::size_t count, unsigned depth)>& part);
+  void get_part(Uring& ring, std::span<GetItem> items, unsigned depth);
   void put_files(Uring& ring, std::span<PutItem*> items);
   void put_packed(Uring& ring, std::span<PutItem*> items, unsigned depth);
   bool start_put(PutOp& op);

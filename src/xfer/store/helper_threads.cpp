@@ -4,16 +4,24 @@ namespace ferry::xfer::store {
 
 HelperThreads::HelperThreads(unsigned helpers) {
   threads_.reserve(helpers);
-  for (unsigned h = 0; h < helpers; ++h) threads_.emplace_back([this, h] { loop(h); });
+  try {
+    for (unsigned h = 0; h < helpers; ++h) threads_.emplace_back([this, h] { loop(h); });
+  } catch (...) {
+    stop_and_join();  // the ones already started (std::thread may throw when out of threads)
+    throw;
+  }
 }
 
-HelperThreads::~HelperThreads() {
+HelperThreads::~HelperThreads() { stop_and_join(); }
+
+void HelperThreads::stop_and_join() noexcept {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
   start_cv_.notify_all();
   for (auto& t : threads_) t.join();
+  threads_.clear();
 }
 
 bool HelperThreads::try_run(unsigned parts, const std::function<void(unsigned)>& fn) {

@@ -32,6 +32,7 @@ class HelperThreads {
 
  private:
   void loop(unsigned helper);
+  void stop_and_join() noexcept;
 
   std::mutex in_use_;  // held by the caller whose parts run
 

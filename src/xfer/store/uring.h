@@ -39,7 +39,10 @@ class UringPool {
   class Lease {
    public:
     Lease(UringPool* pool, std::unique_ptr<Uring> ring) : pool_(pool), ring_(std::move(ring)) {}
-    ~Lease() { pool_->put_back(std::move(ring_)); }
+    ~Lease() {
+      if (ring_) pool_->put_back(std::move(ring_));
+    }
+    Lease(Lease&& other) noexcept : pool_(other.pool_), ring_(std::move(other.ring_)) {}
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
     Uring& operator*() const { return *ring_; }

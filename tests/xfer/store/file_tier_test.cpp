@@ -685,6 +685,30 @@ TEST(FilePacks, ASplitPutWritesAPackPerThread) {
   EXPECT_EQ(get_one(again, keys[3]).data, random_bytes(12345, 77));
 }
 
+// The parts of a split put are balanced by bytes, not by count: big objects at
+// the front of a call do not leave the last part a small pack.
+TEST(FilePacks, ASplitPutBalancesItsPacksByBytes) {
+  TempDir dir;
+  auto o = opts(dir.path());
+  o.threads = 2;
+  o.pack_threshold = 64 << 10;
+  o.pack_max = 2 << 20;  // packs under 256 KiB are small
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::uint8_t>> data;
+  // 480 KiB in 8 objects, then 256 KiB in 64: split by count, the second half
+  // would be 144 KiB, a small pack.
+  for (int i = 0; i < 72; ++i) {
+    keys.push_back("bal/" + std::to_string(i));
+    data.push_back(random_bytes(i < 8 ? 60 << 10 : 4 << 10, 300 + i));
+  }
+  FileTier t(o);
+  for (auto s : put_batch(t, keys, data)) ASSERT_EQ(s, XferStatus::Ok);
+  const auto st = t.stats();
+  EXPECT_EQ(st.packs, 2u);
+  EXPECT_EQ(st.small_packs, 0u);
+  for (int i = 0; i < 72; ++i) EXPECT_EQ(get_one(t, keys[i]).data, data[i]) << i;
+}
+
 TEST(FileTier, SurvivesARestart) {
   TempDir dir;
   std::vector<std::vector<std::uint8_t>> data;
