@@ -374,8 +374,6 @@ void FileTier::unreserve(std::uint64_t size) {
   reserved_ -= size;
 }
 
-// ---- put ----------------------------------------------------------------------
-
 // ---- calls shared between threads -----------------------------------------------
 
 std::uint64_t FileTier::put_window_bytes() const {
@@ -423,6 +421,8 @@ bool FileTier::split_call(std::size_t count, std::size_t max_parts, const std::f
     part(*rings[p], first[p], first[p + 1] - first[p], depth);
   });
 }
+
+// ---- put ----------------------------------------------------------------------
 
 void FileTier::put(std::span<PutItem> items) {
   if (items.empty()) return;
