@@ -62,6 +62,7 @@ void each_stat(Stats& s, F&& f) {
   f("barriers", s.barriers);
   f("handler_ns", s.handler_ns);
   f("comm_ns", s.comm_ns);
+  f("barrier_ns", s.barrier_ns);
   each_wire_stat(s.wire, f);
 }
 
@@ -225,7 +226,7 @@ int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_by
   j["verified"] = all_verified;
   j["detail"] = detail;
 
-  double seconds = 0, app_cpu = 0, handler = 0, comm_s = 0;
+  double seconds = 0, app_cpu = 0, handler = 0, comm_s = 0, barrier_s = 0;
   std::uint64_t msgs = 0, bytes = 0, received = 0;
   nlohmann::json per_rank = nlohmann::json::array();
   if (!options_.quiet)
@@ -243,6 +244,7 @@ int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_by
     app_cpu += static_cast<double>(cpu) / 1e9;
     handler += static_cast<double>(stat(r, "handler_ns")) / 1e9;
     comm_s += static_cast<double>(stat(r, "comm_ns")) / 1e9;
+    barrier_s += static_cast<double>(stat(r, "barrier_ns")) / 1e9;
     msgs += stat(r, "msgs_sent");
     bytes += stat(r, "bytes_sent");
     received += stat(r, "msgs_received");
@@ -299,6 +301,7 @@ int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_by
   j["cpu_ns_per_msg"] = msgs > 0 ? (app_cpu + router_cpu) * 1e9 / static_cast<double>(msgs) : 0.0;
   j["handler_s"] = handler;
   j["comm_s"] = comm_s;
+  j["barrier_s"] = barrier_s;
   std::printf(
       "%s mode=%s ranks=%d routers=%zu work=%llu (mem/comm %.1f): %s in %.3f s, %llu msgs (%.2f M msg/s, "
       "%.1f MB/s), cpu %.0f ns/msg, "

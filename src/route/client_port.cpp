@@ -30,7 +30,7 @@ std::uint8_t* ClientPort::reserve_slow(std::uint32_t bytes) {
   MutableByteView slot = producer_.try_claim();
   if (slot.data == nullptr) {
     // The router is behind: wait for a slot without running handlers (the
-    // router never waits for us, it parks what it cannot deliver).
+    // router never waits for us, it holds what it cannot deliver).
     ++full_waits_;
     const std::uint64_t start = now_ns();
     Backoff backoff = idle_backoff(options_);

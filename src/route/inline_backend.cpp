@@ -110,7 +110,9 @@ void InlineBackend::barrier() {
             "); a rank is dead, stuck in a handler, or not calling barrier()");
     backoff.idle();
   }
-  stats_.comm_ns += (now_ns() - t0) - (stats_.handler_ns - h0);
+  const std::uint64_t spent = (now_ns() - t0) - (stats_.handler_ns - h0);
+  stats_.comm_ns += spent;
+  stats_.barrier_ns += spent;
 }
 
 Stats InlineBackend::stats() const {

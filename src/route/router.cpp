@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <string>
 
 #include "ferry/core/status.h"
@@ -38,22 +37,76 @@ Router::Router(RouterConfig config, BufferPool* pool, WireStats* wire)
   stats_.clients = n;
 }
 
-bool Router::deliver_slow(int client, const std::uint8_t* frame, std::uint32_t bytes) {
+// The delivery slow path: the open chunk is full or there is none. Frames
+// wait while older ones for the same app do (per-destination order).
+void Router::deliver_slow(Delivery& d, const std::uint8_t* frame, std::uint32_t bytes) {
   if (bytes > slot_bytes_) [[unlikely]]
     fatal(std::string(cfg_.name) + ": a " + std::to_string(bytes) + "-byte frame does not fit a " +
           std::to_string(slot_bytes_) + "-byte delivery slot (ranks disagree on ring_slot_bytes?)");
-  Delivery& d = deliveries_[static_cast<std::size_t>(client)];
-  if (d.data != nullptr) publish_delivery(client);  // the frame does not fit: the chunk leaves
+  if (d.waiting.empty() && try_deliver(d, frame, bytes)) return;
+  wait_for_room(d, frame, bytes);
+}
+
+// Appends the frame to the open chunk, or publishes it and claims the next
+// slot; false (and no chunk open) when the app's ring is full.
+bool Router::try_deliver(Delivery& d, const std::uint8_t* frame, std::uint32_t bytes) {
+  if (d.data != nullptr && d.used + bytes <= slot_bytes_) {
+    copy_frame(d.data + d.used, frame, bytes);
+    d.used += bytes;
+    return true;
+  }
+  publish_delivery(d);  // the frame does not fit: the chunk leaves
   MutableByteView slot = d.producer.try_claim();
-  if (slot.data == nullptr) return false;  // the app is behind: the caller parks the rest
+  if (slot.data == nullptr) return false;  // the app is behind
   d.data = slot.data;
   copy_frame(d.data, frame, bytes);
   d.used = bytes;
   return true;
 }
 
-void Router::publish_delivery(int client) {
-  Delivery& d = deliveries_[static_cast<std::size_t>(client)];
+void Router::wait_for_room(Delivery& d, const std::uint8_t* frame, std::uint32_t bytes) {
+  if (d.waiting.empty()) ++clients_waiting_;
+  if (d.waiting.empty() || d.waiting.back().tail + bytes > pool_->buffer_bytes()) {
+    d.waiting.push_back({pool_->get(), 0, 0});  // a frame fits a buffer: validate() checks slot <= buffer
+    if (++waiting_buffers_ > stats_.pending_max) stats_.pending_max = waiting_buffers_;
+  }
+  Waiting& w = d.waiting.back();
+  copy_frame(w.buf + w.tail, frame, bytes);
+  w.tail += bytes;
+}
+
+// Moves one app's waiting frames into its ring, oldest first, while it has
+// room; true when it moved any.
+bool Router::drain_waiting(Delivery& d) {
+  bool did = false;
+  while (!d.waiting.empty()) {
+    Waiting& w = d.waiting.front();
+    while (w.head < w.tail) {
+      FrameHeader h;
+      const std::uint32_t fb = read_frame(w.buf, w.tail, w.head, &h);
+      if (fb == 0) [[unlikely]]
+        corrupt(w.head, w.tail);
+      if (!try_deliver(d, w.buf + w.head, fb)) return did;
+      w.head += fb;
+      did = true;
+    }
+    pool_->put(w.buf);
+    --waiting_buffers_;
+    d.waiting.pop_front();
+  }
+  --clients_waiting_;
+  return did;
+}
+
+bool Router::drain_waiting() {
+  if (clients_waiting_ == 0) return false;
+  bool did = false;
+  for (Delivery& d : deliveries_)
+    if (!d.waiting.empty()) did |= drain_waiting(d);
+  return did;
+}
+
+void Router::publish_delivery(Delivery& d) {
   if (d.data == nullptr || d.used == 0) return;
   d.producer.publish(d.used, 0);  // R1 of the delivery ring: the app's A1 sees every frame
   d.data = nullptr;
@@ -61,12 +114,11 @@ void Router::publish_delivery(int client) {
   ++stats_.chunks_out;
 }
 
-bool Router::route_frames(const std::uint8_t* data, std::uint32_t size, std::uint32_t* offset) {
+void Router::route_frames(const std::uint8_t* data, std::uint32_t size) {
   // The router's inner loop (about 10-15 ns a frame): locals for the offset and
   // the counters, the delivery fast path inline, frames copied by words.
-  std::uint32_t off = *offset;
-  std::uint64_t local = 0, forwarded = 0, routed = 0;
-  bool complete = true;
+  std::uint32_t off = 0;
+  std::uint64_t local = 0, forwarded = 0;
   while (off < size) {
     FrameHeader h;
     const std::uint32_t fb = read_frame(data, size, off, &h);
@@ -78,9 +130,8 @@ bool Router::route_frames(const std::uint8_t* data, std::uint32_t size, std::uin
       if (d.data != nullptr && d.used + fb <= slot_bytes_) [[likely]] {
         copy_frame(d.data + d.used, data + off, fb);
         d.used += fb;
-      } else if (!deliver_slow(client, data + off, fb)) {
-        complete = false;
-        break;
+      } else {
+        deliver_slow(d, data + off, fb);
       }
       ++local;
     } else {
@@ -89,14 +140,11 @@ bool Router::route_frames(const std::uint8_t* data, std::uint32_t size, std::uin
       copy_frame(cfg_.transport->reserve(cfg_.peer_of_app[h.dest], fb), data + off, fb);
       ++forwarded;
     }
-    ++routed;
     off += fb;
   }
-  *offset = off;
   wire_->frames_local += local;
   wire_->frames_forwarded += forwarded;
-  stats_.frames_routed += routed;
-  return complete;
+  stats_.frames_routed += local + forwarded;
 }
 
 void Router::corrupt(std::uint32_t off, std::uint32_t size) const {
@@ -109,34 +157,12 @@ void Router::unserved(std::uint32_t dest) const {
         ", which no router serves");
 }
 
-bool Router::drain_parked() {
-  bool did = false;
-  while (!parked_.empty()) {
-    Parked& p = parked_.front();
-    const std::uint32_t before = p.off;
-    const bool done = route_frames(p.buf, p.end, &p.off);
-    did |= p.off != before;
-    if (!done) break;  // still full: keep the order, retry next pass
-    pool_->put(p.buf);
-    parked_.pop_front();
-  }
-  return did;
-}
-
 bool Router::drain_requests(int client) {
   RingConsumer& c = requests_[static_cast<std::size_t>(client)];
   SlotMessage m;
   int n = 0;
   while (n < kSlotsPerClientPass && c.try_peek(&m)) {  // A1: the chunk's frames and its sent word (Q1)
-    std::uint32_t off = 0;
-    const auto size = static_cast<std::uint32_t>(m.payload.size);
-    if (!route_frames(m.payload.data, size, &off)) {
-      // Copy the rest out so the app's slot is free again; it waits in order.
-      std::uint8_t* buf = pool_->get();
-      std::memcpy(buf, m.payload.data + off, size - off);
-      parked_.push_back({buf, 0, size - off});
-      if (parked_.size() > stats_.pending_max) stats_.pending_max = parked_.size();
-    }
+    route_frames(m.payload.data, static_cast<std::uint32_t>(m.payload.size));
     c.advance();
     ++n;
     ++stats_.chunks_in;
@@ -151,13 +177,8 @@ bool Router::drain_transport() {
   Transport::Received r;
   int n = 0;
   while (n < kBuffersPerPass && t->pop_received(&r)) {
-    std::uint32_t off = 0;
-    if (route_frames(r.buf, r.bytes, &off)) {
-      t->recycle(r.buf);
-    } else {
-      parked_.push_back({r.buf, off, r.bytes});
-      if (parked_.size() > stats_.pending_max) stats_.pending_max = parked_.size();
-    }
+    route_frames(r.buf, r.bytes);
+    t->recycle(r.buf);
     ++n;
   }
   return did || n != 0;
@@ -214,14 +235,14 @@ bool Router::barrier_step() {
 }
 
 bool Router::step() {
-  bool did = drain_parked();
+  bool did = drain_waiting();  // oldest first: room the apps freed goes to frames that waited
   for (int c : own_) did |= drain_requests(c);
   if (cfg_.transport != nullptr) did |= drain_transport();
   // Statistics before the deliveries they count: the delivery ring's release
   // (R1) carries them to any app that handles those frames, and from there to
   // whoever reads them after a barrier.
   if (did) publish_stats();
-  for (std::size_t c = 0; c < clients_.size(); ++c) publish_delivery(static_cast<int>(c));
+  for (Delivery& d : deliveries_) publish_delivery(d);
   if (cfg_.transport != nullptr && cfg_.transport->has_open_buffers()) {
     // In a barrier nothing is worth waiting for: every buffer leaves now. Shards
     // other than 0 see a barrier from app 0 waiting in one (a hint: a late flush
@@ -282,7 +303,7 @@ void Router::run() {
       backoff.reset();
     } else {
       ++stats_.idle_loops;
-      if (all_detached() && !in_barrier_ && parked_.empty()) break;
+      if (all_detached() && !in_barrier_ && clients_waiting_ == 0) break;
       backoff.idle();
     }
     if (((stats_.busy_loops + stats_.idle_loops) & 255) != 0) continue;

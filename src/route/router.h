@@ -17,8 +17,11 @@
 // the other shards (what they hold is counted as sent and not yet handled).
 //
 // It never waits for an application: a frame for an app whose delivery ring is
-// full is parked (with the rest of its buffer) and retried, so an app that
-// waits for request-ring space can never deadlock against its router.
+// full waits in that app's own queue (router memory) and goes first once the
+// app frees a slot, so an app that waits for request-ring space can never
+// deadlock against its router, and an app that falls behind holds up only the
+// frames addressed to it: the others' keep flowing (one shared queue made every
+// app wait behind the slowest one's backlog; qs-mini's cycle ends showed it).
 
 #include <cstdint>
 #include <deque>
@@ -62,23 +65,32 @@ class Router {
   void set_world_rank(int rank) noexcept { stats_.world_rank = static_cast<std::uint64_t>(rank); }
 
  private:
+  // Frames for one app that its delivery ring had no room for, copied into a
+  // pool buffer: [head, tail) still wait.
+  struct Waiting {
+    std::uint8_t* buf;
+    std::uint32_t head;
+    std::uint32_t tail;
+  };
+  // One app's delivery ring, its open chunk, and the frames waiting for room in
+  // it, oldest first. Invariant: while frames wait, no chunk is open (data is
+  // null), so the fast path in route_frames never passes them.
   struct Delivery {
     RingProducer producer;
     std::uint8_t* data = nullptr;
     std::uint32_t used = 0;
-  };
-  struct Parked {
-    std::uint8_t* buf;
-    std::uint32_t off;
-    std::uint32_t end;
+    std::deque<Waiting> waiting;
   };
 
-  bool route_frames(const std::uint8_t* data, std::uint32_t size, std::uint32_t* off);
-  bool deliver_slow(int client, const std::uint8_t* frame, std::uint32_t bytes);
+  void route_frames(const std::uint8_t* data, std::uint32_t size);
+  void deliver_slow(Delivery& d, const std::uint8_t* frame, std::uint32_t bytes);
+  bool try_deliver(Delivery& d, const std::uint8_t* frame, std::uint32_t bytes);
+  void wait_for_room(Delivery& d, const std::uint8_t* frame, std::uint32_t bytes);
+  bool drain_waiting(Delivery& d);
   [[noreturn]] void corrupt(std::uint32_t off, std::uint32_t size) const;
   [[noreturn]] void unserved(std::uint32_t dest) const;
-  void publish_delivery(int client);
-  bool drain_parked();
+  void publish_delivery(Delivery& d);
+  bool drain_waiting();
   bool drain_requests(int client);
   bool drain_transport();
   bool barrier_step();
@@ -91,8 +103,9 @@ class Router {
   std::vector<ClientSlot> clients_;
   std::vector<int> own_;                // the clients whose request rings this shard reads
   std::vector<RingConsumer> requests_;  // indexed by client (only own_ ones are used)
-  std::vector<Delivery> deliveries_;
-  std::deque<Parked> parked_;
+  std::vector<Delivery> deliveries_;  // indexed by client
+  std::uint32_t clients_waiting_ = 0;  // deliveries with waiting frames
+  std::uint64_t waiting_buffers_ = 0;  // pool buffers holding them
   std::uint32_t slot_bytes_;
   std::uint64_t flush_ns_;
 

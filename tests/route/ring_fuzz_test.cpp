@@ -5,7 +5,7 @@
 // quarter are requests whose handler replies (handlers that send). After each
 // barrier the apps meet on a std::barrier and check that quiescence was real:
 // every message sent so far has been handled, none twice, every byte intact.
-// Small rings force full request rings and parked deliveries. CI also runs it
+// Small rings force full request rings and deliveries held in the router. CI also runs it
 // under TSan (label lockfree).
 
 #include <gtest/gtest.h>
@@ -126,7 +126,7 @@ struct App {
 void run_fuzz(std::uint32_t shards) {
   const std::uint64_t per_app = messages_per_app();
   constexpr int kPhases = 8;
-  // Tiny rings: full waits and parking happen.
+  // Tiny rings: full waits happen, and the router holds frames for apps behind.
   Mailbox mailbox = Mailbox::create_private(Mailbox::Geometry{kApps, 4, 512, shards});
   RouterConfig cfg;
   cfg.options.buffer_bytes = 4096;
@@ -200,7 +200,7 @@ void run_fuzz(std::uint32_t shards) {
   EXPECT_EQ(routers[0]->epoch(), static_cast<std::uint32_t>(kPhases));
   const RouterStats rs = load_router_stats(mailbox);
   EXPECT_EQ(rs.frames_routed, sent);  // every shard published its share
-  std::printf("%u router thread(s) moved %llu messages in %d phases; parked up to %llu buffers\n", shards,
+  std::printf("%u router thread(s) moved %llu messages in %d phases; held up to %llu buffers of frames\n", shards,
               static_cast<unsigned long long>(sent), kPhases,
               static_cast<unsigned long long>(rs.pending_max));
 }

@@ -38,6 +38,7 @@ struct Stats {
   std::uint64_t handler_ns = 0;  // time in handlers (measured per delivered batch)
   std::uint64_t comm_ns = 0;     // time in progress()/barrier() and in send()'s slow path
                                  // (flush, waits), handlers excluded; the append fast path is not timed
+  std::uint64_t barrier_ns = 0;  // the part of comm_ns spent in barrier(): waiting for quiescence
   WireStats wire;                // inline: this rank's MPI traffic; thread: its progress thread's
 };
 
@@ -47,7 +48,7 @@ struct RouterStats {
   std::uint64_t chunks_in = 0;   // request chunks read from the apps' rings
   std::uint64_t chunks_out = 0;  // delivery chunks written to the apps' rings
   std::uint64_t frames_routed = 0;
-  std::uint64_t pending_max = 0;  // most buffers parked while an app's delivery ring was full
+  std::uint64_t pending_max = 0;  // most buffers of frames held for apps whose delivery ring was full
   std::uint64_t busy_loops = 0;
   std::uint64_t idle_loops = 0;
   std::uint64_t cpu_ns = 0;      // the router process's CPU time (user + system) at the last barrier
