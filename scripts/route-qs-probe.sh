@@ -13,9 +13,9 @@
 #   inline_busy8   inline, with a busy loop on core 8 (what one spinning core
 #                  beside the apps costs them: turbo, a shared physical core)
 #   process        router on core 8
-#   process_pf     --route-prefetch-bytes=512
 #   process_spin   --route-idle-spins=50000000 (waits never yield or sleep)
-#   process_pf_spin both
+# (Run-4 probes also tried software prefetch of the ring chunks and 64 or 512
+# delivery chunks per progress() instead of 16: no gain; see docs/bench/route.md.)
 # Needs .carry/build/bench/route/qs_mini and .carry/lib (scripts/carry-build.sh).
 set -uo pipefail
 FINAL=${OUT:-$PWD/route-probe}
@@ -41,7 +41,7 @@ command -v mpirun >/dev/null || { echo "no mpirun" >&2; exit 2; }
 P=${PROBE_PARTICLES:-400000}
 QS=(--particles-per-rank $P --cells-x-per-rank 1 --cells-y 4 --cells-z 4 --cell-width 8
     --xs-scale 0.25 --cycles 4 --census 2 --work-table-mib 64 --quiet)
-VARIANTS=${PROBE_VARIANTS:-"inline inline_busy8 process process_pf process_spin process_pf_spin"}
+VARIANTS=${PROBE_VARIANTS:-"inline inline_busy8 process process_spin"}
 
 run() {  # variant work rep
   local v=$1 w=$2 rep=$3 np=8 flags=(--route-mode=inline --route-app-cpus=0-7) busy=
@@ -50,17 +50,14 @@ run() {  # variant work rep
     inline_busy8) busy=8 ;;
     process*) np=9 flags=(--route-mode=process --route-app-cpus=0-7 --route-router-cpus=8) ;;
   esac
-  case $v in *_pf*) flags+=(--route-prefetch-bytes=512) ;; esac
   case $v in *_spin*) flags+=(--route-idle-spins=50000000) ;; esac
-  local chunks=16
-  case $v in *_c[0-9]*) chunks=${v##*_c} ;; esac
   local count=$((P * 6 / (6 + w)))
   local args=("${QS[@]}")
   args[1]=$count
   local pid=
   if [ -n "$busy" ]; then taskset -c "$busy" bash -c 'while :; do :; done' & pid=$!; fi
   local json=$FINAL/runs/$v-w$w.$rep.json
-  FERRY_ROUTE_PROBE_CHUNKS=$chunks timeout 60 mpirun --oversubscribe --bind-to none -x FERRY_ROUTE_PROBE_CHUNKS -np $np "$BIN" "${flags[@]}" "${args[@]}" \
+  timeout 60 mpirun --oversubscribe --bind-to none -np $np "$BIN" "${flags[@]}" "${args[@]}" \
     --work-per-message "$w" --json-out "$json" > "$FINAL/runs/$v-w$w.$rep.log" 2>&1
   local rc=$?
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null

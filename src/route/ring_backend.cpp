@@ -1,6 +1,5 @@
 #include "route/ring_backend.h"
 
-#include <cstdlib>
 #include <string>
 
 #include "ferry/route/engine.h"
@@ -11,14 +10,6 @@
 namespace ferry::route::detail {
 namespace {
 constexpr int kChunksPerProgress = 16;
-// PROBE (temporary, not for commit): chunks per progress from the environment.
-int chunks_per_progress() {
-  static const int n = [] {
-    const char* v = std::getenv("FERRY_ROUTE_PROBE_CHUNKS");
-    return v != nullptr ? std::atoi(v) : kChunksPerProgress;
-  }();
-  return n;
-}
 constexpr std::uint64_t kCheckEveryNs = 100'000'000ull;
 }  // namespace
 
@@ -87,7 +78,7 @@ bool RingBackend::run_deliveries(int max_chunks) {
 void RingBackend::progress() {
   const std::uint64_t t0 = now_ns();
   const std::uint64_t h0 = stats_.handler_ns;
-  run_deliveries(chunks_per_progress());
+  run_deliveries(kChunksPerProgress);
   // Aggregation happens in the router; the app only bounds how long a partly
   // filled chunk may sit unseen.
   if (port_.has_unpublished() && t0 - port_.chunk_since() >= flush_ns_) port_.publish_chunk();
@@ -107,7 +98,7 @@ void RingBackend::barrier() {
   StallClock stall(stall_ns_);
   std::uint64_t next_check = t0 + kCheckEveryNs;
   for (;;) {
-    const bool did = run_deliveries(chunks_per_progress());
+    const bool did = run_deliveries(kChunksPerProgress);
     // Q1 then Q2: what the handlers sent leaves before their count does.
     port_.publish_chunk();
     port_.publish_handled(stats_.msgs_received);
