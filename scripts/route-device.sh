@@ -7,6 +7,8 @@
 # run-2 geometry and its thinnest setting, then its Quicksilver setting swept
 # over the work, every point three times (the median counts). (Run 3 also
 # timed 8-slot rings, process_s8: slower, so later runs leave it out.)
+# ROUTE_ONLY=transpose: the transpose sweep alone at 8 ranks, every point three
+# times (the median counts; about 4 minutes).
 # Results go to $OUT (or ./route-results) as route-results.tgz plus the table,
 # the JSON and the plot.
 #
@@ -52,7 +54,12 @@ PY=$(command -v python3)
 [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 
 status=0
-if [ "${ROUTE_ONLY:-}" = qs_mini ]; then
+if [ "${ROUTE_ONLY:-}" = transpose ]; then
+  what="transpose only" deadline=260
+  args=(--ranks 8 --apps transpose --modes inline --works 0
+        --sweep-apps transpose --sweep-ranks 8 --sweep-works 0,1,2,4,8,16,32
+        --sweep-modes inline,thread,process,process_t4,process2 --repeat 3 --stat median)
+elif [ "${ROUTE_ONLY:-}" = qs_mini ]; then
   what="qs-mini only" deadline=230
   args=(--ranks 8 --apps qs_mini_escape,qs_mini_thin --modes inline,thread,process,process_t4 --works 0
         --sweep-apps qs_mini --sweep-ranks 8 --sweep-works 0,1,2,4,8,16,32
