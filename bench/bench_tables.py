@@ -86,8 +86,18 @@ def route(path):
     points = list(dict.fromkeys((r["app"], r["ranks"], r["work_per_message"]) for r in rows))
     by = {(r["app"], r["ranks"], r["work_per_message"], r["mode_label"]): r for r in rows}
 
+    def per_msg(r, key):
+        return r[key] / r["messages"] * 1e9
+
     def engine(r):
-        return r["comm_s"] / r["messages"] * 1e9
+        return per_msg(r, "comm_s")
+
+    def rank_ns(r):  # rank time (ranks x the phase) per message
+        return r["ranks"] * r["seconds"] / r["messages"] * 1e9
+
+    # (app, work, inline row, process row) where both ran.
+    pairs = [(app, work, by[(app, ranks, work, "inline")], by[(app, ranks, work, "process")])
+             for app, ranks, work in points if (app, ranks, work, "process") in by]
 
     print("| setting | work | mem/comm | segments / hop | busiest / mean | inline s | "
           + " | ".join(modes) + " | inline engine ns/msg | process engine ns/msg |")
@@ -110,16 +120,13 @@ def route(path):
     print("| setting | work | inline rank ns/msg | inline engine ns/msg | ceiling | removed by process ns/msg "
           "| rest inline / process ns/msg | rest / removed | process |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for app, ranks, work in points:
-        base, proc = by[(app, ranks, work, "inline")], by.get((app, ranks, work, "process"))
-        if not proc:
-            continue
-        rank_ns = ranks * base["seconds"] / base["messages"] * 1e9
-        rest_i = rank_ns - engine(base)
-        rest_p = ranks * proc["seconds"] / proc["messages"] * 1e9 - engine(proc)
+    for app, work, base, proc in pairs:
+        rank_i = rank_ns(base)
+        rest_i = rank_i - engine(base)
+        rest_p = rank_ns(proc) - engine(proc)
         removed = engine(base) - engine(proc)
-        print(f"| {app} | {work} | {rank_ns:.0f} | {engine(base):.0f} ({engine(base) / rank_ns:.0%}) "
-              f"| {rank_ns / rest_i:.2f} | {removed:.0f} | {rest_i:.0f} / {rest_p:.0f} "
+        print(f"| {app} | {work} | {rank_i:.0f} | {engine(base):.0f} ({engine(base) / rank_i:.0%}) "
+              f"| {rank_i / rest_i:.2f} | {removed:.0f} | {rest_i:.0f} / {rest_p:.0f} "
               f"| {rest_i / removed if removed > 0 else float('inf'):.1f} | {proc['speedup']:.2f} |")
     print()
     if all("barrier_s" in r for r in rows):
@@ -132,19 +139,14 @@ def route(path):
               "ns/msg | handlers + own work inline / process ns/msg | ceiling: calls gone | ceiling: engine gone "
               "| process |")
         print("|---|---|---|---|---|---|---|---|---|")
-        for app, ranks, work in points:
-            base, proc = by[(app, ranks, work, "inline")], by.get((app, ranks, work, "process"))
-            if not proc:
-                continue
-            per = lambda r, key: r[key] / r["messages"] * 1e9
-            rank_i = ranks * base["seconds"] / base["messages"] * 1e9
-            rank_p = ranks * proc["seconds"] / proc["messages"] * 1e9
-            calls_i = per(base, "comm_s") - per(base, "barrier_s")
-            calls_p = per(proc, "comm_s") - per(proc, "barrier_s")
-            print(f"| {app} | {work} | {rank_i:.0f} | {calls_i:.0f} / {per(base, 'barrier_s'):.0f} "
-                  f"| {calls_p:.0f} / {per(proc, 'barrier_s'):.0f} "
-                  f"| {rank_i - per(base, 'comm_s'):.0f} / {rank_p - per(proc, 'comm_s'):.0f} "
-                  f"| {rank_i / (rank_i - calls_i):.2f} | {rank_i / (rank_i - per(base, 'comm_s')):.2f} "
+        for app, work, base, proc in pairs:
+            rank_i, rank_p = rank_ns(base), rank_ns(proc)
+            calls_i = engine(base) - per_msg(base, "barrier_s")
+            calls_p = engine(proc) - per_msg(proc, "barrier_s")
+            print(f"| {app} | {work} | {rank_i:.0f} | {calls_i:.0f} / {per_msg(base, 'barrier_s'):.0f} "
+                  f"| {calls_p:.0f} / {per_msg(proc, 'barrier_s'):.0f} "
+                  f"| {rank_i - engine(base):.0f} / {rank_p - engine(proc):.0f} "
+                  f"| {rank_i / (rank_i - calls_i):.2f} | {rank_i / (rank_i - engine(base)):.2f} "
                   f"| {proc['speedup']:.2f} |")
         print()
     print("| setting | work | mode | s | runs' s (min-max) | M msg/s | speedup | host cpu ns/msg | engine ns/msg |")
