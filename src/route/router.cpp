@@ -31,7 +31,7 @@ Router::Router(RouterConfig config, BufferPool* pool, WireStats* wire)
   for (std::uint32_t i = 0; i < n; ++i) {
     clients_.push_back(cfg_.mailbox->client(i));
     requests_.emplace_back(clients_.back().requests);
-    deliveries_.push_back(Delivery{RingProducer(clients_.back().deliveries[cfg_.shard]), nullptr, 0});
+    deliveries_.push_back(Delivery{RingProducer(clients_.back().deliveries[cfg_.shard]), nullptr, 0, {}});
     if (i % cfg_.shards == cfg_.shard) own_.push_back(static_cast<int>(i));
   }
   stats_.clients = n;
