@@ -14,8 +14,9 @@
 #                  beside the apps costs them: turbo, a shared physical core)
 #   process        router on core 8
 #   process_spin   --route-idle-spins=50000000 (waits never yield or sleep)
-# (Run-4 probes also tried software prefetch of the ring chunks and 64 or 512
-# delivery chunks per progress() instead of 16: no gain; see docs/bench/route.md.)
+# (Run-4 probes also tried software prefetch of the ring chunks, 64 or 512
+# delivery chunks per progress() instead of 16, and CLDEMOTE of published
+# chunks: no gain; see docs/bench/route.md.)
 # Needs .carry/build/bench/route/qs_mini and .carry/lib (scripts/carry-build.sh).
 set -uo pipefail
 FINAL=${OUT:-$PWD/route-probe}
