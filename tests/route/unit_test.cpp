@@ -204,6 +204,17 @@ struct Loopback {
     p.release(0);
     return out;
   }
+  // Reads app `to`'s deliveries, stepping the router between reads, until
+  // `expected` frames came or `passes` went by; returns their values in order.
+  std::vector<std::uint64_t> catch_up(int to, std::uint64_t expected, int passes) {
+    std::vector<std::uint64_t> got;
+    for (int i = 0; i < passes && got.size() < expected; ++i) {
+      const auto part = drain(to);
+      got.insert(got.end(), part.begin(), part.end());
+      router->step();
+    }
+    return got;
+  }
 };
 
 TEST(RouteRouter, FramesAreAggregatedIntoChunks) {
@@ -229,12 +240,7 @@ TEST(RouteRouter, AnAppThatFallsBehindIsNotWaitedFor) {
     lb.router->step();  // never blocks: what does not fit waits in the router
   }
   EXPECT_GT(lb.router->stats().pending_max, 0u);
-  std::vector<std::uint64_t> got;
-  for (int i = 0; i < 200 && got.size() < v; ++i) {
-    const auto part = lb.drain(1);
-    got.insert(got.end(), part.begin(), part.end());
-    lb.router->step();
-  }
+  const auto got = lb.catch_up(1, v, 200);
   ASSERT_EQ(got.size(), v);
   for (std::uint64_t i = 0; i < v; ++i) EXPECT_EQ(got[i], i);  // one sender, one receiver: order kept
 }
@@ -256,12 +262,7 @@ TEST(RouteRouter, AnAppThatFallsBehindHoldsUpOnlyItsOwnFrames) {
     EXPECT_EQ(mine.size(), 5u) << "round " << round << ": app 0's frames waited behind app 1's";
   }
   EXPECT_GT(lb.router->stats().pending_max, 0u);
-  std::vector<std::uint64_t> got;
-  for (int i = 0; i < 100 && got.size() < to_one; ++i) {
-    const auto part = lb.drain(1);
-    got.insert(got.end(), part.begin(), part.end());
-    lb.router->step();
-  }
+  const auto got = lb.catch_up(1, to_one, 100);
   ASSERT_EQ(got.size(), to_one);
   for (std::uint64_t i = 0; i < to_one; ++i) EXPECT_EQ(got[i], i);  // what waited kept its order
 }
