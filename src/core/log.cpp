@@ -2,6 +2,7 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -54,6 +55,44 @@ spdlog::logger& app() {
 spdlog::logger& sdk() {
   static auto logger = make("sdk");
   return *logger;
+}
+
+long long Throttle::pass() noexcept {
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  std::int64_t next = next_ns_.load(std::memory_order_relaxed);
+  // Only the thread that moves the deadline logs; the rest are counted.
+  if (now >= next && next_ns_.compare_exchange_strong(next, now + every_ns_, std::memory_order_relaxed))
+    return held_.exchange(0, std::memory_order_relaxed);
+  held_.fetch_add(1, std::memory_order_relaxed);
+  return -1;
+}
+
+std::string suppressed_note(long long held) {
+  if (held <= 0) return "";
+  return " (" + std::to_string(held) + " similar message" + (held == 1 ? "" : "s") + " suppressed)";
+}
+
+std::string printable(std::string_view text, std::size_t max_len) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(std::min(text.size(), max_len) + 8);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (i == max_len) {
+      out += "...";
+      break;
+    }
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
 }
 
 }  // namespace ferry::log
