@@ -59,6 +59,26 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
       ->check(CLI::Range(-1, 1000000))
       ->capture_default_str();
   sub->add_option("--ready-file", o.ready_file, "Write the endpoint here once applications can connect");
+  add_peer_policy_flags(*sub, o.peers, "the agent");
+  sub->add_flag("--shared-namespace", o.shared_namespace,
+                "One key space for every admitted user; by default each uid has its own, and sees, reads, "
+                "overwrites and removes only its own keys");
+  sub->add_option("--max-sessions", o.max_sessions,
+                  "Applications connected at once; more are refused with an error until one leaves")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--max-session-mib", o.max_session_mib,
+                  "What one session may hold in the agent, MiB: its requests in flight plus replies it has not "
+                  "read. A request beyond it is refused (retry later); unread replies beyond it cut the session off")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--max-regions", o.max_regions, "Memory regions one session may have registered at once")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--stall-timeout", o.stall_timeout_s,
+                  "Seconds a session may leave a frame half sent, or its replies unread, before it is cut off")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->callback([&command] {
     command.role = "agent";
     command.run = [] { return xfer::run_agent(o); };

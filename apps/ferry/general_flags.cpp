@@ -32,6 +32,19 @@ bool given_on_command_line(const CLI::Option* opt, const std::vector<std::string
 
 }  // namespace
 
+void add_peer_policy_flags(CLI::App& sub, PeerPolicy& policy, const std::string& what) {
+  sub.add_option_function<std::vector<std::string>>(
+         "--allow-uid",
+         [&policy](const std::vector<std::string>& users) {
+           for (const auto& u : users) policy.allowed_uids.push_back(parse_uid(u));
+         },
+         "Also let this user (a uid or a name) connect to " + what +
+             "; repeatable. By default only this process's own uid may (docs/security.md)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub.add_flag("--allow-any-uid", policy.allow_any_uid,
+               "Let every local user connect to " + what + " (off by default: only this process's uid and --allow-uid)");
+}
+
 void add_general_flags(CLI::App& sub, GeneralFlags& flags) {
   sub.add_option("-l,--log-level", flags.log_level,
                  "Log level: 10 DISABLE, 20 CRITICAL, 30 ERROR, 40 WARNING, 50 INFO, 60 DEBUG, 70 TRACE")

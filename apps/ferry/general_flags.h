@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ferry/core/peer_policy.h"
+
 namespace ferry::app {
 
 struct GeneralFlags {
@@ -16,6 +18,11 @@ struct GeneralFlags {
 };
 
 void add_general_flags(CLI::App& sub, GeneralFlags& flags);
+
+// --allow-uid UID|NAME (repeatable) and --allow-any-uid, filling `policy` when
+// the command line is parsed: who besides the process's own uid may connect to
+// a local endpoint of `what` ("the control socket", "the agent").
+void add_peer_policy_flags(CLI::App& sub, PeerPolicy& policy, const std::string& what);
 
 // Reads the -j/--json file named in argv (if any) and returns argv with its flags
 // inserted after the subcommand name, skipping every flag the command line gives

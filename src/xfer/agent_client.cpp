@@ -3,6 +3,7 @@
 // blocks on the agent and completions arrive without polling.
 
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -75,6 +76,7 @@ struct Agent::Impl {
 
   std::vector<BackendInfo> backends;
   std::vector<std::string> tiers;
+  std::uint32_t agent_pid = 0;
 
   void read_loop();
   void fail_all(const std::string& reason);
@@ -184,6 +186,7 @@ Agent::Agent(const AgentConfig& config) : impl_(std::make_unique<Impl>()) {
     throw Error("the peer at " + config.endpoint + " does not speak the ferry agent protocol");
   impl_->backends = std::move(ok.backends);
   impl_->tiers = std::move(ok.tiers);
+  impl_->agent_pid = ok.agent_pid;
   impl_->reader = std::thread([this] { impl_->read_loop(); });
 }
 
@@ -251,8 +254,13 @@ MemRegion Agent::register_memory(MemType type, const void* addr, std::uint64_t l
                 "it through the buffer's memfd); register the Buffer first");
   msg.reach = proto::Reach::Memfd;
   msg.offset = a - hb.addr;
-  if (impl_->endpoint.tcp) {  // no descriptor passing over TCP: the agent opens our fd by path (same host)
-    msg.proc_fd_path = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(hb.memfd);
+  if (impl_->endpoint.tcp) {
+    // No descriptor passing over TCP: the agent takes the memfd from this
+    // process (pidfd_getfd) once it has checked that we run as the uid that
+    // owns the connection. Yama's ptrace_scope 1 lets only a process we name do that.
+    msg.owner_pid = static_cast<std::uint32_t>(getpid());
+    msg.owner_fd = hb.memfd;
+    if (impl_->agent_pid != 0) (void)prctl(PR_SET_PTRACER, static_cast<unsigned long>(impl_->agent_pid), 0, 0, 0);
     return impl_->finish_register(msg, -1, a);
   }
   return impl_->finish_register(msg, hb.memfd, a);
@@ -377,15 +385,29 @@ std::vector<Notification> Agent::get_notifs() {
   return out;
 }
 
-std::vector<ObjectInfo> Agent::list(const std::string& prefix) {
+ObjectPage Agent::list_page(const std::string& prefix, const std::string& after, std::uint32_t limit) {
   proto::CallMsg m;
   m.call = impl_->new_call_id();
   m.prefix = prefix;
+  m.after = after;
+  m.limit = limit;
   proto::Frame f = impl_->call(m.call, proto::encode(proto::Type::List, m));
   proto::CallReply r;
   if (f.type != proto::Type::ListReply || !proto::decode(f.type, f.body, &r))
     throw Error("unexpected reply to list from the agent");
-  return r.objects;
+  return {std::move(r.objects), std::move(r.text)};
+}
+
+std::vector<ObjectInfo> Agent::list(const std::string& prefix) {
+  std::vector<ObjectInfo> all;
+  std::string after;
+  do {
+    ObjectPage page = list_page(prefix, after);
+    if (page.objects.empty()) break;
+    all.insert(all.end(), std::make_move_iterator(page.objects.begin()), std::make_move_iterator(page.objects.end()));
+    after = std::move(page.next);
+  } while (!after.empty());
+  return all;
 }
 
 std::size_t Agent::remove(std::span<const std::string> keys) {

@@ -3,11 +3,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
 
+#include "ferry/core/sealed_memfd.h"
 #include "ferry/core/status.h"
 #include "xfer/gpu.h"
 
@@ -32,12 +34,16 @@ Buffer Buffer::allocate(MemType type, std::size_t size, int device) {
     b.data_ = gpu::alloc_device(size, device);
     return b;
   }
-  // Shared host memory: the agent maps the same pages through the memfd.
-  b.memfd_ = memfd_create(type == MemType::Vram ? "ferry-vram-emulated" : "ferry-dram", MFD_CLOEXEC);
-  if (b.memfd_ < 0) throw_errno("memfd_create");
-  if (ftruncate(b.memfd_, static_cast<off_t>(size)) != 0) throw_errno("sizing a shared buffer");
+  // Shared host memory: the agent maps the same pages through the memfd, which
+  // is sealed so that nobody can shrink it under the agent's mapping.
+  b.memfd_ = create_sealed_memfd(type == MemType::Vram ? "ferry-vram-emulated" : "ferry-dram", size);
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, b.memfd_, 0);
-  if (p == MAP_FAILED) throw_errno("mapping a shared buffer of " + std::to_string(size) + " bytes");
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    ::close(std::exchange(b.memfd_, -1));
+    errno = err;
+    throw_errno("mapping a shared buffer of " + std::to_string(size) + " bytes");
+  }
   b.data_ = p;
   return b;
 }

@@ -69,7 +69,8 @@ int kv_pull(const KvOptions& o) {
   Agent agent = connect(o.endpoint, "ferry kv pull");
   std::uint64_t size = 0;
   bool found = false;
-  for (const auto& obj : agent.list(o.keys[0]))
+  // In key order the key itself comes first among those it prefixes.
+  for (const auto& obj : agent.list_page(o.keys[0], {}, 1).objects)
     if (obj.key == o.keys[0]) {
       size = obj.size;
       found = true;
@@ -97,12 +98,18 @@ int kv_pull(const KvOptions& o) {
 
 int kv_ls(const KvOptions& o) {
   Agent agent = connect(o.endpoint, "ferry kv ls");
-  for (const auto& obj : agent.list(o.prefix)) {
-    if (o.json)
-      std::cout << nlohmann::json{{"key", obj.key}, {"size", obj.size}, {"tier", obj.tier}}.dump() << "\n";
-    else
-      std::cout << obj.size << "\t" << obj.tier << "\t" << obj.key << "\n";
-  }
+  // Page by page, so that a listing of any length streams out in bounded frames.
+  std::string after;
+  do {
+    ObjectPage page = agent.list_page(o.prefix, after);
+    for (const auto& obj : page.objects) {
+      if (o.json)
+        std::cout << nlohmann::json{{"key", obj.key}, {"size", obj.size}, {"tier", obj.tier}}.dump() << "\n";
+      else
+        std::cout << obj.size << "\t" << obj.tier << "\t" << obj.key << "\n";
+    }
+    after = std::move(page.next);
+  } while (!after.empty());
   return 0;
 }
 

@@ -32,6 +32,7 @@ bool decode(std::string_view body, Hello* m) {
 std::string encode(const HelloOk& m) {
   Encoder e;
   e.u64(m.session);
+  e.u32(m.agent_pid);
   e.u32(static_cast<std::uint32_t>(m.backends.size()));
   for (const auto& b : m.backends) {
     e.str(b.name);
@@ -49,6 +50,7 @@ std::string encode(const HelloOk& m) {
 bool decode(std::string_view body, HelloOk* m) {
   Decoder d(body);
   m->session = d.u64();
+  m->agent_pid = d.u32();
   const std::uint32_t nb = d.u32();
   if (nb > 64) return false;
   for (std::uint32_t i = 0; i < nb && !d.failed(); ++i) {
@@ -76,7 +78,8 @@ std::string encode(const RegisterMsg& m) {
   e.u64(m.len);
   e.u8(static_cast<std::uint8_t>(m.reach));
   e.u64(m.offset);
-  e.str(m.proc_fd_path);
+  e.u32(m.owner_pid);
+  e.i32(m.owner_fd);
   e.str(std::string_view(reinterpret_cast<const char*>(m.ipc_handle), sizeof(m.ipc_handle)));
   return e.frame(Type::Register);
 }
@@ -89,7 +92,8 @@ bool decode(std::string_view body, RegisterMsg* m) {
   m->len = d.u64();
   m->reach = static_cast<Reach>(d.u8());
   m->offset = d.u64();
-  m->proc_fd_path = d.str(256);
+  m->owner_pid = d.u32();
+  m->owner_fd = d.i32();
   const std::string h = d.str(sizeof(m->ipc_handle));
   if (h.size() != sizeof(m->ipc_handle)) return false;
   std::memcpy(m->ipc_handle, h.data(), h.size());
@@ -219,6 +223,8 @@ std::string encode(Type type, const CallMsg& m) {
   Encoder e;
   e.u64(m.call);
   e.str(m.prefix);
+  e.str(m.after);
+  e.u32(m.limit);
   e.u32(static_cast<std::uint32_t>(m.keys.size()));
   for (const auto& k : m.keys) e.str(k);
   e.u64(m.region);
@@ -229,6 +235,8 @@ bool decode(Type, std::string_view body, CallMsg* m) {
   Decoder d(body);
   m->call = d.u64();
   m->prefix = d.str(kMaxKey);
+  m->after = d.str(kMaxKey);
+  m->limit = d.u32();
   const std::uint32_t n = d.u32();
   if (n > kMaxItems) return false;
   for (std::uint32_t i = 0; i < n && !d.failed(); ++i) m->keys.push_back(d.str(kMaxKey));

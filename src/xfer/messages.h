@@ -21,6 +21,7 @@ struct Hello {
 
 struct HelloOk {
   std::uint64_t session = 0;
+  std::uint32_t agent_pid = 0;  // TCP clients let this process take their memfds (PR_SET_PTRACER)
   std::vector<BackendInfo> backends;
   std::vector<std::string> tiers;
 };
@@ -32,7 +33,11 @@ struct RegisterMsg {
   std::uint64_t len = 0;
   Reach reach = Reach::Memfd;
   std::uint64_t offset = 0;     // of the region in the memfd or the CUDA allocation
-  std::string proc_fd_path;     // Memfd over TCP: "/proc/<pid>/fd/<n>" (no SCM_RIGHTS there)
+  // Memfd over TCP (no SCM_RIGHTS there): the process that holds the memfd, and
+  // its descriptor number there. The agent checks that the process runs as the
+  // connection's uid before it takes the descriptor.
+  std::uint32_t owner_pid = 0;
+  std::int32_t owner_fd = -1;
   std::uint8_t ipc_handle[gpu::kIpcHandleSize] = {};
 };
 
@@ -65,7 +70,8 @@ struct TransferDone {
 struct CallReply {          // ListReply, RemoveReply, StatsReply, CallError share a shape
   std::uint64_t call = 0;
   XferStatus status = XferStatus::Ok;
-  std::string text;         // StatsReply: JSON; CallError: the message
+  std::string text;         // StatsReply: JSON; CallError: the message; ListReply: the next page's
+                            // cursor (the last key listed), empty on the last page
   std::uint64_t count = 0;  // RemoveReply: keys removed
   std::vector<ObjectInfo> objects;  // ListReply
 };
@@ -73,6 +79,8 @@ struct CallReply {          // ListReply, RemoveReply, StatsReply, CallError sha
 struct CallMsg {            // List, Remove, Stats, Deregister
   std::uint64_t call = 0;
   std::string prefix;             // List
+  std::string after;              // List: only keys after this one (a page's cursor)
+  std::uint32_t limit = 0;        // List: at most this many objects (0: the agent's page size)
   std::vector<std::string> keys;  // Remove
   std::uint64_t region = 0;       // Deregister
 };

@@ -100,6 +100,18 @@ std::string_view Decoder::view(std::size_t max_len) {
   return s;
 }
 
+std::size_t check_frame_header(const std::uint8_t* header, Type* type) {
+  const std::uint32_t size = wire::load_be32(header);
+  const std::uint32_t t = wire::load_be32(header + 4);
+  if (size < kFrameHeader || size > kMaxFrame)
+    throw Error("agent link: frame of " + std::to_string(size) + " bytes (the limit is " +
+                std::to_string(kMaxFrame) + ")");
+  if (t < static_cast<std::uint32_t>(Type::Hello) || t > static_cast<std::uint32_t>(Type::CallError))
+    throw Error("agent link: unknown frame type " + std::to_string(t));
+  *type = static_cast<Type>(t);
+  return size - kFrameHeader;
+}
+
 FrameSocket::~FrameSocket() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -133,15 +145,7 @@ std::optional<Frame> FrameSocket::recv() {
   }
   try {
     unix_socket::read_exact(fd_, hdr, kFrameHeader, &f.fd, kRestOfFrameMs, "agent link");
-    const std::uint32_t size = wire::load_be32(hdr);
-    const std::uint32_t type = wire::load_be32(hdr + 4);
-    if (size < kFrameHeader || size > kMaxFrame)
-      throw Error("agent link: frame of " + std::to_string(size) + " bytes (the limit is " +
-                  std::to_string(kMaxFrame) + ")");
-    if (type < static_cast<std::uint32_t>(Type::Hello) || type > static_cast<std::uint32_t>(Type::CallError))
-      throw Error("agent link: unknown frame type " + std::to_string(type));
-    f.type = static_cast<Type>(type);
-    f.body.resize(size - kFrameHeader);
+    f.body.resize(check_frame_header(hdr, &f.type));
     if (!f.body.empty())
       unix_socket::read_exact(fd_, reinterpret_cast<std::uint8_t*>(f.body.data()), f.body.size(), &f.fd,
                               kRestOfFrameMs, "agent link");
@@ -189,11 +193,10 @@ std::string Endpoint::to_string() const {
 }
 
 int listen_on(const Endpoint& ep, std::uint16_t* bound_port) {
-  if (!ep.tcp) return unix_socket::listen_abstract(ep.name, 64, "another ferry agent runs with this endpoint");
-  const int fd = net::listen_tcp(ep.name, ep.port, bound_port, 64);
-  // listen_tcp returns a non-blocking socket (the server polls); the agent accepts in a blocking thread.
-  const int flags = fcntl(fd, F_GETFL);
-  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  // Non-blocking: the agent's loop accepts until EAGAIN.
+  if (ep.tcp) return net::listen_tcp(ep.name, ep.port, bound_port, 64);
+  const int fd = unix_socket::listen_abstract(ep.name, 64, "another ferry agent runs with this endpoint");
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   return fd;
 }
 

@@ -21,7 +21,9 @@
 
 namespace ferry::xfer::proto {
 
-inline constexpr std::uint32_t kVersion = 1;
+// 2: memory over TCP is proven by the owner's pid and fd (no paths), HelloOk
+// names the agent's pid, List pages.
+inline constexpr std::uint32_t kVersion = 2;
 inline constexpr std::size_t kFrameHeader = 8;
 inline constexpr std::size_t kMaxFrame = 64u << 20;  // a request of ~500k descriptors
 inline constexpr std::size_t kMaxKey = 4096;
@@ -47,7 +49,8 @@ const char* to_string(Type t) noexcept;
 
 // How the agent reaches a registered region.
 enum class Reach : std::uint8_t {
-  Memfd = 0,     // shared host memory: the fd travels with SCM_RIGHTS (Unix) or as /proc/<pid>/fd/<n> (TCP)
+  Memfd = 0,     // sealed shared host memory: the fd travels with SCM_RIGHTS (Unix), or the agent takes
+                 // it from the owner's process with pidfd_getfd (TCP, docs/security.md)
   CudaIpc = 1,   // a cudaIpcMemHandle_t (64 bytes) plus the offset of the region in its allocation
 };
 
@@ -93,6 +96,11 @@ class Decoder {
   bool failed_ = false;
 };
 
+// Checks a frame header's size and type; returns the body's length. Throws
+// ferry::Error naming what is wrong (an oversized frame is refused from its
+// header alone, before any of its body is read).
+std::size_t check_frame_header(const std::uint8_t* header, Type* type);
+
 struct Frame {
   Type type{};
   std::string body;
@@ -136,7 +144,7 @@ struct Endpoint {
   std::string to_string() const;
 };
 
-// A listening socket for the endpoint (TCP port 0 picks one; *bound_port gets it).
+// A non-blocking listening socket for the endpoint (TCP port 0 picks one; *bound_port gets it).
 int listen_on(const Endpoint& ep, std::uint16_t* bound_port = nullptr);
 // Connects, retrying until timeout_ms while nobody listens. Throws ferry::Error.
 FrameSocket connect_to(const Endpoint& ep, int timeout_ms);

@@ -76,6 +76,11 @@ struct ObjectInfo {
   std::string tier;
 };
 
+struct ObjectPage {
+  std::vector<ObjectInfo> objects;
+  std::string next;
+};
+
 using XferReq = std::uint64_t;
 
 class Agent {
@@ -115,8 +120,13 @@ class Agent {
   int notify_fd() const;
   std::vector<Notification> get_notifs();
 
-  // Management.
+  // Management. Keys live in the calling user's namespace (docs/security.md).
+  // Every object whose key starts with prefix, in key order (fetched page by page).
   std::vector<ObjectInfo> list(const std::string& prefix = {});
+  // One page of that listing: up to `limit` objects (0: the agent's page size)
+  // whose keys sort after `after`; ObjectPage::next is the next page's `after`,
+  // empty after the last page.
+  ObjectPage list_page(const std::string& prefix, const std::string& after = {}, std::uint32_t limit = 0);
   // Removes keys from every tier; returns how many existed.
   std::size_t remove(std::span<const std::string> keys);
   std::string stats_json();

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ferry/core/peer_policy.h"
+
 namespace ferry::xfer {
 
 struct AgentServiceOptions {
@@ -36,6 +38,17 @@ struct AgentServiceOptions {
   // the agent has its own cores (cpus), else 0 (never poll a shared core).
   int lane_spin_us = -1;
   std::string ready_file;     // written with the endpoint once the agent accepts applications
+
+  // Who may connect (docs/security.md): the agent's own uid, plus these.
+  PeerPolicy peers;
+  // One key space shared by every admitted uid, instead of one per uid.
+  bool shared_namespace = false;
+  std::size_t max_sessions = 256;
+  // What one session may hold in the agent: requests in flight plus unread replies.
+  std::size_t max_session_mib = 256;
+  std::size_t max_regions = 1024;  // registered regions per session
+  // A session that leaves a frame half sent, or its replies unread, this long is cut off.
+  double stall_timeout_s = 30;
 };
 
 // Runs until SIGINT/SIGTERM. Returns the process exit code; throws ferry::Error

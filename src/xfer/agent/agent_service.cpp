@@ -1,21 +1,18 @@
 #include "ferry/xfer/agent_service.h"
 
-#include <poll.h>
 #include <sched.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
-#include <list>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "core/log.h"
 #include "ferry/core/signal_fd.h"
 #include "ferry/core/status.h"
 #include "xfer/agent/mover.h"
 #include "xfer/agent/session.h"
+#include "xfer/agent/session_loop.h"
 #include "xfer/gpu.h"
 #include "xfer/protocol.h"
 #include "xfer/store/sizes.h"
@@ -75,6 +72,10 @@ int run_agent(const AgentServiceOptions& o) {
     throw Error("--copy must be auto, batch, loop or kernel, not '" + o.copy + "'");
   if (o.staging_mib == 0) throw Error("--staging-mib must be positive");
   if (o.chunk_blocks == 0) throw Error("--chunk-blocks must be positive");
+  if (o.max_sessions == 0) throw Error("--max-sessions must be at least 1");
+  if (o.max_session_mib == 0) throw Error("--max-session-mib must be positive");
+  if (o.max_regions == 0) throw Error("--max-regions must be at least 1");
+  if (!(o.stall_timeout_s > 0)) throw Error("--stall-timeout must be a positive number of seconds");
   pin_process(o.cpus);
   SignalFd signals;  // before any thread, so every thread blocks SIGINT/SIGTERM
 
@@ -96,16 +97,20 @@ int run_agent(const AgentServiceOptions& o) {
   mo.kernel_below_pull = store::parse_size(o.kernel_below_pull, "--kernel-below-pull");
   mo.engines_from = store::parse_size(o.engines_from, "--engines-from");
   mo.lane_spin_us = static_cast<unsigned>(o.lane_spin_us >= 0 ? o.lane_spin_us : o.cpus.empty() ? 0 : 200);
-  agent::DataMover mover(mo, chain);
+  auto mover = std::make_unique<agent::DataMover>(mo, chain);
 
   agent::AgentContext ctx;
-  ctx.mover = &mover;
+  ctx.mover = mover.get();
+  ctx.shared_namespace = o.shared_namespace;
+  ctx.limits.max_bytes = o.max_session_mib << 20;
+  ctx.limits.max_regions = o.max_regions;
+  ctx.limits.stall = std::chrono::milliseconds(static_cast<long long>(o.stall_timeout_s * 1000));
   ctx.chain = &chain;
   ctx.gpu_here = mo.gpu;
   ctx.backends = declared_backends(mo.gpu, chain);
   for (std::size_t i = 0; i < chain.size(); ++i) ctx.tiers.push_back(chain.tier(i).describe());
   ctx.stats_json = [&] {
-    const agent::MoverStats s = mover.stats();
+    const agent::MoverStats s = ctx.mover->stats();
     nlohmann::json j;
     j["bytes_written"] = s.bytes_written;
     j["bytes_read"] = s.bytes_read;
@@ -115,6 +120,8 @@ int run_agent(const AgentServiceOptions& o) {
     j["batches"] = s.batches;
     j["transfers"] = ctx.transfers.load();
     j["bad_requests"] = ctx.bad_requests.load();
+    j["refused_requests"] = ctx.refused_requests.load();
+    j["sessions_cut_off"] = ctx.cut_off.load();
     for (std::size_t i = 0; i < chain.size(); ++i) {
       const auto& t = chain.tier(i);
       nlohmann::json tj;
@@ -134,66 +141,35 @@ int run_agent(const AgentServiceOptions& o) {
   std::string chain_text;
   for (const auto& t : ctx.tiers) chain_text += (chain_text.empty() ? "" : " -> ") + t;
   log::app().info("agent listening on {}; tiers: {}", bound.to_string(), chain_text);
-  log::app().info("data path: {}{}", mover.describe(), mo.gpu ? ", GPU " + std::to_string(mo.device) : "");
+  log::app().info("data path: {}{}", mover->describe(), mo.gpu ? ", GPU " + std::to_string(mo.device) : "");
   if (!o.ready_file.empty()) {
     std::ofstream(o.ready_file + ".tmp") << bound.to_string() << "\n";
     std::rename((o.ready_file + ".tmp").c_str(), o.ready_file.c_str());
   }
 
-  struct Running {
-    std::shared_ptr<agent::Session> session;
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> finished;
-  };
-  std::list<Running> sessions;
-  std::uint64_t next_session = 1;
-  int exit_code = 0;
-  for (;;) {
-    pollfd pf[2] = {{listen_fd, POLLIN, 0}, {signals.fd(), POLLIN, 0}};
-    const int r = poll(pf, 2, 1000);
-    if (r < 0 && errno != EINTR) throw_errno("agent poll");
-    if (pf[1].revents & POLLIN) {
-      log::app().info("{}: shutting down", signals.read_name());
-      break;
-    }
-    // Reap finished sessions so a long-lived agent does not accumulate threads.
-    for (auto it = sessions.begin(); it != sessions.end();) {
-      if (it->finished->load()) {
-        it->thread.join();
-        it = sessions.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (pf[0].revents & POLLIN) {
-      int fd = -1;
-      try {
-        fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd < 0) {
-          if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
-          throw_errno("accepting an application");
-        }
-      } catch (const Error& e) {
-        log::app().error("{}", e.what());
-        continue;
-      }
-      auto s = std::make_shared<agent::Session>(proto::FrameSocket(fd), next_session++, ctx);
-      auto finished = std::make_shared<std::atomic<bool>>(false);
-      std::thread t([s, finished] {
-        s->run();
-        finished->store(true);
-      });
-      sessions.push_back({std::move(s), std::move(t), std::move(finished)});
-    }
+  agent::LoopOptions lo;
+  lo.peers = o.peers;
+  lo.max_sessions = o.max_sessions;
+  log::app().info("applications admitted: {}; key namespaces: {}; at most {} sessions of {} MiB each",
+                  o.peers.describe(), o.shared_namespace ? "one, shared" : "one per uid", o.max_sessions,
+                  o.max_session_mib);
+  agent::MoverStats last_stats;
+  std::string phases;
+  {
+    agent::SessionLoop loop(ctx, listen_fd, ep.tcp, lo);
+    loop.run(signals.fd());
+    log::app().info("{}: shutting down", signals.read_name());
+    // The copy threads finish (or cancel) what is queued before the loop, whose
+    // wake-ups they may still call, goes away.
+    last_stats = mover->stats();
+    phases = mover->phases().describe();
+    mover.reset();
   }
-  ::close(listen_fd);
-  for (auto& s : sessions) s.session->shutdown();
-  for (auto& s : sessions) s.thread.join();
-  const agent::MoverStats st = mover.stats();
+  const agent::MoverStats st = last_stats;
   log::app().info("agent done: {} objects written ({} bytes), {} read ({} bytes), {} failed descriptors",
                   st.objects_written, st.bytes_written, st.objects_read, st.bytes_read, st.failures);
-  log::app().info("agent time per phase (summed over threads): {}", mover.phases().describe());
-  return exit_code;
+  log::app().info("agent time per phase (summed over threads): {}", phases);
+  return 0;
 }
 
 }  // namespace ferry::xfer

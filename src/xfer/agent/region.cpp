@@ -1,16 +1,23 @@
 #include "xfer/agent/region.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ferry/core/sealed_memfd.h"
 #include "ferry/core/status.h"
 #include "xfer/gpu.h"
 
 namespace ferry::xfer::agent {
 
 std::shared_ptr<ImportedRegion> ImportedRegion::open(const proto::RegisterMsg& msg, int fd, bool gpu_here) {
+  // Closed on every way out: once mapped, the mapping keeps the memory alive.
+  struct Closer {
+    int fd;
+    ~Closer() {
+      if (fd >= 0) ::close(fd);
+    }
+  } closer{fd};
   if (msg.type != MemType::Dram && msg.type != MemType::Vram)
     throw Error(std::string("cannot register ") + to_string(msg.type) + " memory: only DRAM and VRAM");
   if (msg.len == 0) throw Error("cannot register an empty region");
@@ -27,28 +34,12 @@ std::shared_ptr<ImportedRegion> ImportedRegion::open(const proto::RegisterMsg& m
     return r;
   }
   if (msg.reach != proto::Reach::Memfd) throw Error("unknown memory reach in register");
-  int owned = fd;
-  if (owned < 0 && !msg.proc_fd_path.empty()) {
-    if (msg.proc_fd_path.rfind("/proc/", 0) != 0) throw Error("register: a memfd path must be under /proc");
-    owned = ::open(msg.proc_fd_path.c_str(), O_RDWR | O_CLOEXEC);
-    if (owned < 0)
-      throw Error("cannot open the application's memory through " + msg.proc_fd_path +
-                  " (the agent must run on the same machine, as the same user)");
-  }
-  if (owned < 0) throw Error("register: shared memory without its descriptor");
-  struct stat st {};
-  if (fstat(owned, &st) != 0) {
-    ::close(owned);
-    throw_errno("fstat of a registered memfd");
-  }
-  const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (msg.offset > size || msg.len > size - msg.offset) {
-    ::close(owned);
+  if (fd < 0) throw Error("register: shared memory without its descriptor");
+  const std::uint64_t size = require_sealed_memfd(fd, "the registered buffer");
+  if (msg.offset > size || msg.len > size - msg.offset)
     throw Error("register: " + std::to_string(msg.len) + " bytes at offset " + std::to_string(msg.offset) +
                 " exceed the shared buffer's " + std::to_string(size) + " bytes");
-  }
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, owned, 0);
-  ::close(owned);  // the mapping keeps the memory alive
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) throw_errno("mapping the application's shared buffer");
   r->map_ = p;
   r->map_len_ = size;

@@ -15,8 +15,9 @@ namespace ferry::xfer::agent {
 
 class ImportedRegion {
  public:
-  // Opens the region a register message describes. `fd` is the descriptor that
-  // came with it (Unix sockets), or -1. Throws ferry::Error with a reason the
+  // Opens the region a register message describes. `fd` (taken over) is the
+  // memfd that came with it (SCM_RIGHTS, or taken from its owner over TCP), -1
+  // for CUDA IPC; it must be sealed against shrinking. Throws ferry::Error with a reason the
   // application gets back (wrong size, no GPU here, bad handle ...).
   static std::shared_ptr<ImportedRegion> open(const proto::RegisterMsg& msg, int fd, bool gpu_here);
   ~ImportedRegion();

@@ -1,19 +1,245 @@
 #include "xfer/agent/session.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "core/log.h"
 #include "ferry/core/status.h"
+#include "xfer/agent/owner_fd.h"
 #include "xfer/messages.h"
 
 namespace ferry::xfer::agent {
+namespace {
 
-Session::Session(proto::FrameSocket sock, std::uint64_t id, AgentContext& ctx)
-    : sock_(std::move(sock)), id_(id), name_("session " + std::to_string(id)), ctx_(ctx) {}
+// How much one readiness event may read before the loop turns to other
+// sessions (epoll is level-triggered: the rest is read on the next turn).
+constexpr std::size_t kReadBudget = 8u << 20;
 
-bool Session::send(const std::string& frame) {
-  std::lock_guard lk(send_mu_);
-  return sock_.send(frame);
+// What a transfer holds in the agent while it runs, beyond its frame: a
+// descriptor and a result each, and the result's strings.
+constexpr std::size_t kHeldPerDescriptor = sizeof(JobDesc) + sizeof(DescResult) + 64;
+
+std::string mib(std::size_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
+
+}  // namespace
+
+// A frame arrives in pieces on a non-blocking socket: its header, then its body.
+struct Session::Reader {
+  std::uint8_t header[proto::kFrameHeader] = {};
+  std::size_t header_got = 0;
+  proto::Frame frame;
+  std::size_t body_got = 0;
+  bool in_body = false;
+  Clock::time_point started{};  // when the frame's first byte came
+
+  bool idle() const noexcept { return header_got == 0 && !in_body; }
+  void reset() {
+    header_got = 0;
+    body_got = 0;
+    in_body = false;
+    frame = proto::Frame{};
+  }
+  ~Reader() {
+    if (frame.fd >= 0) ::close(frame.fd);
+  }
+};
+
+Session::Session(int fd, std::uint64_t id, const PeerCredentials& peer, bool tcp, AgentContext& ctx)
+    : fd_(fd),
+      id_(id),
+      peer_(peer),
+      tcp_(tcp),
+      ctx_(ctx),
+      name_("session " + std::to_string(id) + " (uid " + std::to_string(peer.uid) + ")"),
+      ns_(ctx.shared_namespace ? "" : "u" + std::to_string(peer.uid) + "/"),
+      connected_(Clock::now()),
+      reader_(std::make_unique<Reader>()) {}
+
+Session::~Session() { close(); }
+
+void Session::close() noexcept {
+  std::lock_guard lk(out_mu_);
+  if (closed_) return;
+  closed_ = true;
+  ::close(fd_);
+  out_.clear();
+  out_bytes_ = 0;
+}
+
+std::size_t Session::held_bytes() const noexcept {
+  return in_flight_bytes_.load(std::memory_order_relaxed) + out_bytes_;
+}
+
+void Session::cut_off(const std::string& why) {
+  if (cut_off_.empty()) cut_off_ = why;
+}
+
+bool Session::post(std::string frame) {
+  bool queued = false;
+  {
+    std::lock_guard lk(out_mu_);
+    if (closed_ || !cut_off_.empty()) return false;
+    std::size_t sent = 0;
+    if (out_.empty()) {  // nothing ahead of it: try the socket now, as a blocking send would
+      const ssize_t n = ::send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n == static_cast<ssize_t>(frame.size())) return true;
+      if (n > 0) {
+        sent = static_cast<std::size_t>(n);
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        cut_off(std::string("its socket failed: ") + std::strerror(errno));
+      }
+      out_since_ = Clock::now();
+    }
+    if (cut_off_.empty()) {
+      out_bytes_ += frame.size();
+      out_.push_back(std::move(frame));
+      out_offset_ += sent;  // only non-zero when the queue was empty
+      queued = true;
+      if (held_bytes() > ctx_.limits.max_bytes)
+        cut_off("it holds " + mib(held_bytes()) + " of unread replies and requests in flight, over " +
+                "--max-session-mib " + mib(ctx_.limits.max_bytes) + " (an application that does not read its replies)");
+    }
+  }
+  ctx_.wake(id_);  // the loop waits for the socket to drain, or closes a cut-off session
+  return queued;
+}
+
+bool Session::flush(bool* more) {
+  std::lock_guard lk(out_mu_);
+  *more = false;
+  if (closed_) return false;
+  if (!cut_off_.empty()) {
+    ctx_.cut_off.fetch_add(1, std::memory_order_relaxed);
+    log::app().warn("{}: cut off: {}", name_, cut_off_);
+    return false;
+  }
+  while (!out_.empty()) {
+    const std::string& f = out_.front();
+    const ssize_t n = ::send(fd_, f.data() + out_offset_, f.size() - out_offset_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        *more = true;
+        return true;
+      }
+      log::app().info("{}: disconnected while replies were queued ({})", name_, std::strerror(errno));
+      return false;
+    }
+    out_since_ = Clock::now();
+    out_offset_ += static_cast<std::size_t>(n);
+    if (out_offset_ == f.size()) {
+      out_bytes_ -= f.size();
+      out_offset_ = 0;
+      out_.pop_front();
+    }
+  }
+  return true;
+}
+
+bool Session::on_tick(Clock::time_point now) {
+  if (!greeted_ && now - connected_ > ctx_.limits.hello) {
+    log::app().warn("{}: no hello within {} ms of connecting; closed", name_, ctx_.limits.hello.count());
+    return false;
+  }
+  if (!reader_->idle() && now - reader_->started > ctx_.limits.stall) {
+    log::app().warn("{}: began a frame and sent no more of it for {} ms; closed", name_,
+                     ctx_.limits.stall.count());
+    return false;
+  }
+  std::lock_guard lk(out_mu_);
+  if (!out_.empty() && now - out_since_ > ctx_.limits.stall) {
+    ctx_.cut_off.fetch_add(1, std::memory_order_relaxed);
+    log::app().warn("{}: cut off: read none of its {} of queued replies for {} ms", name_, mib(out_bytes_),
+                    ctx_.limits.stall.count());
+    return false;
+  }
+  return true;
+}
+
+bool Session::on_readable() {
+  Reader& r = *reader_;
+  std::size_t budget = kReadBudget;
+  try {
+    while (budget > 0) {
+      std::uint8_t* dst;
+      std::size_t want;
+      if (!r.in_body) {
+        dst = r.header + r.header_got;
+        want = proto::kFrameHeader - r.header_got;
+      } else {
+        dst = reinterpret_cast<std::uint8_t*>(r.frame.body.data()) + r.body_got;
+        want = r.frame.body.size() - r.body_got;
+      }
+      iovec iov{dst, std::min(want, budget)};
+      alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = cbuf;
+      msg.msg_controllen = sizeof(cbuf);
+      const ssize_t n = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+        log::app().info("{}: connection lost ({})", name_, std::strerror(errno));
+        return false;
+      }
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < count; ++i) {
+          int in = -1;
+          std::memcpy(&in, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+          if (r.frame.fd < 0) r.frame.fd = in;
+          else ::close(in);  // one descriptor per frame: extra ones must not leak
+        }
+      }
+      if (n == 0) {
+        if (!r.idle()) log::app().warn("{}: disconnected in the middle of a frame", name_);
+        else log::app().info("{} disconnected", name_);
+        return false;
+      }
+      if (r.idle()) r.started = Clock::now();
+      budget -= static_cast<std::size_t>(n);
+      if (!r.in_body) {
+        r.header_got += static_cast<std::size_t>(n);
+        if (r.header_got < proto::kFrameHeader) continue;
+        r.frame.body.resize(proto::check_frame_header(r.header, &r.frame.type));
+        r.in_body = true;
+      } else {
+        r.body_got += static_cast<std::size_t>(n);
+      }
+      if (r.body_got < r.frame.body.size()) continue;
+      proto::Frame f = std::move(r.frame);
+      r.reset();
+      if (!handle(f)) return false;
+    }
+  } catch (const std::exception& e) {
+    ctx_.bad_requests.fetch_add(1, std::memory_order_relaxed);
+    log::app().error("{}: {}; closing this session (others go on)", name_, e.what());
+    return false;
+  }
+  return true;
+}
+
+bool Session::handle(proto::Frame& f) {
+  // Only a register may bring a descriptor; any other is closed at once.
+  const int fd = std::exchange(f.fd, -1);
+  if (fd >= 0 && f.type != proto::Type::Register) ::close(fd);
+  if (!greeted_) return on_hello(f);
+  switch (f.type) {
+    case proto::Type::Register: on_register(f, fd); return true;
+    case proto::Type::Transfer: on_transfer(f); return true;
+    case proto::Type::Deregister:
+    case proto::Type::List:
+    case proto::Type::Remove:
+    case proto::Type::Stats: on_call(f); return true;
+    default: throw Error(std::string("unexpected ") + proto::to_string(f.type) + " from an application");
+  }
 }
 
 void Session::reply_error(std::uint64_t call, XferStatus status, const std::string& message) {
@@ -21,15 +247,12 @@ void Session::reply_error(std::uint64_t call, XferStatus status, const std::stri
   r.call = call;
   r.status = status;
   r.text = message;
-  send(proto::encode(proto::Type::CallError, r));
+  post(proto::encode(proto::Type::CallError, r));
 }
 
-bool Session::handshake() {
-  auto f = sock_.recv();
-  if (!f) return false;
-  if (f->fd >= 0) ::close(f->fd);
+bool Session::on_hello(const proto::Frame& f) {
   proto::Hello hello;
-  if (f->type != proto::Type::Hello || !proto::decode(f->body, &hello)) {
+  if (f.type != proto::Type::Hello || !proto::decode(f.body, &hello)) {
     log::app().error("{}: the peer did not start with a ferry agent hello (not a ferry application?)", name_);
     reply_error(0, XferStatus::ProtocolError, "expected hello");
     return false;
@@ -37,44 +260,16 @@ bool Session::handshake() {
   if (hello.version != proto::kVersion) {
     log::app().error("{}: protocol version {} (this agent speaks {})", name_, hello.version, proto::kVersion);
     reply_error(0, XferStatus::ProtocolError,
-                "protocol version " + std::to_string(hello.version) + " is not " + std::to_string(proto::kVersion));
+                "protocol version " + std::to_string(hello.version) + " is not " + std::to_string(proto::kVersion) +
+                    ": update the application's ferry library or the agent");
     return false;
   }
-  name_ = "'" + hello.app + "' (session " + std::to_string(id_) + ")";
-  proto::HelloOk ok{id_, ctx_.backends, ctx_.tiers};
+  greeted_ = true;
+  name_ = "'" + log::printable(hello.app, 64) + "' (session " + std::to_string(id_) + ", uid " +
+          std::to_string(peer_.uid) + ")";
   log::app().info("{} connected", name_);
-  return send(proto::encode(ok));
-}
-
-void Session::run() noexcept {
-  try {
-    if (!handshake()) return;
-    for (;;) {
-      auto f = sock_.recv();
-      if (!f) break;
-      switch (f->type) {
-        case proto::Type::Register: on_register(*f, f->fd); break;
-        case proto::Type::Transfer:
-          if (f->fd >= 0) ::close(f->fd);
-          on_transfer(*f);
-          break;
-        case proto::Type::Deregister:
-        case proto::Type::List:
-        case proto::Type::Remove:
-        case proto::Type::Stats:
-          if (f->fd >= 0) ::close(f->fd);
-          on_call(*f);
-          break;
-        default:
-          if (f->fd >= 0) ::close(f->fd);
-          throw Error(std::string("unexpected ") + proto::to_string(f->type) + " from an application");
-      }
-    }
-    log::app().info("{} disconnected", name_);
-  } catch (const std::exception& e) {
-    ctx_.bad_requests.fetch_add(1);
-    log::app().error("{}: {}; closing this session (others go on)", name_, e.what());
-  }
+  proto::HelloOk ok{id_, static_cast<std::uint32_t>(getpid()), ctx_.backends, ctx_.tiers};
+  return post(proto::encode(ok));
 }
 
 void Session::on_register(const proto::Frame& f, int fd) {
@@ -84,55 +279,99 @@ void Session::on_register(const proto::Frame& f, int fd) {
     throw Error("malformed register");
   }
   try {
-    auto region = ImportedRegion::open(msg, fd, ctx_.gpu_here);  // takes fd
+    if (regions_.size() >= ctx_.limits.max_regions) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+      throw Error("this session has " + std::to_string(regions_.size()) +
+                  " regions registered, the agent's limit (--max-regions): deregister some first");
+    }
+    if (msg.reach == proto::Reach::Memfd && tcp_) {
+      if (fd >= 0) ::close(fd);
+      fd = take_owner_fd(static_cast<pid_t>(msg.owner_pid), msg.owner_fd, peer_.uid);
+    } else if (msg.reach == proto::Reach::Memfd && fd < 0) {
+      throw Error("register: shared memory must come with its memfd (SCM_RIGHTS); the agent opens no paths");
+    }
+    auto region = ImportedRegion::open(msg, std::exchange(fd, -1), ctx_.gpu_here);
     const std::uint64_t id = ctx_.next_region.fetch_add(1);
     log::app().debug("{}: registered region {}: {}", name_, id, region->describe());
-    {
-      std::lock_guard lk(regions_mu_);
-      regions_.emplace(id, std::move(region));
-    }
-    send(proto::encode(proto::RegisterOk{msg.call, id}));
+    regions_.emplace(id, std::move(region));
+    post(proto::encode(proto::RegisterOk{msg.call, id}));
   } catch (const Error& e) {
+    if (fd >= 0) ::close(fd);
     log::app().warn("{}: registration refused: {}", name_, e.what());
     reply_error(msg.call, XferStatus::InvalidDesc, e.what());
   }
 }
 
+void Session::refuse_transfer(std::uint64_t request, std::size_t count, XferStatus status, const std::string& why) {
+  proto::TransferDone done;
+  done.request = request;
+  done.status = status;
+  done.results.assign(count, DescResult{status, 0, "", why});
+  ctx_.refused_requests.fetch_add(1, std::memory_order_relaxed);
+  log::app().warn("{}: transfer {} refused: {}", name_, request, why);
+  post(proto::encode(done));
+}
+
 void Session::on_transfer(proto::Frame& f) {
   PhaseTimer decode_time(ctx_.mover->phases(), Phase::Decode);
-  auto job = std::make_shared<Job>();
-  // The job keeps the frame's bytes, and its descriptors' keys view them: no
-  // allocation per key (a request may carry tens of thousands).
-  job->wire = std::move(f.body);
   proto::TransferMsg msg;
-  if (!proto::decode(job->wire, &msg)) throw Error("malformed transfer");
+  if (!proto::decode(f.body, &msg)) throw Error("malformed transfer");
   ctx_.transfers.fetch_add(1, std::memory_order_relaxed);
+
+  // What the job will hold until it answers: its keys (qualified by the
+  // namespace), a descriptor and a result each, and its reply.
+  std::size_t key_bytes = 0;
+  for (const auto& d : msg.descs) key_bytes += ns_.size() + d.key.size();
+  const std::size_t cost = key_bytes + msg.descs.size() * kHeldPerDescriptor;
+  if (cost > ctx_.limits.max_bytes) {
+    refuse_transfer(msg.request, msg.descs.size(), XferStatus::TooLarge,
+                    "the request would hold " + mib(cost) + " in the agent, over --max-session-mib " +
+                        mib(ctx_.limits.max_bytes) + ": split it");
+    return;
+  }
+  const std::size_t held = [&] {
+    std::lock_guard lk(out_mu_);
+    return held_bytes();
+  }();
+  if (held + cost > ctx_.limits.max_bytes) {
+    refuse_transfer(msg.request, msg.descs.size(), XferStatus::Unavailable,
+                    "this session already holds " + mib(held) + " of requests and unread replies in the agent; " +
+                        mib(cost) + " more would pass --max-session-mib " + mib(ctx_.limits.max_bytes) +
+                        ": wait for transfers in flight to finish");
+    return;
+  }
+
+  auto job = std::make_shared<Job>();
   job->op = msg.op;
+  // One buffer holds every qualified key, and the descriptors view it: no
+  // allocation per key (a request may carry tens of thousands).
+  job->wire.reserve(key_bytes);
+  for (const auto& d : msg.descs) job->wire.append(ns_).append(d.key);
   job->descs.reserve(msg.descs.size());
   // Never trust the application's bounds: check each descriptor against what it
   // registered. One bad descriptor fails the request before any byte moves (as
   // NIXL refuses a request with an invalid descriptor).
   std::string invalid;
   std::size_t invalid_index = 0;
-  {
-    std::lock_guard lk(regions_mu_);
-    // Consecutive descriptors usually name the same region: look it up once.
-    auto it = regions_.end();
-    for (std::size_t i = 0; i < msg.descs.size() && invalid.empty(); ++i) {
-      auto& d = msg.descs[i];
-      if (it == regions_.end() || it->first != d.region) it = regions_.find(d.region);
-      if (it == regions_.end()) {
-        invalid = "region " + std::to_string(d.region) + " is not registered";
-      } else if (d.len == 0 || d.offset > it->second->len() || d.len > it->second->len() - d.offset) {
-        invalid = std::to_string(d.len) + " bytes at offset " + std::to_string(d.offset) + " lie outside region " +
-                  std::to_string(d.region) + " (" + std::to_string(it->second->len()) + " bytes)";
-      } else if (d.key.empty()) {
-        invalid = "empty key";
-      } else {
-        job->descs.push_back({it->second, d.offset, d.len, d.key});
-      }
-      invalid_index = i;
+  std::size_t key_at = 0;
+  auto it = regions_.end();  // consecutive descriptors usually name the same region
+  for (std::size_t i = 0; i < msg.descs.size() && invalid.empty(); ++i) {
+    const auto& d = msg.descs[i];
+    const std::string_view key(job->wire.data() + key_at, ns_.size() + d.key.size());
+    key_at += key.size();
+    if (it == regions_.end() || it->first != d.region) it = regions_.find(d.region);
+    if (it == regions_.end()) {
+      invalid = "region " + std::to_string(d.region) + " is not registered";
+    } else if (d.len == 0 || d.offset > it->second->len() || d.len > it->second->len() - d.offset) {
+      invalid = std::to_string(d.len) + " bytes at offset " + std::to_string(d.offset) + " lie outside region " +
+                std::to_string(d.region) + " (" + std::to_string(it->second->len()) + " bytes)";
+    } else if (d.key.empty()) {
+      invalid = "empty key";
+    } else {
+      job->descs.push_back({it->second, d.offset, d.len, key});
     }
+    invalid_index = i;
   }
   if (!invalid.empty()) {
     proto::TransferDone done;
@@ -144,13 +383,14 @@ void Session::on_transfer(proto::Frame& f) {
     done.results[invalid_index] = {XferStatus::InvalidDesc, 0, "",
                                    "descriptor " + std::to_string(invalid_index) + ": " + invalid};
     log::app().warn("{}: transfer {} refused: descriptor {}: {}", name_, msg.request, invalid_index, invalid);
-    send(proto::encode(done));
+    post(proto::encode(done));
     return;
   }
+  in_flight_bytes_.fetch_add(cost, std::memory_order_relaxed);
   std::weak_ptr<Session> self = weak_from_this();
   const std::uint64_t request = msg.request;
   DataMover* mover = ctx_.mover;
-  job->on_done = [self, request, mover](Job& j) {
+  job->on_done = [self, request, mover, cost](Job& j) {
     PhaseTimer answer_time(mover->phases(), Phase::Answer);
     proto::TransferDone done;
     done.request = request;
@@ -162,13 +402,15 @@ void Session::on_transfer(proto::Frame& f) {
       }
     done.results = std::move(j.results);
     if (auto s = self.lock()) {
+      s->in_flight_bytes_.fetch_sub(cost, std::memory_order_relaxed);
       if (done.status != XferStatus::Ok)
         for (const auto& r : done.results)
           if (is_error(r.status)) {
-            log::app().warn("{}: transfer {}: {} ({})", s->name(), request, r.error, to_string(r.status));
+            log::app().warn("{}: transfer {}: {} ({})", s->name(), request, log::printable(r.error, 512),
+                            to_string(r.status));
             break;
           }
-      s->send(proto::encode(done));
+      s->post(proto::encode(done));
     }
   };
   decode_time.stop();
@@ -181,25 +423,37 @@ void Session::on_call(const proto::Frame& f) {
   proto::CallReply r;
   r.call = m.call;
   switch (f.type) {
-    case proto::Type::Deregister: {
-      std::lock_guard lk(regions_mu_);
+    case proto::Type::Deregister:
       regions_.erase(m.region);  // jobs in flight keep their own reference
       return;
-    }
-    case proto::Type::List:
+    case proto::Type::List: {
+      // Pages in key order, so that a listing of any size arrives in frames of
+      // bounded size: the cursor is the last key of the page before.
+      const std::string prefix = ns_ + m.prefix;
+      const std::string after = m.after.empty() ? std::string() : ns_ + m.after;
+      std::vector<store::TierChain::Listed> found;
       for (auto& o : ctx_.chain->list())
-        if (o.key.compare(0, m.prefix.size(), m.prefix) == 0)
-          r.objects.push_back({o.key, o.meta.size, o.tier_name});
-      send(proto::encode(proto::Type::ListReply, r));
+        if (o.key.compare(0, prefix.size(), prefix) == 0 && (after.empty() || o.key > after))
+          found.push_back(std::move(o));
+      const std::size_t page =
+          m.limit == 0 ? ctx_.limits.list_page : std::min<std::size_t>(m.limit, ctx_.limits.list_page);
+      const std::size_t n = std::min(page, found.size());
+      std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(n), found.end(),
+                        [](const auto& a, const auto& b) { return a.key < b.key; });
+      for (std::size_t i = 0; i < n; ++i)
+        r.objects.push_back({found[i].key.substr(ns_.size()), found[i].meta.size, found[i].tier_name});
+      if (n < found.size()) r.text = r.objects.back().key;
+      post(proto::encode(proto::Type::ListReply, r));
       return;
+    }
     case proto::Type::Remove:
       for (const auto& k : m.keys)
-        if (ctx_.chain->remove(k)) ++r.count;
-      send(proto::encode(proto::Type::RemoveReply, r));
+        if (ctx_.chain->remove(ns_ + k)) ++r.count;
+      post(proto::encode(proto::Type::RemoveReply, r));
       return;
     case proto::Type::Stats:
       r.text = ctx_.stats_json();
-      send(proto::encode(proto::Type::StatsReply, r));
+      post(proto::encode(proto::Type::StatsReply, r));
       return;
     default: return;
   }

@@ -1,16 +1,26 @@
 #pragma once
-// One application connected to the agent: its registrations and its transfers.
-// Each session has its own thread reading its socket; transfers run on the
-// shared DataMover and answer through send(), from whichever thread finishes them.
+// One application connected to the agent: its registrations, its transfers, and
+// its replies. Sessions are served by one event loop (session_loop.h): the loop
+// thread reads and handles requests; transfers run on the shared DataMover and
+// answer through post(), from whichever copy thread finishes them. post() never
+// blocks: a reply the socket cannot take now waits in the session's own queue,
+// so one application that stops reading holds up nobody else, and it is cut off
+// once its queue outgrows the session's limits (docs/security.md).
+
+#include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "ferry/core/peer_policy.h"
 #include "ferry/xfer/agent.h"
 #include "xfer/agent/mover.h"
 #include "xfer/agent/region.h"
@@ -19,43 +29,100 @@
 
 namespace ferry::xfer::agent {
 
+using Clock = std::chrono::steady_clock;
+
+// What one session may hold and how long it may keep the agent waiting.
+struct SessionLimits {
+  // Requests in flight plus replies the application has not read yet.
+  std::size_t max_bytes = 256u << 20;
+  std::size_t max_regions = 1024;
+  // A frame begun but not finished, or replies not read, for this long: cut off.
+  std::chrono::milliseconds stall{30000};
+  std::chrono::milliseconds hello{10000};  // from connect to the hello frame
+  std::size_t list_page = 10000;           // objects per ListReply at most
+};
+
 // What every session shares.
 struct AgentContext {
   DataMover* mover = nullptr;
   store::TierChain* chain = nullptr;
   bool gpu_here = false;
+  // One key space for every uid the agent lets in, instead of one per uid.
+  bool shared_namespace = false;
+  SessionLimits limits;
   std::vector<BackendInfo> backends;
   std::vector<std::string> tiers;
   std::atomic<std::uint64_t> next_region{1};
-  std::atomic<std::uint64_t> transfers{0}, bad_requests{0};
+  std::atomic<std::uint64_t> transfers{0}, bad_requests{0}, refused_requests{0}, cut_off{0};
   std::function<std::string()> stats_json;
+  // Asks the loop to look at a session from another thread (flush or close it).
+  std::function<void(std::uint64_t session)> wake;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(proto::FrameSocket sock, std::uint64_t id, AgentContext& ctx);
-  // Serves the application until it disconnects, breaks the protocol, or
-  // shutdown() is called. Never throws: failures are logged.
-  void run() noexcept;
-  void shutdown() noexcept { sock_.shutdown(); }
-  // Sends one frame; false (and nothing else) when the application is gone.
-  bool send(const std::string& frame);
+  // Takes over `fd` (non-blocking). `tcp`: memory arrives by owner pid and fd.
+  Session(int fd, std::uint64_t id, const PeerCredentials& peer, bool tcp, AgentContext& ctx);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  std::uint64_t id() const noexcept { return id_; }
+  int fd() const noexcept { return fd_; }
+  // "'app' (session 3, uid 1000)": set at hello, read by copy threads afterwards.
   const std::string& name() const noexcept { return name_; }
 
+  // Loop thread. Reads what the socket holds and handles each whole frame.
+  // False when the session must close (the reason is logged).
+  bool on_readable();
+  // Loop thread. Writes queued replies without blocking. False when the session
+  // must close; *more is set while bytes remain (wait until writable).
+  bool flush(bool* more);
+  // Loop thread, about once a second. False once the session has stalled
+  // beyond its limits (logged).
+  bool on_tick(Clock::time_point now);
+  // Any thread. Queues one frame for the application and sends what the socket
+  // takes at once. False when the session is closed or cut off (frame dropped).
+  bool post(std::string frame);
+  // Loop thread. Closes the socket; later posts are dropped, and transfers in
+  // flight finish without an answer.
+  void close() noexcept;
+
  private:
-  bool handshake();
+  struct Reader;  // the frame being received
+  bool handle(proto::Frame& f);
+  bool on_hello(const proto::Frame& f);
   void on_register(const proto::Frame& f, int fd);
   void on_transfer(proto::Frame& f);  // takes f.body over
   void on_call(const proto::Frame& f);
   void reply_error(std::uint64_t call, XferStatus status, const std::string& message);
+  void refuse_transfer(std::uint64_t request, std::size_t count, XferStatus status, const std::string& why);
+  // Marks the session for closing from any thread; the loop closes it.
+  void cut_off(const std::string& why);
+  std::size_t held_bytes() const noexcept;
 
-  proto::FrameSocket sock_;
-  std::mutex send_mu_;
-  std::uint64_t id_;
-  std::string name_;
+  int fd_;
+  const std::uint64_t id_;
+  const PeerCredentials peer_;
+  const bool tcp_;
   AgentContext& ctx_;
-  std::mutex regions_mu_;
-  std::map<std::uint64_t, std::shared_ptr<ImportedRegion>> regions_;
+  std::string name_;
+  std::string ns_;  // this uid's key prefix ("u1000/"), empty with a shared namespace
+  bool greeted_ = false;
+  Clock::time_point connected_;
+  std::unique_ptr<Reader> reader_;
+
+  // Replies: written by any thread under out_mu_; the socket is closed under it too.
+  mutable std::mutex out_mu_;
+  std::deque<std::string> out_;
+  std::size_t out_offset_ = 0;  // bytes of out_.front() already sent
+  std::size_t out_bytes_ = 0;   // queued, including the sent part of the front
+  Clock::time_point out_since_{};  // last time the queue made progress (or began)
+  bool closed_ = false;
+  std::string cut_off_;  // why the session is to be closed, once set
+
+  std::atomic<std::size_t> in_flight_bytes_{0};
+  std::map<std::uint64_t, std::shared_ptr<ImportedRegion>> regions_;  // loop thread only
 };
 
 }  // namespace ferry::xfer::agent

@@ -1,0 +1,78 @@
+#include "xfer/agent/owner_fd.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "ferry/core/status.h"
+
+namespace ferry::xfer::agent {
+namespace {
+
+// glibc 2.36 has no wrappers for these on every target; the system calls are in
+// Linux since 5.3 and 5.6.
+int pidfd_open_(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+int pidfd_getfd_(int pidfd, int fd) { return static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0)); }
+bool pidfd_alive(int pidfd) { return syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) == 0; }
+
+// Whether all four uids of the "Uid:" line of /proc/<pid>/status are `uid`.
+bool runs_wholly_as(pid_t pid, uid_t uid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Uid:", 0) != 0) continue;
+    std::istringstream fields(line.substr(4));
+    unsigned long u = 0;
+    int n = 0;
+    while (fields >> u) {
+      if (u != uid) return false;
+      ++n;
+    }
+    return n == 4;
+  }
+  return false;
+}
+
+}  // namespace
+
+int take_owner_fd(pid_t pid, int fd, uid_t uid) {
+  if (pid <= 0 || fd < 0) throw Error("register over TCP: the memory's owner process and descriptor are missing");
+  const int pidfd = pidfd_open_(pid);
+  if (pidfd < 0)
+    throw Error("register over TCP: no process " + std::to_string(pid) + " on the agent's host (" +
+                std::strerror(errno) + "); a TCP client must run on the agent's machine to share memory");
+  const std::string who = "process " + std::to_string(pid);
+  // The status file is read by pid, so the pidfd must still be that process
+  // afterwards: a pid reused in between would show as a dead pidfd.
+  if (!runs_wholly_as(pid, uid) || !pidfd_alive(pidfd)) {
+    ::close(pidfd);
+    throw Error("register over TCP: " + who + " does not run as uid " + std::to_string(uid) +
+                ", the owner of this connection");
+  }
+  const int got = pidfd_getfd_(pidfd, fd);
+  const int err = errno;
+  if (got < 0) {
+    ::close(pidfd);
+    if (err == EPERM)
+      throw Error("register over TCP: the agent may not take descriptors from " + who +
+                  " (ptrace permission; the client allows the agent with PR_SET_PTRACER, or "
+                  "kernel.yama.ptrace_scope forbids it): use the agent's unix endpoint");
+    throw Error("register over TCP: descriptor " + std::to_string(fd) + " of " + who + ": " + std::strerror(err));
+  }
+  // Checked again: the descriptor came from a process that still runs wholly as uid.
+  const bool still = runs_wholly_as(pid, uid) && pidfd_alive(pidfd);
+  ::close(pidfd);
+  if (!still) {
+    ::close(got);
+    throw Error("register over TCP: " + who + " changed its uid or exited while registering");
+  }
+  return got;
+}
+
+}  // namespace ferry::xfer::agent

@@ -1,0 +1,20 @@
+#pragma once
+// How a TCP session's memory reaches the agent without a path (docs/security.md).
+// TCP cannot carry descriptors, so the application names its process and the
+// memfd's number there, and the agent takes that descriptor from the process
+// with pidfd_getfd(2), after checking that the process runs, wholly, as the uid
+// that owns the TCP connection (which the kernel's socket table told the agent).
+// The agent thus gets the very open file the application holds, with its access
+// mode, and only from a process of the connection's own user: nothing it could
+// not map by SCM_RIGHTS over the Unix endpoint.
+
+#include <sys/types.h>
+
+namespace ferry::xfer::agent {
+
+// The descriptor `fd` of process `pid`, duplicated into the agent, once `pid`'s
+// real, effective, saved and filesystem uids are all `uid` (checked before and
+// after taking it). Throws ferry::Error with a reason for the application.
+int take_owner_fd(pid_t pid, int fd, uid_t uid);
+
+}  // namespace ferry::xfer::agent
