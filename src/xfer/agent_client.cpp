@@ -122,6 +122,9 @@ void Agent::Impl::read_loop() {
         if (it == requests.end()) continue;  // released while in flight
         it->second.status = done.status;
         it->second.results = std::move(done.results);
+        // A request refused as a whole comes back with one result for all.
+        if (it->second.results.size() == 1 && it->second.count > 1)
+          it->second.results.assign(it->second.count, it->second.results[0]);
         it->second.results.resize(it->second.count);
         notifs.push_back({done.request, it->second.notif_msg, done.status});
         const std::uint64_t one = 1;
@@ -172,8 +175,9 @@ Agent::Agent(const AgentConfig& config) : impl_(std::make_unique<Impl>()) {
   impl_->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (impl_->event_fd < 0) throw_errno("eventfd");
   // The handshake runs before the reader thread exists, so it reads directly.
-  if (!impl_->sock.send(proto::encode(proto::Hello{proto::kVersion, config.name})))
-    throw Error("the ferry agent closed the connection during the handshake");
+  // A refused peer may find the socket closed before its hello goes out; the
+  // agent's reason is waiting to be read all the same.
+  (void)impl_->sock.send(proto::encode(proto::Hello{proto::kVersion, config.name}));
   auto f = impl_->sock.recv();
   if (!f) throw Error("the ferry agent closed the connection during the handshake");
   if (f->type == proto::Type::CallError) {

@@ -152,10 +152,17 @@ FerryAgent::~FerryAgent() {
 
 std::string FerryAgent::log() const { return read_file(dir_ + "/agent.log"); }
 
-int run_ferry(const std::vector<std::string>& args, std::string* output, double timeout_s) {
+namespace {
+
+// Runs argv (prefix, then `ferry ARGS...`) to completion with its output in a file.
+int run_to_completion(std::vector<std::string> prefix, const std::string& bin, const std::vector<std::string>& args,
+                      std::string* output, double timeout_s) {
   const std::string out_path =
       (std::filesystem::temp_directory_path() / ("ferry-run-" + unique_suffix() + ".out")).string();
-  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$@\" >\"$0\" 2>&1", out_path, ferry_bin()};
+  std::vector<std::string> argv = std::move(prefix);
+  for (const char* a : {"/bin/sh", "-c", "exec \"$@\" >\"$0\" 2>&1"}) argv.push_back(a);
+  argv.push_back(out_path);
+  argv.push_back(bin);
   argv.insert(argv.end(), args.begin(), args.end());
   Subprocess p = Subprocess::spawn(argv);
   auto st = p.wait(timeout_s);
@@ -163,6 +170,35 @@ int run_ferry(const std::vector<std::string>& args, std::string* output, double 
   if (output != nullptr) *output = read_file(out_path);
   std::filesystem::remove(out_path);
   return st ? *st : -1;
+}
+
+}  // namespace
+
+int run_ferry(const std::vector<std::string>& args, std::string* output, double timeout_s) {
+  return run_to_completion({}, ferry_bin(), args, output, timeout_s);
+}
+
+bool can_run_as_other_users() { return geteuid() == 0 && std::filesystem::exists("/usr/bin/setpriv"); }
+
+int run_ferry_as(uid_t uid, const std::vector<std::string>& args, std::string* output, double timeout_s) {
+  if (!can_run_as_other_users()) throw std::runtime_error("run_ferry_as needs root and setpriv");
+  // The build tree may lie where other users cannot reach (a clone under /root):
+  // they run a copy in a directory everyone can read.
+  static const std::string copy = [] {
+    const auto dir = std::filesystem::temp_directory_path() / ("ferry-shared-bin-" + unique_suffix());
+    std::filesystem::create_directories(dir);
+    std::filesystem::permissions(dir, std::filesystem::perms::all & ~std::filesystem::perms::group_write &
+                                          ~std::filesystem::perms::others_write);
+    const auto bin = dir / "ferry";
+    std::filesystem::copy_file(ferry_bin(), bin, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::permissions(bin, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                          std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                          std::filesystem::perms::others_exec);
+    return bin.string();
+  }();
+  const std::string id = std::to_string(uid);
+  return run_to_completion({"/usr/bin/setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups"}, copy, args,
+                           output, timeout_s);
 }
 
 }  // namespace ferry::test

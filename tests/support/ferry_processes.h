@@ -2,6 +2,8 @@
 // Starts `ferry server` and `ferry orchestrator` as real processes for the
 // end-to-end tests, on loopback with a free port and a unique control channel.
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -75,5 +77,11 @@ class FerryAgent {
 
 // Runs `ferry ARGS...` to completion; returns its exit status and combined output.
 int run_ferry(const std::vector<std::string>& args, std::string* output, double timeout_s = 120);
+
+// Whether this test may act as other users (it runs as root, and setpriv exists).
+bool can_run_as_other_users();
+// run_ferry as another user (uid and gid `uid`, no groups), from a copy of the
+// binary that user can execute. Throws unless can_run_as_other_users().
+int run_ferry_as(uid_t uid, const std::vector<std::string>& args, std::string* output, double timeout_s = 120);
 
 }  // namespace ferry::test

@@ -298,7 +298,8 @@ void Session::on_register(const proto::Frame& f, int fd) {
     post(proto::encode(proto::RegisterOk{msg.call, id}));
   } catch (const Error& e) {
     if (fd >= 0) ::close(fd);
-    log::app().warn("{}: registration refused: {}", name_, e.what());
+    if (const long long held = warn_throttle_.pass(); held >= 0)
+      log::app().warn("{}: registration refused: {}{}", name_, e.what(), log::suppressed_note(held));
     reply_error(msg.call, XferStatus::InvalidDesc, e.what());
   }
 }
@@ -307,9 +308,12 @@ void Session::refuse_transfer(std::uint64_t request, std::size_t count, XferStat
   proto::TransferDone done;
   done.request = request;
   done.status = status;
-  done.results.assign(count, DescResult{status, 0, "", why});
+  // One result stands for every descriptor (the client repeats it), so that
+  // refusing a request of 100,000 descriptors costs a short frame.
+  done.results.assign(count == 0 ? 0 : 1, DescResult{status, 0, "", why});
   ctx_.refused_requests.fetch_add(1, std::memory_order_relaxed);
-  log::app().warn("{}: transfer {} refused: {}", name_, request, why);
+  if (const long long held = warn_throttle_.pass(); held >= 0)
+    log::app().warn("{}: transfer {} refused: {}{}", name_, request, why, log::suppressed_note(held));
   post(proto::encode(done));
 }
 
@@ -382,7 +386,9 @@ void Session::on_transfer(proto::Frame& f) {
                                                          " is invalid"});
     done.results[invalid_index] = {XferStatus::InvalidDesc, 0, "",
                                    "descriptor " + std::to_string(invalid_index) + ": " + invalid};
-    log::app().warn("{}: transfer {} refused: descriptor {}: {}", name_, msg.request, invalid_index, invalid);
+    if (const long long held = warn_throttle_.pass(); held >= 0)
+      log::app().warn("{}: transfer {} refused: descriptor {}: {}{}", name_, msg.request, invalid_index, invalid,
+                      log::suppressed_note(held));
     post(proto::encode(done));
     return;
   }
@@ -406,8 +412,9 @@ void Session::on_transfer(proto::Frame& f) {
       if (done.status != XferStatus::Ok)
         for (const auto& r : done.results)
           if (is_error(r.status)) {
-            log::app().warn("{}: transfer {}: {} ({})", s->name(), request, log::printable(r.error, 512),
-                            to_string(r.status));
+            if (const long long held = s->warn_throttle_.pass(); held >= 0)
+              log::app().warn("{}: transfer {}: {} ({}){}", s->name(), request, log::printable(r.error, 512),
+                              to_string(r.status), log::suppressed_note(held));
             break;
           }
       s->post(proto::encode(done));

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/log.h"
 #include "ferry/core/peer_policy.h"
 #include "ferry/xfer/agent.h"
 #include "xfer/agent/mover.h"
@@ -122,6 +123,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string cut_off_;  // why the session is to be closed, once set
 
   std::atomic<std::size_t> in_flight_bytes_{0};
+  // A session that keeps sending failing requests must not flood the log.
+  log::Throttle warn_throttle_;
   std::map<std::uint64_t, std::shared_ptr<ImportedRegion>> regions_;  // loop thread only
 };
 
