@@ -229,7 +229,7 @@ bool Session::on_readable() {
 bool Session::handle(proto::Frame& f) {
   // Only a register may bring a descriptor; any other is closed at once.
   const int fd = std::exchange(f.fd, -1);
-  if (fd >= 0 && f.type != proto::Type::Register) ::close(fd);
+  if (fd >= 0 && (f.type != proto::Type::Register || !greeted_)) ::close(fd);
   if (!greeted_) return on_hello(f);
   switch (f.type) {
     case proto::Type::Register: on_register(f, fd); return true;
