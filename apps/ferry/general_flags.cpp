@@ -1,34 +1,11 @@
 #include "general_flags.h"
 
 #include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
-
-#include "ferry/core/status.h"
 
 namespace ferry::app {
 namespace {
 
 const auto kDocaLevels = CLI::IsMember({10, 20, 30, 40, 50, 60, 70});
-
-std::string scalar_text(const nlohmann::json& v, const std::string& key) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_integer()) return std::to_string(v.get<long long>());
-  if (v.is_number()) return std::to_string(v.get<double>());
-  throw Error("JSON flag '" + key + "' has a value of unsupported type " + std::string(v.type_name()));
-}
-
-// True when the command line (after the subcommand) names this option.
-bool given_on_command_line(const CLI::Option* opt, const std::vector<std::string>& argv, std::size_t from) {
-  for (std::size_t i = from; i < argv.size(); ++i) {
-    std::string tok = argv[i];
-    if (tok.size() < 2 || tok[0] != '-') continue;
-    if (const auto eq = tok.find('='); eq != std::string::npos) tok.resize(eq);
-    if (tok.size() > 2 && tok[1] != '-') tok.resize(2);  // "-p5000" -> "-p"
-    if (opt->check_name(tok)) return true;
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -38,11 +15,11 @@ void add_peer_policy_flags(CLI::App& sub, PeerPolicy& policy, const std::string&
          [&policy](const std::vector<std::string>& users) {
            for (const auto& u : users) policy.allowed_uids.push_back(parse_uid(u));
          },
-         "Also let this user (a uid or a name) connect to " + what +
+         "Also let this user (a uid or a name) " + what +
              "; repeatable. By default only this process's own uid may (docs/security.md)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub.add_flag("--allow-any-uid", policy.allow_any_uid,
-               "Let every local user connect to " + what + " (off by default: only this process's uid and --allow-uid)");
+               "Let every local user " + what + " (off by default: only this process's uid and --allow-uid)");
 }
 
 void add_general_flags(CLI::App& sub, GeneralFlags& flags) {
@@ -64,66 +41,6 @@ void add_general_flags(CLI::App& sub, GeneralFlags& flags) {
         throw CLI::Success();
       },
       "Print the version and exit");
-}
-
-std::vector<std::string> apply_json_flags(CLI::App& app, const std::vector<std::string>& argv) {
-  // argv[0] is the program, argv[1] the subcommand.
-  if (argv.size() < 2) return argv;
-  CLI::App* sub = nullptr;
-  try {
-    sub = app.get_subcommand(argv[1]);
-  } catch (const CLI::OptionNotFound&) {
-    return argv;  // let the parser report the unknown subcommand
-  }
-  std::string path;
-  for (std::size_t i = 2; i < argv.size(); ++i) {
-    const std::string& a = argv[i];
-    if ((a == "-j" || a == "--json") && i + 1 < argv.size()) path = argv[i + 1];
-    else if (a.rfind("--json=", 0) == 0) path = a.substr(7);
-  }
-  if (path.empty()) return argv;
-
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read --json file " + path);
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("--json file " + path + " is not valid JSON: " + e.what());
-  }
-  if (!doc.is_object()) throw Error("--json file " + path + " must hold a JSON object");
-  nlohmann::json flat = nlohmann::json::object();
-  for (auto& [key, value] : doc.items()) {
-    if ((key == "doca_general_flags" || key == "doca_program_flags") && value.is_object()) {
-      for (auto& [k, v] : value.items()) flat[k] = v;
-    } else {
-      flat[key] = value;
-    }
-  }
-
-  std::vector<std::string> extra;
-  for (auto& [key, value] : flat.items()) {
-    if (key == "json" || key == "j") continue;
-    const std::string name = (key.size() == 1 ? "-" : "--") + key;
-    const CLI::Option* opt = sub->get_option_no_throw(name);
-    if (opt == nullptr) throw Error("--json file " + path + ": '" + key + "' is not a flag of 'ferry " + argv[1] + "'");
-    if (given_on_command_line(opt, argv, 2)) continue;
-    if (value.is_boolean()) {
-      if (value.get<bool>()) extra.push_back(name);
-    } else if (value.is_array()) {
-      for (const auto& v : value) {
-        extra.push_back(name);
-        extra.push_back(scalar_text(v, key));
-      }
-    } else {
-      extra.push_back(name);
-      extra.push_back(scalar_text(value, key));
-    }
-  }
-  std::vector<std::string> out(argv.begin(), argv.begin() + 2);
-  out.insert(out.end(), extra.begin(), extra.end());
-  out.insert(out.end(), argv.begin() + 2, argv.end());
-  return out;
 }
 
 }  // namespace ferry::app

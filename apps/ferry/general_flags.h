@@ -20,15 +20,8 @@ struct GeneralFlags {
 void add_general_flags(CLI::App& sub, GeneralFlags& flags);
 
 // --allow-uid UID|NAME (repeatable) and --allow-any-uid, filling `policy` when
-// the command line is parsed: who besides the process's own uid may connect to
-// a local endpoint of `what` ("the control socket", "the agent").
+// the command line is parsed: who besides the process's own uid may do `what`
+// ("connect to the agent", "attach as the orchestrator").
 void add_peer_policy_flags(CLI::App& sub, PeerPolicy& policy, const std::string& what);
-
-// Reads the -j/--json file named in argv (if any) and returns argv with its flags
-// inserted after the subcommand name, skipping every flag the command line gives
-// itself (command-line flags win). Accepts a flat object {"flag-name": value}
-// and DOCA's {"doca_general_flags": {...}, "doca_program_flags": {...}}.
-// Throws ferry::Error for unreadable JSON or unknown flags.
-std::vector<std::string> apply_json_flags(CLI::App& app, const std::vector<std::string>& argv);
 
 }  // namespace ferry::app

@@ -56,6 +56,8 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
   sub->add_option("--hang-timeout", o.hang_timeout_s,
                   "Seconds without progress while requests wait before the workers count as hung")
       ->capture_default_str();
+  add_peer_policy_flags(*sub, o.server_peers,
+                        "run the server that this orchestrator hands its arena (and so every request) to");
   sub->callback([&command] {
     command.role = "orchestrator";
     command.run = [] {

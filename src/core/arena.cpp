@@ -7,6 +7,7 @@
 #include <bit>
 #include <utility>
 
+#include "ferry/core/sealed_memfd.h"
 #include "ferry/core/wire.h"
 
 namespace ferry {
@@ -53,12 +54,8 @@ Arena Arena::create(const ArenaParams& params, const std::string& name) {
                               slot_size_for(params.max_message_length));
   const std::size_t total = kArenaHeaderRegion + g.stride * params.num_channels;
 
-  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
-  if (fd < 0) throw_errno("memfd_create for the arena");
-  if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
-    ::close(fd);
-    throw_errno("sizing the arena to " + std::to_string(total) + " bytes");
-  }
+  // Sealed, so that the server can map it knowing it cannot shrink under it.
+  const int fd = create_sealed_memfd(name.c_str(), total);
   void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     ::close(fd);
@@ -96,12 +93,14 @@ Arena Arena::create(const ArenaParams& params, const std::string& name) {
 }
 
 Arena Arena::attach(int fd) {
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
+  std::size_t size = 0;
+  try {
+    // Unsealed, its creator could shrink it under our mapping: SIGBUS here.
+    size = require_sealed_memfd(fd, "the received arena");
+  } catch (const Error&) {
     ::close(fd);
-    throw_errno("fstat of the received arena");
+    throw;
   }
-  const auto size = static_cast<std::size_t>(st.st_size);
   if (size < kArenaHeaderRegion) {
     ::close(fd);
     throw Error("received arena is " + std::to_string(size) + " bytes, smaller than its header");

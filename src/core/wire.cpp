@@ -26,6 +26,7 @@ const char* to_string(ErrorCode code) noexcept {
     case ErrorCode::ShuttingDown: return "shutting_down";
     case ErrorCode::ProtocolError: return "protocol_error";
     case ErrorCode::ConfigMismatch: return "config_mismatch";
+    case ErrorCode::NotAllowed: return "not_allowed";
   }
   return "unknown";
 }

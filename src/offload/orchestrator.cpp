@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "ferry/core/arena.h"
 #include "ferry/core/control_link.h"
+#include "ferry/core/peer_policy.h"
 #include "ferry/core/signal_fd.h"
 #include "ferry/core/status.h"
 
@@ -37,11 +38,24 @@ bool requests_waiting(const Arena& arena) {
   return false;
 }
 
+// Any local user can bind a free abstract socket name, so the peer on the
+// channel may be an impostor waiting for our arena (and every client request in
+// it): hand the arena only to a server of a uid the policy trusts.
+void check_server_peer(const ControlLink& link, const OrchestratorOptions& opts) {
+  const PeerCredentials server = unix_peer_credentials(link.fd());
+  if (auto why = opts.server_peers.refusal(server))
+    throw Error("the server on " + ControlLink::address_of(opts.channel_name) + " (pid " +
+                std::to_string(server.pid) + ") is not trusted with the arena: " + *why);
+}
+
 std::optional<ControlLink> connect_to_server(const OrchestratorOptions& opts, SignalFd& signals) {
   const auto start = Clock::now();
   bool announced = false;
   for (;;) {
-    if (auto link = ControlLink::try_connect(opts.channel_name)) return link;
+    if (auto link = ControlLink::try_connect(opts.channel_name)) {
+      check_server_peer(*link, opts);
+      return link;
+    }
     if (!announced) {
       log::app().info("waiting for the server on {} ...", ControlLink::address_of(opts.channel_name));
       announced = true;

@@ -12,18 +12,33 @@
 #include <optional>
 #include <thread>
 
+#include "core/accept_pause.h"
 #include "core/log.h"
 #include "ferry/core/arena.h"
 #include "ferry/core/control_link.h"
 #include "ferry/core/net.h"
 #include "ferry/core/status.h"
-#include "offload/server_thread.h"
+#include "ferry/core/peer_policy.h"
 #include "ferry/core/signal_fd.h"
+#include "offload/server_thread.h"
 
 namespace ferry::offload {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A control peer has this long after connecting to send its arena.
+constexpr auto kAttachDeadline = std::chrono::seconds(10);
+// Control peers connected and not yet attached: a few orchestrators may race to
+// attach, and a silent peer must not keep the real one out.
+constexpr std::size_t kMaxPendingPeers = 8;
+
+// A control peer that connected and has not yet sent its arena.
+struct PendingPeer {
+  ControlLink link;
+  PeerCredentials cred;
+  Clock::time_point since;
+};
 
 class Server {
  public:
@@ -34,10 +49,14 @@ class Server {
   void validate() const;
   void accept_clients();
   void on_control_connect();
-  // Handles one message from the orchestrator; false once the link is finished.
+  void refuse_control_peer(ControlLink& peer, wire::ErrorCode code, const std::string& why);
+  // Reads one message from a pending peer; true once it is done with (attached or dropped).
+  bool on_pending_message(PendingPeer& p);
+  // Handles one message from the attached orchestrator; false once the link is finished.
   bool on_control_message(const ControlMessage& m);
   void attach(int arena_fd);
-  void detach(const char* why);
+  void detach(const std::string& why, const std::string& clients_told);
+  void check_request_timeout();
   void drain();
   ServerThread* least_loaded();
 
@@ -45,8 +64,12 @@ class Server {
   std::vector<std::unique_ptr<ServerThread>> threads_;
   int tcp_fd_ = -1;
   int control_listen_fd_ = -1;
-  ControlLink link_;
-  Clock::time_point link_since_{};  // when the current control peer connected
+  ControlLink link_;  // the attached orchestrator's
+  std::vector<PendingPeer> pending_;
+  AcceptPause tcp_pause_;
+  AcceptPause control_pause_;
+  log::Throttle accept_throttle_;
+  log::Throttle control_throttle_;
   Arena arena_;
   std::uint64_t generation_ = 0;
   bool ever_attached_ = false;
@@ -64,6 +87,7 @@ void Server::validate() const {
   (void)Arena::slot_size_for(opts_.max_message_length);
   (void)Arena::ring_capacity_for(opts_.max_concurrent_messages);
   if (opts_.max_clients_per_thread == 0) throw Error("--max-clients-per-thread must be at least 1");
+  if (opts_.request_timeout_s < 0) throw Error("--request-timeout must be 0 (off) or more seconds");
 }
 
 ServerThread* Server::least_loaded() {
@@ -80,19 +104,23 @@ void Server::accept_clients() {
     if (fd < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      if (errno == EMFILE || errno == ENFILE) {
-        log::app().error("cannot accept more clients: out of file descriptors ({})", std::strerror(errno));
-        return;
-      }
-      log::app().warn("accept failed: {}", std::strerror(errno));
+      if (errno == ECONNABORTED) continue;
+      // Out of descriptors or memory: stop accepting for a while, keep serving.
+      const int err = errno;
+      const auto pause = tcp_pause_.on_failure(Clock::now());
+      if (const long long held = accept_throttle_.pass(); held >= 0)
+        log::app().error("cannot accept clients: {}; not accepting for {} ms, serving the connected ones{}",
+                         std::strerror(err), pause.count(), log::suppressed_note(held));
       return;
     }
+    tcp_pause_.on_success();
     net::set_nodelay(fd);
     ServerThread* t = least_loaded();
     if (t == nullptr) {
       const std::string peer = net::peer_name(fd);
-      log::app().warn("rejecting client {}: every data-path thread serves --max-clients-per-thread {} clients",
-                      peer, opts_.max_clients_per_thread);
+      if (const long long held = accept_throttle_.pass(); held >= 0)
+        log::app().warn("rejecting client {}: every data-path thread serves --max-clients-per-thread {} clients{}",
+                        peer, opts_.max_clients_per_thread, log::suppressed_note(held));
       const std::string err = wire::encode_error(wire::ErrorCode::ServerFull,
                                                  "server is full: every data-path thread is at its client limit");
       (void)!send(fd, err.data(), err.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -131,55 +159,124 @@ void Server::attach(int arena_fd) {
                   h->creator_pid, h->num_channels, h->ring_capacity, h->slot_size);
 }
 
-void Server::detach(const char* why) {
+void Server::detach(const std::string& why, const std::string& clients_told) {
   link_.close();
-  if (!arena_.valid()) {  // a peer that never attached: nothing to fail
-    log::app().warn("{}; dropped that control peer", why);
-    return;
-  }
   log::app().error("{}; clients with requests in flight get no_workers errors; waiting for an orchestrator on {}",
                    why, ControlLink::address_of(opts_.channel_name));
   ++generation_;
-  for (auto& t : threads_) t->bind(nullptr, generation_);
+  for (auto& t : threads_) t->bind(nullptr, generation_, clients_told);
   arena_ = Arena();  // every thread has let go of it (bind() waited)
 }
 
-void Server::on_control_connect() {
-  ControlLink incoming = ControlLink::accept(control_listen_fd_);
-  if (link_.valid()) {
-    log::app().warn("a second orchestrator tried to attach; refusing it");
-    try {
-      incoming.send_error(wire::ErrorCode::ProtocolError,
-                          "another orchestrator is already attached to this server");
-    } catch (const Error&) {
-    }
+// A frozen or deadlocked orchestrator (stopped, swapping, stuck in a syscall)
+// keeps its link open, so only the lack of responses tells: detach it, as if it
+// had died, so that its clients get an error instead of waiting forever.
+void Server::check_request_timeout() {
+  if (!arena_.valid() || opts_.request_timeout_s <= 0) return;
+  const auto now = Clock::now();
+  const auto limit = std::chrono::duration<double>(opts_.request_timeout_s);
+  for (auto& t : threads_) {
+    if (t->in_flight() == 0 || t->unanswered_for(now) <= limit) continue;
+    const std::string seconds = fmt::format("{:g} s", opts_.request_timeout_s);
+    detach(fmt::format("the orchestrator answered none of the {} request(s) waiting in channel {} for {} "
+                       "(--request-timeout): treating it as hung",
+                       t->in_flight(), t->index(), seconds),
+           "the orchestrator answered no request for " + seconds + " (--request-timeout)");
     return;
   }
-  link_ = std::move(incoming);
-  link_since_ = Clock::now();
+}
+
+void Server::refuse_control_peer(ControlLink& peer, wire::ErrorCode code, const std::string& why) {
+  if (const long long held = control_throttle_.pass(); held >= 0)
+    log::app().warn("refused a control peer on {}: {}{}", ControlLink::address_of(opts_.channel_name), why,
+                    log::suppressed_note(held));
+  try {
+    peer.send_error(code, why);
+  } catch (const Error&) {  // it left already
+  }
+  peer.close();
+}
+
+void Server::on_control_connect() {
+  ControlLink incoming;
+  PeerCredentials cred;
+  try {
+    incoming = ControlLink::accept(control_listen_fd_);
+    cred = unix_peer_credentials(incoming.fd());
+  } catch (const Error& e) {
+    // Out of descriptors, or a peer gone before we asked who it was.
+    const auto pause = control_pause_.on_failure(Clock::now());
+    if (const long long held = control_throttle_.pass(); held >= 0)
+      log::app().error("cannot accept a control peer: {}; not accepting for {} ms{}", e.what(), pause.count(),
+                       log::suppressed_note(held));
+    return;
+  }
+  control_pause_.on_success();
+  if (auto why = opts_.control_peers.refusal(cred)) {
+    refuse_control_peer(incoming, wire::ErrorCode::NotAllowed,
+                        "pid " + std::to_string(cred.pid) + " may not attach as the orchestrator: " + *why);
+    return;
+  }
+  if (arena_.valid()) {
+    refuse_control_peer(incoming, wire::ErrorCode::ProtocolError,
+                        "another orchestrator is already attached to this server");
+    return;
+  }
+  if (pending_.size() >= kMaxPendingPeers) {
+    refuse_control_peer(incoming, wire::ErrorCode::ProtocolError,
+                        std::to_string(kMaxPendingPeers) + " control peers are connecting already; try again");
+    return;
+  }
+  pending_.push_back({std::move(incoming), cred, Clock::now()});
+}
+
+bool Server::on_pending_message(PendingPeer& p) {
+  std::optional<ControlMessage> m;
+  try {
+    m = p.link.recv(0);
+  } catch (const Error& e) {
+    log::app().info("a control peer (pid {}) left before attaching: {}", p.cred.pid, e.what());
+    return true;
+  }
+  if (!m) return false;
+  if (m->id != wire::MsgId::ExchangeConsumerIdRequest || m->fd < 0) {
+    if (m->fd >= 0) ::close(m->fd);
+    refuse_control_peer(p.link, wire::ErrorCode::ProtocolError,
+                        std::string("expected exchange_consumer_id_request with the arena fd, got ") +
+                            wire::to_string(m->id) + (m->fd < 0 ? " without a descriptor" : ""));
+    return true;
+  }
+  if (arena_.valid()) {  // another peer attached first
+    ::close(m->fd);
+    refuse_control_peer(p.link, wire::ErrorCode::ProtocolError,
+                        "another orchestrator is already attached to this server");
+    return true;
+  }
+  try {
+    attach(m->fd);
+  } catch (const Error& e) {
+    refuse_control_peer(p.link, wire::ErrorCode::ConfigMismatch, e.what());
+    return true;
+  }
+  try {
+    p.link.send(wire::MsgId::ExchangeConsumerIdResponse, static_cast<std::uint32_t>(getpid()));
+  } catch (const Error& e) {
+    link_ = std::move(p.link);
+    detach(std::string("the orchestrator left while attaching: ") + e.what(),
+           "the orchestrator went away with requests in flight");
+    return true;
+  }
+  link_ = std::move(p.link);
+  return true;
 }
 
 bool Server::on_control_message(const ControlMessage& m) {
   switch (m.id) {
     case wire::MsgId::ExchangeConsumerIdRequest:
-      if (arena_.valid()) {  // re-attaching on a live link would unmap memory the threads use
-        if (m.fd >= 0) ::close(m.fd);
-        link_.send_error(wire::ErrorCode::ProtocolError, "this orchestrator is already attached");
-        return false;
-      }
-      if (m.fd < 0) {
-        link_.send_error(wire::ErrorCode::ProtocolError, "exchange_consumer_id_request came without the arena fd");
-        return false;
-      }
-      try {
-        attach(m.fd);
-      } catch (const Error& e) {
-        log::app().error("refusing orchestrator: {}", e.what());
-        link_.send_error(wire::ErrorCode::ConfigMismatch, e.what());
-        return false;
-      }
-      link_.send(wire::MsgId::ExchangeConsumerIdResponse, static_cast<std::uint32_t>(getpid()));
-      return true;
+      // Re-attaching on a live link would unmap memory the threads use.
+      if (m.fd >= 0) ::close(m.fd);
+      link_.send_error(wire::ErrorCode::ProtocolError, "this orchestrator is already attached");
+      return false;
     case wire::MsgId::StartShutdown:
       log::app().info("orchestrator asked to shut down");
       stopping_ = true;
@@ -246,18 +343,25 @@ int Server::run() {
   }
 
   int exit_code = 0;
+  std::vector<pollfd> fds;
   while (!stopping_) {
-    pollfd fds[4];
-    int n = 0;
-    fds[n++] = {signals.fd(), POLLIN, 0};
-    fds[n++] = {control_listen_fd_, POLLIN, 0};
-    const int link_at = link_.valid() ? n : -1;
-    if (link_.valid()) fds[n++] = {link_.fd(), POLLIN, 0};
+    const auto now = Clock::now();
+    fds.clear();
+    fds.push_back({signals.fd(), POLLIN, 0});
+    const int control_at = control_pause_.paused(now) ? -1 : static_cast<int>(fds.size());
+    if (control_at >= 0) fds.push_back({control_listen_fd_, POLLIN, 0});
+    const int link_at = link_.valid() ? static_cast<int>(fds.size()) : -1;
+    if (link_.valid()) fds.push_back({link_.fd(), POLLIN, 0});
     // Before the first orchestrator attaches, clients wait in the listen backlog
     // (the reference start order is server, orchestrator, clients).
-    const int tcp_at = (ever_attached_ && tcp_fd_ >= 0) ? n : -1;
-    if (tcp_at >= 0) fds[n++] = {tcp_fd_, POLLIN, 0};
-    if (poll(fds, n, 200) < 0) {
+    const int tcp_at = (ever_attached_ && tcp_fd_ >= 0 && !tcp_pause_.paused(now)) ? static_cast<int>(fds.size()) : -1;
+    if (tcp_at >= 0) fds.push_back({tcp_fd_, POLLIN, 0});
+    const std::size_t pending_at = fds.size();
+    for (const auto& p : pending_) fds.push_back({p.link.fd(), POLLIN, 0});
+    int timeout_ms = 200;
+    if (tcp_pause_.paused(now)) timeout_ms = std::min(timeout_ms, tcp_pause_.ms_left(now));
+    if (control_pause_.paused(now)) timeout_ms = std::min(timeout_ms, control_pause_.ms_left(now));
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
       if (errno == EINTR) continue;
       throw_errno("poll");
     }
@@ -287,21 +391,33 @@ int Server::run() {
       }
       break;
     }
-    if (fds[1].revents & POLLIN) on_control_connect();
     if (link_at >= 0 && (fds[link_at].revents & (POLLIN | POLLHUP | POLLERR))) {
+      const std::string lost = "the orchestrator went away with requests in flight";
       try {
         auto m = link_.recv(0);
-        if (m && !on_control_message(*m)) detach("orchestrator refused");
+        if (m && !on_control_message(*m)) detach("orchestrator refused", lost);
       } catch (const Error& e) {
-        detach((std::string("orchestrator link lost: ") + e.what()).c_str());
+        detach(std::string("orchestrator link lost: ") + e.what(), lost);
       }
     }
-    if (tcp_at >= 0 && (fds[tcp_at].revents & POLLIN)) accept_clients();
-    if (link_.valid() && !arena_.valid() && Clock::now() - link_since_ > std::chrono::seconds(10)) {
-      log::app().warn("a peer on {} sent no exchange_consumer_id_request within 10 s; dropping it",
-                      ControlLink::address_of(opts_.channel_name));
-      link_.close();
+    // Pending peers before new ones, so that pending_ still matches fds here.
+    std::vector<bool> done(pending_.size(), false);
+    for (std::size_t i = 0; i < pending_.size(); ++i) {
+      if (fds[pending_at + i].revents & (POLLIN | POLLHUP | POLLERR)) done[i] = on_pending_message(pending_[i]);
+      if (!done[i] && Clock::now() - pending_[i].since > kAttachDeadline) {
+        refuse_control_peer(pending_[i].link, wire::ErrorCode::ProtocolError,
+                            "pid " + std::to_string(pending_[i].cred.pid) +
+                                " sent no exchange_consumer_id_request within 10 s");
+        done[i] = true;
+      }
     }
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < pending_.size(); ++i)
+      if (!done[i]) pending_[kept++] = std::move(pending_[i]);
+    pending_.resize(kept);
+    if (control_at >= 0 && (fds[control_at].revents & POLLIN)) on_control_connect();
+    if (tcp_at >= 0 && (fds[tcp_at].revents & POLLIN)) accept_clients();
+    check_request_timeout();
   }
 
   for (auto& t : threads_) t->stop();

@@ -85,11 +85,14 @@ struct ServerThread::Connection {
 };
 
 struct ServerThread::Command {
-  enum class Kind { Adopt, Bind, Drain } kind;
+  enum class Kind { Adopt, Bind, Drain };
+  explicit Command(Kind k) : kind(k) {}
+  Kind kind;
   int fd = -1;
   bool has_channel = false;
   Channel channel{};
   std::uint64_t generation = 0;
+  std::string why;  // Bind: what unbinding tells the clients with requests in flight
 };
 
 ServerThread::ServerThread(const ServerThreadConfig& config) : config_(config) {
@@ -154,21 +157,24 @@ void ServerThread::post(const Command& cmd) {
 
 void ServerThread::adopt(int fd) {
   stats_.clients.fetch_add(1, std::memory_order_relaxed);  // counted now so the acceptor balances
-  post({Command::Kind::Adopt, fd});
+  Command cmd(Command::Kind::Adopt);
+  cmd.fd = fd;
+  post(cmd);
 }
 
-void ServerThread::bind(const Channel* channel, std::uint64_t generation) {
-  Command cmd{Command::Kind::Bind};
+void ServerThread::bind(const Channel* channel, std::uint64_t generation, const std::string& why) {
+  Command cmd(Command::Kind::Bind);
   cmd.has_channel = channel != nullptr;
   if (channel != nullptr) cmd.channel = *channel;
   cmd.generation = generation;
+  cmd.why = why;
   post(cmd);
   // Wait for the thread to switch: the caller may unmap the old arena after this.
   while (running_.load() && bound_generation_.load(std::memory_order_acquire) != generation)
     std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
-void ServerThread::begin_drain() { post({Command::Kind::Drain}); }
+void ServerThread::begin_drain() { post(Command(Command::Kind::Drain)); }
 
 void ServerThread::process_commands() {
   std::vector<Command> cmds;
@@ -183,7 +189,7 @@ void ServerThread::process_commands() {
         open_connection(cmd.fd);
         break;
       case Command::Kind::Bind:
-        if (bound_) fail_in_flight("the orchestrator went away with requests in flight");
+        if (bound_) fail_in_flight(cmd.why);
         bound_ = cmd.has_channel;
         if (bound_) {
           requests_ = RingProducer(cmd.channel.requests);
@@ -194,6 +200,7 @@ void ServerThread::process_commands() {
         }
         channel_in_flight_ = 0;
         stats_.in_flight.store(0, std::memory_order_relaxed);
+        note_unanswered_since({});
         // Pairs with bind()'s acquire: the old channel is no longer touched.
         bound_generation_.store(cmd.generation, std::memory_order_release);
         break;
@@ -385,7 +392,7 @@ void ServerThread::parse_requests(Connection& c) {
       break;
     }
     ++c.in_flight;
-    ++channel_in_flight_;
+    if (channel_in_flight_++ == 0) note_unanswered_since(std::chrono::steady_clock::now());
     stats_.requests.fetch_add(1, std::memory_order_relaxed);
     pos += frame;
   }
@@ -455,6 +462,8 @@ std::uint32_t ServerThread::drain_responses() {
   if (drained > 0) {
     responses_.release();
     requests_.observe_consumed(responses_.next_index());  // response k frees request slot k
+    note_unanswered_since(channel_in_flight_ > 0 ? std::chrono::steady_clock::now()
+                                                 : std::chrono::steady_clock::time_point{});
     stats_.responses.fetch_add(drained, std::memory_order_relaxed);
     stats_.in_flight.store(channel_in_flight_, std::memory_order_relaxed);
   }
@@ -517,8 +526,9 @@ void ServerThread::update_interest(Connection& c) {
 
 void ServerThread::protocol_error(Connection& c, wire::ErrorCode code, const std::string& why) {
   stats_.protocol_errors.fetch_add(1, std::memory_order_relaxed);
-  log::app().warn("thread {}: client {}: {}; answering ferry_error {} and closing", config_.index, c.peer,
-                  why, wire::to_string(code));
+  if (const long long held = warn_throttle_.pass(); held >= 0)
+    log::app().warn("thread {}: client {}: {}; answering ferry_error {} and closing{}", config_.index, c.peer,
+                    why, wire::to_string(code), log::suppressed_note(held));
   c.closing = true;
   c.close_deadline = std::chrono::steady_clock::now() + kClosingTime;
   c.in_len = 0;
@@ -546,16 +556,28 @@ void ServerThread::mark_dirty(Connection& c) {
   dirty_.push_back(c.slot);
 }
 
-void ServerThread::fail_in_flight(const char* why) {
+void ServerThread::note_unanswered_since(std::chrono::steady_clock::time_point t) {
+  // Read by the server's control thread to time out a frozen orchestrator; a
+  // relaxed store suffices, the value is only compared against a clock.
+  stats_.unanswered_since_ns.store(t.time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+std::chrono::nanoseconds ServerThread::unanswered_for(std::chrono::steady_clock::time_point now) const {
+  const std::int64_t since = stats_.unanswered_since_ns.load(std::memory_order_relaxed);
+  if (since == 0) return std::chrono::nanoseconds(0);
+  return now - std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(since));
+}
+
+void ServerThread::fail_in_flight(const std::string& why) {
   for (auto& cp : connections_) {
     if (!cp || !cp->open || cp->in_flight == 0) continue;
     Connection& c = *cp;
     const std::uint32_t lost = c.in_flight;
     c.in_flight = 0;  // their responses will never come
-    protocol_error(c, wire::ErrorCode::NoWorkers,
-                   std::string(why) + " (" + std::to_string(lost) + " of this client's requests)");
+    protocol_error(c, wire::ErrorCode::NoWorkers, why + " (" + std::to_string(lost) + " of this client's requests)");
   }
   channel_in_flight_ = 0;
+  note_unanswered_since({});
 }
 
 void ServerThread::close_connection(Connection& c, const char* why) {

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/log.h"
 #include "ferry/core/arena.h"
 #include "ferry/core/slot_ring.h"
 #include "ferry/core/wire.h"
@@ -32,6 +33,9 @@ struct ServerThreadStats {
   std::atomic<std::uint64_t> protocol_errors{0};
   std::atomic<std::uint32_t> clients{0};
   std::atomic<std::uint32_t> in_flight{0};
+  // steady_clock nanoseconds since which requests have waited in the channel
+  // with no response coming back; 0 while none wait.
+  std::atomic<std::int64_t> unanswered_since_ns{0};
 };
 
 class ServerThread {
@@ -49,13 +53,17 @@ class ServerThread {
   void adopt(int fd);
   // Binds the thread to a channel of a freshly attached arena (generation > 0),
   // or unbinds it (channel == nullptr): in-flight requests then fail with
-  // no_workers errors. Returns once the thread has switched.
-  void bind(const Channel* channel, std::uint64_t generation);
+  // no_workers errors that give `why`. Returns once the thread has switched.
+  void bind(const Channel* channel, std::uint64_t generation,
+            const std::string& why = "the orchestrator went away with requests in flight");
   // Stops reading new requests; in-flight ones still complete.
   void begin_drain();
 
   std::uint32_t clients() const { return stats_.clients.load(std::memory_order_relaxed); }
   std::uint32_t in_flight() const { return stats_.in_flight.load(std::memory_order_relaxed); }
+  // How long requests have waited in the channel with no response coming back;
+  // zero while none wait.
+  std::chrono::nanoseconds unanswered_for(std::chrono::steady_clock::time_point now) const;
   const ServerThreadStats& stats() const { return stats_; }
   std::uint32_t index() const { return config_.index; }
 
@@ -85,7 +93,8 @@ class ServerThread {
   void update_interest(Connection& c);
   void protocol_error(Connection& c, wire::ErrorCode code, const std::string& why);
   void close_connection(Connection& c, const char* why);
-  void fail_in_flight(const char* why);
+  void fail_in_flight(const std::string& why);
+  void note_unanswered_since(std::chrono::steady_clock::time_point t);
   std::uint32_t open_connection(int fd);
 
   ServerThreadConfig config_;
@@ -114,6 +123,7 @@ class ServerThread {
   RingProducer requests_;
   RingConsumer responses_;
   std::uint32_t channel_in_flight_ = 0;
+  log::Throttle warn_throttle_;  // one line a second for hostile clients' errors
 
   ServerThreadStats stats_;
 };

@@ -49,13 +49,49 @@ std::string ferry_bin() {
   return env != nullptr ? env : FERRY_BIN;
 }
 
-FerryServer::FerryServer(std::vector<std::string> extra, int threads) {
+bool can_run_as_other_users() { return geteuid() == 0 && std::filesystem::exists("/usr/bin/setpriv"); }
+
+namespace {
+
+// The build tree may lie where other users cannot reach (a clone under /root):
+// they run a copy in a directory everyone can read.
+const std::string& ferry_bin_for_everyone() {
+  static const std::string copy = [] {
+    const auto dir = std::filesystem::temp_directory_path() / ("ferry-shared-bin-" + unique_suffix());
+    std::filesystem::create_directories(dir);
+    std::filesystem::permissions(dir, std::filesystem::perms::all & ~std::filesystem::perms::group_write &
+                                          ~std::filesystem::perms::others_write);
+    const auto bin = dir / "ferry";
+    std::filesystem::copy_file(ferry_bin(), bin, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::permissions(bin, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                          std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                          std::filesystem::perms::others_exec);
+    return bin.string();
+  }();
+  return copy;
+}
+
+// The argv that runs ferry: as this process's user, or as uid and gid
+// `as_user` with no groups (a copy of the binary that user can execute).
+std::vector<std::string> ferry_command(std::optional<uid_t> as_user) {
+  if (!as_user) return {ferry_bin()};
+  if (!can_run_as_other_users()) throw std::runtime_error("running ferry as another user needs root and setpriv");
+  const std::string id = std::to_string(*as_user);
+  return {"/usr/bin/setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", ferry_bin_for_everyone()};
+}
+
+}  // namespace
+
+FerryServer::FerryServer(std::vector<std::string> extra, int threads, std::optional<uid_t> as_user) {
   channel_ = "e2e-" + unique_suffix();
   dir_ = (std::filesystem::temp_directory_path() / ("ferry-test-" + channel_)).string();
   std::filesystem::create_directories(dir_);
+  if (as_user) std::filesystem::permissions(dir_, std::filesystem::perms::all);  // it writes the port file
   const std::string port_file = dir_ + "/port";
-  std::vector<std::string> argv = {ferry_bin(), "server", "-p", "0", "--listen-address", "127.0.0.1",
-                                   "--port-file", port_file, "-c", channel_, "--no-pin"};
+  std::vector<std::string> argv = ferry_command(as_user);
+  for (const char* a : {"server", "-p", "0", "--listen-address", "127.0.0.1"}) argv.push_back(a);
+  for (const std::string& a : {std::string("--port-file"), port_file, std::string("-c"), channel_}) argv.push_back(a);
+  argv.push_back("--no-pin");
   for (int i = 0; i < threads; ++i) {
     argv.push_back("--cpu");
     argv.push_back(std::to_string(i % std::max(1u, std::thread::hardware_concurrency())));
@@ -83,12 +119,16 @@ FerryServer::~FerryServer() {
 
 std::string FerryServer::log() const { return read_file(dir_ + "/server.log"); }
 
-FerryOrchestrator::FerryOrchestrator(const std::string& channel, std::vector<std::string> extra, int threads) {
+FerryOrchestrator::FerryOrchestrator(const std::string& channel, std::vector<std::string> extra, int threads,
+                                     std::optional<uid_t> as_user) {
   log_path_ = (std::filesystem::temp_directory_path() / ("ferry-test-" + channel + "-orch-" + unique_suffix() + ".log"))
                   .string();
   const auto& b = backend_under_test();
-  std::vector<std::string> argv = {ferry_bin(), "orchestrator", "-c", channel, "-t", std::to_string(threads),
-                                   "--backend", b.backend, "--launch", b.launch, "--connect-timeout", "20"};
+  std::vector<std::string> argv = ferry_command(as_user);
+  for (const std::string& a : {std::string("orchestrator"), std::string("-c"), channel, std::string("-t"),
+                               std::to_string(threads), std::string("--backend"), b.backend, std::string("--launch"),
+                               b.launch, std::string("--connect-timeout"), std::string("20")})
+    argv.push_back(a);
   argv.insert(argv.end(), extra.begin(), extra.end());
   proc_ = spawn_logged(argv, log_path_);
 }
@@ -154,15 +194,16 @@ std::string FerryAgent::log() const { return read_file(dir_ + "/agent.log"); }
 
 namespace {
 
-// Runs argv (prefix, then `ferry ARGS...`) to completion with its output in a file.
-int run_to_completion(std::vector<std::string> prefix, const std::string& bin, const std::vector<std::string>& args,
-                      std::string* output, double timeout_s) {
+// Runs `ferry ARGS...` (as ferry_command(as_user)) to completion with its output in a file.
+int run_to_completion(std::optional<uid_t> as_user, const std::vector<std::string>& args, std::string* output,
+                      double timeout_s) {
   const std::string out_path =
       (std::filesystem::temp_directory_path() / ("ferry-run-" + unique_suffix() + ".out")).string();
-  std::vector<std::string> argv = std::move(prefix);
+  std::vector<std::string> argv;
   for (const char* a : {"/bin/sh", "-c", "exec \"$@\" >\"$0\" 2>&1"}) argv.push_back(a);
   argv.push_back(out_path);
-  argv.push_back(bin);
+  const std::vector<std::string> ferry = ferry_command(as_user);
+  argv.insert(argv.end(), ferry.begin(), ferry.end());
   argv.insert(argv.end(), args.begin(), args.end());
   Subprocess p = Subprocess::spawn(argv);
   auto st = p.wait(timeout_s);
@@ -175,30 +216,11 @@ int run_to_completion(std::vector<std::string> prefix, const std::string& bin, c
 }  // namespace
 
 int run_ferry(const std::vector<std::string>& args, std::string* output, double timeout_s) {
-  return run_to_completion({}, ferry_bin(), args, output, timeout_s);
+  return run_to_completion(std::nullopt, args, output, timeout_s);
 }
 
-bool can_run_as_other_users() { return geteuid() == 0 && std::filesystem::exists("/usr/bin/setpriv"); }
-
 int run_ferry_as(uid_t uid, const std::vector<std::string>& args, std::string* output, double timeout_s) {
-  if (!can_run_as_other_users()) throw std::runtime_error("run_ferry_as needs root and setpriv");
-  // The build tree may lie where other users cannot reach (a clone under /root):
-  // they run a copy in a directory everyone can read.
-  static const std::string copy = [] {
-    const auto dir = std::filesystem::temp_directory_path() / ("ferry-shared-bin-" + unique_suffix());
-    std::filesystem::create_directories(dir);
-    std::filesystem::permissions(dir, std::filesystem::perms::all & ~std::filesystem::perms::group_write &
-                                          ~std::filesystem::perms::others_write);
-    const auto bin = dir / "ferry";
-    std::filesystem::copy_file(ferry_bin(), bin, std::filesystem::copy_options::overwrite_existing);
-    std::filesystem::permissions(bin, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
-                                          std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
-                                          std::filesystem::perms::others_exec);
-    return bin.string();
-  }();
-  const std::string id = std::to_string(uid);
-  return run_to_completion({"/usr/bin/setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups"}, copy, args,
-                           output, timeout_s);
+  return run_to_completion(uid, args, output, timeout_s);
 }
 
 }  // namespace ferry::test

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,10 @@ std::string ferry_bin();
 
 class FerryServer {
  public:
-  // Extra flags go after the defaults (-p 0 --cpu 0 ...), so they win.
-  explicit FerryServer(std::vector<std::string> extra = {}, int threads = 1);
+  // Extra flags go after the defaults (-p 0 --cpu 0 ...), so they win. With
+  // as_user, it runs as that uid (see can_run_as_other_users()).
+  explicit FerryServer(std::vector<std::string> extra = {}, int threads = 1,
+                       std::optional<uid_t> as_user = std::nullopt);
   ~FerryServer();
   std::uint16_t port() const { return port_; }
   const std::string& channel() const { return channel_; }
@@ -41,7 +44,8 @@ class FerryServer {
 
 class FerryOrchestrator {
  public:
-  FerryOrchestrator(const std::string& channel, std::vector<std::string> extra = {}, int threads = 1);
+  FerryOrchestrator(const std::string& channel, std::vector<std::string> extra = {}, int threads = 1,
+                    std::optional<uid_t> as_user = std::nullopt);
   ~FerryOrchestrator();
   Subprocess& process() { return proc_; }
   std::string log() const;

@@ -18,6 +18,7 @@
 #include "ferry/core/net.h"
 #include "ferry/core/status.h"
 #include "support/ferry_processes.h"
+#include "support/proc_stats.h"
 #include "xfer/messages.h"
 #include "xfer_test_env.h"
 
@@ -56,33 +57,6 @@ std::string register_raw(proto::FrameSocket& sock, const proto::RegisterMsg& m, 
   proto::CallReply r;
   if (f->type != proto::Type::CallError || !proto::decode(f->type, f->body, &r)) return "unexpected reply";
   return r.text;
-}
-
-std::uint64_t cpu_ticks(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::istringstream fields(s.substr(s.rfind(')') + 2));
-  std::string f;
-  std::uint64_t utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14) utime = std::stoull(f);
-    if (i == 15) stime = std::stoull(f);
-  }
-  return utime + stime;
-}
-
-std::uint64_t peak_rss_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6));
-  return 0;
-}
-
-std::size_t open_fds(pid_t pid) {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) ++n;
-  return n;
 }
 
 // Finding 1: a register named a path ("/proc/self/root/...") and the agent

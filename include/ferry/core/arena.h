@@ -92,7 +92,8 @@ class Arena {
   // Creates a new arena in a memfd named `name`. Throws ferry::Error.
   static Arena create(const ArenaParams& params, const std::string& name);
   // Maps an arena received as an fd (takes ownership of fd) and validates its
-  // header; throws ferry::Error saying which field is wrong.
+  // header. The fd must be a memfd sealed against shrinking (create() seals its
+  // own); throws ferry::Error saying which seal or field is wrong.
   static Arena attach(int fd);
 
   // Payload bytes a slot needs for --max-message-length (the 4-byte length

@@ -45,6 +45,7 @@ enum class ErrorCode : std::uint32_t {
   ShuttingDown = 7,       // the server is stopping
   ProtocolError = 8,      // control link: unexpected or malformed control message
   ConfigMismatch = 9,     // control link: server and orchestrator flags disagree
+  NotAllowed = 10,        // control link: the peer's uid is not let in (docs/security.md)
 };
 
 const char* to_string(MsgId id) noexcept;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ferry/core/peer_policy.h"
 #include "ferry/worker/backend.h"
 
 namespace ferry::offload {
@@ -23,6 +24,7 @@ struct OrchestratorOptions {
   double hang_timeout_s = 5.0;      // no progress while requests wait this long = hung worker
   double shutdown_timeout_s = 5.0;  // wait this long for the server's shutdown_complete
   std::string ready_file;           // written once attached and serving (for scripts and ferry demo)
+  PeerPolicy server_peers;          // whose server besides our own uid's may receive the arena
 };
 
 int run_orchestrator(const OrchestratorOptions& opts);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ferry/core/peer_policy.h"
+
 namespace ferry::offload {
 
 struct ServerOptions {
@@ -21,6 +23,11 @@ struct ServerOptions {
   std::uint32_t max_clients_per_thread = 1024;
   std::string port_file;               // write the bound port here once listening
   double shutdown_timeout_s = 5.0;     // how long to drain and to wait for the peer
+  // Requests in a channel that get no response for this long mean a frozen or
+  // deadlocked orchestrator: it is detached and those clients get no_workers.
+  // 0: wait forever.
+  double request_timeout_s = 30.0;
+  PeerPolicy control_peers;  // who besides our own uid may attach as the orchestrator
   bool pin_threads = true;
 };
 

@@ -20,9 +20,6 @@ constexpr std::uint64_t kListenTag = ~0ull;
 constexpr std::uint64_t kStopTag = ~0ull - 1;
 constexpr std::uint64_t kWakeTag = ~0ull - 2;
 
-constexpr std::chrono::milliseconds kFirstAcceptPause{50};
-constexpr std::chrono::milliseconds kLongestAcceptPause{2000};
-
 void add(int epoll_fd, int fd, std::uint32_t events, std::uint64_t tag) {
   epoll_event ev{};
   ev.events = events;
@@ -70,9 +67,7 @@ void SessionLoop::run(int stop_fd) {
   for (;;) {
     const auto now = Clock::now();
     int timeout = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - now).count());
-    if (!accepting_)
-      timeout = std::min(timeout, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                        accept_again_ - now).count()));
+    if (!accepting_) timeout = std::min(timeout, accept_pause_.ms_left(now));
     const int n = epoll_wait(epoll_fd_, events, 64, std::max(timeout, 0));
     if (n < 0 && errno != EINTR) throw_errno("agent epoll_wait");
     for (int i = 0; i < n; ++i) {
@@ -86,7 +81,7 @@ void SessionLoop::run(int stop_fd) {
       else if (tag == kWakeTag) on_wake();
       else on_session(tag, events[i].events);
     }
-    if (!accepting_ && Clock::now() >= accept_again_) {
+    if (!accepting_ && !accept_pause_.paused(Clock::now())) {
       accepting_ = true;
       epoll_event ev{};
       ev.events = EPOLLIN;
@@ -109,19 +104,17 @@ void SessionLoop::accept_all() {
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-    // Out of descriptors (or memory) the listener stays readable, and accepting
-    // again at once would spin: pause it, and serve the sessions we have.
+    // Out of descriptors (or memory): pause the listener (AcceptPause says why).
     const int err = errno;
-    accept_pause_ = accept_pause_.count() == 0 ? kFirstAcceptPause : std::min(2 * accept_pause_, kLongestAcceptPause);
+    const auto pause = accept_pause_.on_failure(Clock::now());
     accepting_ = false;
-    accept_again_ = Clock::now() + accept_pause_;
     epoll_event ev{};
     ev.data.u64 = kListenTag;
     epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
     static log::Throttle throttle;
     if (const long long held = throttle.pass(); held >= 0)
       log::app().error("cannot accept applications: {}; not accepting for {} ms, serving the {} connected{}",
-                       std::strerror(err), accept_pause_.count(), sessions_.size(), log::suppressed_note(held));
+                       std::strerror(err), pause.count(), sessions_.size(), log::suppressed_note(held));
     return;
   }
 }
@@ -172,7 +165,7 @@ void SessionLoop::admit(int fd) {
     return;  // s closes the socket
   }
   sessions_.emplace(id, std::move(s));
-  accept_pause_ = std::chrono::milliseconds(0);
+  accept_pause_.on_success();
 }
 
 void SessionLoop::want_write(Session& s, bool on) {

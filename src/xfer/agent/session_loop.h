@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/accept_pause.h"
 #include "ferry/core/peer_policy.h"
 #include "xfer/agent/session.h"
 
@@ -57,10 +58,9 @@ class SessionLoop {
   std::unordered_map<std::uint64_t, std::shared_ptr<Session>> sessions_;
   std::unordered_map<std::uint64_t, bool> writing_;  // sessions watched for EPOLLOUT
   std::uint64_t next_session_ = 1;
-  // Out of descriptors: the listener is off until then, and the pause doubles.
+  // Out of descriptors: the listener is off while accept_pause_ says so.
   bool accepting_ = true;
-  Clock::time_point accept_again_{};
-  std::chrono::milliseconds accept_pause_{0};
+  AcceptPause accept_pause_;
 
   std::mutex wake_mu_;
   std::vector<std::uint64_t> woken_;  // sessions another thread asked the loop to look at
