@@ -1,5 +1,6 @@
 #include "commands.h"
 #include "ferry/offload/orchestrator.h"
+#include "ferry/worker/builtin_handlers.h"
 
 namespace ferry::app {
 
@@ -65,9 +66,8 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
       o.worker.backend = worker::parse_backend(chosen);
       o.worker.launch = o.worker.backend == worker::BackendKind::Cpu ? worker::LaunchMethod::Cpu
                                                                       : worker::parse_launch(launch);
-      o.worker.handler = worker::parse_handler(handler);
       o.worker.gpu = o.gpu_pci_addr;
-      return offload::run_orchestrator(o);
+      return offload::run_orchestrator(o, worker::make_builtin_backend(handler, o.worker));
     };
   });
 }

@@ -9,9 +9,9 @@
 #include "bench/launch/gpu_probes.h"
 #include "ferry/core/latency_histogram.h"
 #include "ferry/worker/handlers.h"
-#include "worker/cuda/cuda_check.h"
-#include "worker/cuda/device_ring.cuh"
-#include "worker/cuda/gpu_context.h"
+#include "ferry/worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/device_ring.cuh"
+#include "ferry/worker/cuda/gpu_context.h"
 
 namespace ferry::bench {
 namespace {

@@ -15,6 +15,7 @@
 #include "ferry/core/latency_histogram.h"
 #include "ferry/core/status.h"
 #include "ferry/worker/backend.h"
+#include "ferry/worker/builtin_handlers.h"
 
 namespace ferry::bench {
 namespace {
@@ -49,7 +50,7 @@ Setup start_method(const std::string& method, const LaunchBenchOptions& opts, st
     s.requests.emplace_back(s.arena->channel(c).requests);
     s.responses.emplace_back(s.arena->channel(c).responses);
   }
-  s.backend = worker::make_backend(w);
+  s.backend = worker::make_builtin_backend("reverse", w);
   s.backend->prepare(*s.arena);
   s.backend->start();
   return s;

@@ -75,7 +75,8 @@ std::optional<ControlLink> connect_to_server(const OrchestratorOptions& opts, Si
 
 }  // namespace
 
-int run_orchestrator(const OrchestratorOptions& opts) {
+int run_orchestrator(const OrchestratorOptions& opts, std::unique_ptr<worker::Backend> backend) {
+  if (backend == nullptr) throw Error("run_orchestrator needs a worker backend");
   if (opts.num_gpu_threads == 0) throw Error("--num-gpu-threads must be at least 1");
   SignalFd signals;
 
@@ -92,7 +93,6 @@ int run_orchestrator(const OrchestratorOptions& opts) {
   log::app().info("arena: {} channel(s) of {} slots x {} bytes, {} KiB in all", arena.num_channels(),
                   arena.header()->ring_capacity, arena.header()->slot_size, arena.size() / 1024);
 
-  auto backend = worker::make_backend(opts.worker);
   backend->prepare(arena);
 
   auto link_opt = connect_to_server(opts, signals);

@@ -1,30 +1,9 @@
 #include "ferry/worker/backend.h"
 
 #include "ferry/core/status.h"
-#include "worker/cpu_backend.h"
-#if defined(FERRY_HAVE_CUDA)
-#include "worker/cuda/cuda_backend.h"
-#endif
+#include "ferry/worker/cuda_backend.h"
 
 namespace ferry::worker {
-
-HandlerKind parse_handler(std::string_view name) {
-  if (name == "reverse") return HandlerKind::Reverse;
-  if (name == "echo") return HandlerKind::Echo;
-  if (name == "macswap") return HandlerKind::MacSwap;
-  if (name == "stall") return HandlerKind::Stall;
-  throw Error("unknown handler '" + std::string(name) + "' (choose reverse, echo, macswap, or stall for fault injection)");
-}
-
-const char* to_string(HandlerKind kind) noexcept {
-  switch (kind) {
-    case HandlerKind::Reverse: return "reverse";
-    case HandlerKind::Echo: return "echo";
-    case HandlerKind::MacSwap: return "macswap";
-    case HandlerKind::Stall: return "stall";
-  }
-  return "?";
-}
 
 BackendKind parse_backend(std::string_view name) {
   if (name == "cpu") return BackendKind::Cpu;
@@ -57,22 +36,10 @@ const char* to_string(LaunchMethod method) noexcept {
   return "?";
 }
 
-bool cuda_available() noexcept {
-#if defined(FERRY_HAVE_CUDA)
-  return cuda::device_count() > 0;
-#else
-  return false;
-#endif
-}
+bool cuda_available() noexcept { return cuda_device_count() > 0; }
 
-std::unique_ptr<Backend> make_backend(const WorkerOptions& options) {
-  if (options.backend == BackendKind::Cpu) return std::make_unique<CpuBackend>(options);
-#if defined(FERRY_HAVE_CUDA)
-  return cuda::make_cuda_backend(options);
-#else
-  throw Error("this build of ferry has no CUDA backend (nvcc was not found at configure time); "
-              "use --backend cpu");
+#if !defined(FERRY_HAVE_CUDA)
+int cuda_device_count() noexcept { return 0; }
 #endif
-}
 
 }  // namespace ferry::worker

@@ -3,8 +3,11 @@
 
 #include "ferry/worker/handlers.h"
 
+#include "ferry/worker/builtin_handlers.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -61,10 +64,15 @@ TEST(Handlers, MacSwapSwapsTheAddressesOnly) {
 TEST(Handlers, MacSwapCooperativeMatchesSerial) { check_cooperative_matches_serial(MacSwap{}); }
 
 TEST(Handlers, NamesParse) {
-  EXPECT_EQ(parse_handler("reverse"), HandlerKind::Reverse);
-  EXPECT_EQ(parse_handler("echo"), HandlerKind::Echo);
-  EXPECT_EQ(parse_handler("macswap"), HandlerKind::MacSwap);
-  EXPECT_THROW(parse_handler("upper"), Error);
+  WorkerOptions cpu;
+  for (std::string_view name : {"reverse", "echo", "macswap", "stall"}) {
+    EXPECT_NE(make_builtin_backend(name, cpu), nullptr) << name;
+    EXPECT_NE(std::find(builtin_handler_names().begin(), builtin_handler_names().end(), name),
+              builtin_handler_names().end())
+        << name;
+  }
+  EXPECT_NE(make_builtin_backend("macswap", cpu)->describe().find("handler macswap"), std::string::npos);
+  EXPECT_THROW(make_builtin_backend("upper", cpu), Error);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // watches them and the server, and shuts down by the reference's protocol.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "ferry/core/peer_policy.h"
@@ -19,7 +20,7 @@ struct OrchestratorOptions {
   std::uint32_t max_concurrent_messages = 128;
   std::uint32_t max_message_length = 256;
   std::uint32_t ring_slots = 0;  // slots per ring; 0 = 8 x max_concurrent_messages
-  worker::WorkerOptions worker;
+  worker::WorkerOptions worker;  // what the backend was made with (its kind sizes the arena)
   double connect_timeout_s = 0;     // 0: wait for the server forever
   double hang_timeout_s = 5.0;      // no progress while requests wait this long = hung worker
   double shutdown_timeout_s = 5.0;  // wait this long for the server's shutdown_complete
@@ -27,6 +28,9 @@ struct OrchestratorOptions {
   PeerPolicy server_peers;          // whose server besides our own uid's may receive the arena
 };
 
-int run_orchestrator(const OrchestratorOptions& opts);
+// Serves the arena's channels with `backend` (made for the caller's handler:
+// worker::make_cpu_backend, worker::make_cuda_backend) until a signal or the
+// server's start_shutdown. Returns the process exit code.
+int run_orchestrator(const OrchestratorOptions& opts, std::unique_ptr<worker::Backend> backend);
 
 }  // namespace ferry::offload

@@ -1,7 +1,8 @@
 #pragma once
 // A worker backend runs a handler over every channel of an arena. The CPU backend
-// uses threads; the CUDA backend (worker/cuda, built where nvcc is found) uses
-// the launch methods of ARCHITECTURE.md.
+// uses threads (make_cpu_backend, cpu_backend.h); the CUDA backend uses the
+// launch methods of docs/architecture (make_cuda_backend, cuda_backend.h).
+// Either is made for a handler type of the caller's own (handlers.h).
 
 #include <cstdint>
 #include <memory>
@@ -10,7 +11,6 @@
 #include <vector>
 
 #include "ferry/core/arena.h"
-#include "ferry/worker/handlers.h"
 
 namespace ferry::worker {
 
@@ -21,7 +21,6 @@ enum class LaunchMethod { Cpu, Persistent, Burst, Graph, Memops };
 struct WorkerOptions {
   BackendKind backend = BackendKind::Cpu;
   LaunchMethod launch = LaunchMethod::Cpu;
-  HandlerKind handler = HandlerKind::Reverse;
   std::vector<int> cpus;           // CPU backend: pin worker i to cpus[i % size]; empty = unpinned
   std::string gpu;                 // CUDA backend: PCI address or device index; empty = device 0
   std::uint32_t burst = 32;        // burst/graph/memops: most requests per launch
@@ -61,8 +60,5 @@ class Backend {
   // while process exit lets the driver reclaim it.
   virtual bool stuck() const { return false; }
 };
-
-// Throws ferry::Error when the backend is not available in this build/machine.
-std::unique_ptr<Backend> make_backend(const WorkerOptions& options);
 
 }  // namespace ferry::worker

@@ -15,21 +15,35 @@
 //                                            unsigned rank, unsigned group) const;
 //
 // Each of `group` threads calls it with its own `rank`; all must return the same length.
+//
+// A handler is an ordinary value type (the GPU backends pass it to kernels by
+// value, so it must be trivially copyable); it may carry parameters, such as a
+// device pointer to a table. `static constexpr const char* kName` names it in
+// logs. The built-in handlers below are served through exactly the route a
+// user's handler takes: make_cpu_backend() (cpu_backend.h) and
+// FERRY_CUDA_HANDLER (cuda/handler_backend.cuh).
 
 #include <cstddef>
-#include <string>
-#include <string_view>
-
-#include "ferry/core/bytes.h"
-#include "ferry/core/status.h"
 
 #include <cstdint>
+
+#include "ferry/core/bytes.h"
+
 #if !defined(__CUDA_ARCH__)
 #include <chrono>
 #include <thread>
 #endif
 
 namespace ferry::worker {
+
+// The name a handler gives itself (kName), or "custom".
+template <typename Handler>
+constexpr const char* handler_name() {
+  if constexpr (requires { Handler::kName; })
+    return Handler::kName;
+  else
+    return "custom";
+}
 
 namespace detail {
 
@@ -59,6 +73,8 @@ FERRY_HOST_DEVICE inline bool word_sized(ByteView in, MutableByteView out) {
 
 // The reference application's work: the payload bytes in reverse order.
 struct Reverse {
+  static constexpr const char* kName = "reverse";
+
   FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out) const {
     for (std::size_t i = 0; i < in.size; ++i) out[i] = in[in.size - 1 - i];
     return in.size;
@@ -87,6 +103,8 @@ struct Reverse {
 
 // The payload unchanged: isolates the cost of the channels from the work.
 struct Echo {
+  static constexpr const char* kName = "echo";
+
   FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out) const {
     for (std::size_t i = 0; i < in.size; ++i) out[i] = in[i];
     return in.size;
@@ -110,6 +128,7 @@ struct Echo {
 // source MAC addresses swapped; the rest unchanged. Frames shorter than the two
 // addresses come back unchanged.
 struct MacSwap {
+  static constexpr const char* kName = "macswap";
   static constexpr std::size_t kMacBytes = 6;
 
   FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out) const {
@@ -133,6 +152,8 @@ struct MacSwap {
 // ignores the stop flag, as a truly hung kernel would). `--handler stall`; the
 // hang tests use it, and so can anyone checking their own monitoring.
 struct StallOnMarker {
+  static constexpr const char* kName = "stall";
+
   FERRY_HOST_DEVICE static bool marked(ByteView in) {
     // A string literal, not a static array member: device code can read literals.
     const char* marker = "FERRY-STALL";
@@ -157,23 +178,5 @@ struct StallOnMarker {
     return Echo{}(in, out);
   }
 };
-
-enum class HandlerKind { Reverse, Echo, MacSwap, Stall };
-
-// Calls fn with the handler object of that kind: the one place that maps kinds
-// to types, for every backend's dispatch.
-template <typename Fn>
-void visit_handler(HandlerKind kind, Fn&& fn) {
-  switch (kind) {
-    case HandlerKind::Reverse: fn(Reverse{}); return;
-    case HandlerKind::Echo: fn(Echo{}); return;
-    case HandlerKind::MacSwap: fn(MacSwap{}); return;
-    case HandlerKind::Stall: fn(StallOnMarker{}); return;
-  }
-}
-
-// "reverse", "echo", "macswap" or "stall"; throws ferry::Error naming the choices otherwise.
-HandlerKind parse_handler(std::string_view name);
-const char* to_string(HandlerKind kind) noexcept;
 
 }  // namespace ferry::worker

@@ -1,12 +1,12 @@
 #include <cuda_runtime.h>
 
-#include "worker/cuda/cuda_backend.h"
-#include "worker/cuda/gpu_context.h"
+#include "ferry/worker/cuda/gpu_context.h"
+#include "ferry/worker/cuda_backend.h"
 
-namespace ferry::worker::cuda {
+namespace ferry::worker {
 
-int device_count() noexcept {
-  request_eager_loading();
+int cuda_device_count() noexcept {
+  cuda::request_eager_loading();
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();  // clear the sticky "no device" error
@@ -15,15 +15,4 @@ int device_count() noexcept {
   return n;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(const WorkerOptions& options) {
-  switch (options.launch) {
-    case LaunchMethod::Persistent: return make_persistent_backend(options);
-    case LaunchMethod::Burst:
-    case LaunchMethod::Graph:
-    case LaunchMethod::Memops: return make_batched_backend(options);
-    case LaunchMethod::Cpu: break;
-  }
-  throw Error("--launch cpu is the cpu backend's; choose persistent, burst, graph or memops with --backend cuda");
-}
-
-}  // namespace ferry::worker::cuda
+}  // namespace ferry::worker

@@ -1,9 +1,9 @@
-#include "worker/cuda/gpu_context.h"
+#include "ferry/worker/cuda/gpu_context.h"
 
 #include <cctype>
 #include <cstdlib>
 
-#include "worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/cuda_check.h"
 
 namespace ferry::worker::cuda {
 namespace {

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/cuda_check.h"
 #include "xfer/cuda/copy_kernel.h"
 #include "xfer/cuda/host_map.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/cuda_check.h"
 #include "xfer/cuda/copy_kernel.h"
 #include "xfer/cuda/host_map.h"
 #include "xfer/gpu.h"

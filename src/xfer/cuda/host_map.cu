@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/cuda_check.h"
 #include "xfer/cuda/host_map.h"
 
 namespace ferry::xfer::gpu::cuda {

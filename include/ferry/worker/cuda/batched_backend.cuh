@@ -1,3 +1,4 @@
+#pragma once
 // The batched launch methods of the DPDK gpudev article, on Ferry's channels:
 //
 //   burst   a dispatcher thread gathers requests and launches one kernel per batch;
@@ -6,24 +7,27 @@
 //           cuStreamWriteValue32: the dispatcher only fills a descriptor and flips a flag.
 //
 // In every method a second thread, the completer, waits for each batch in order
-// and publishes its responses (and the request tail) to the server.
+// and publishes its responses (and the request tail) to the server. Made for a
+// handler type by handler_backend.cuh.
 
 #include <cuda.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "ferry/core/backoff.h"
+#include "ferry/worker/backend.h"
+#include "ferry/worker/cuda/batch_kernel.cuh"
+#include "ferry/worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/gpu_context.h"
 #include "ferry/worker/handlers.h"
-#include "worker/cuda/batch_kernel.cuh"
-#include "worker/cuda/cuda_backend.h"
-#include "worker/cuda/cuda_check.h"
-#include "worker/cuda/gpu_context.h"
 
 namespace ferry::worker::cuda {
-namespace {
+namespace batched_detail {
 
 constexpr std::uint32_t kSlots = 64;  // batches in flight at most
 
@@ -40,13 +44,21 @@ Fn driver_entry_point(const char* symbol) {
   return reinterpret_cast<Fn>(fn);
 }
 
-void check_driver(CUresult r, const char* what) {
+inline void check_driver(CUresult r, const char* what) {
   if (r != CUDA_SUCCESS) throw Error(std::string(what) + " failed with CUresult " + std::to_string(r));
 }
 
+}  // namespace batched_detail
+
+template <typename Handler>
 class BatchedBackend final : public Backend {
+  static constexpr std::uint32_t kSlots = batched_detail::kSlots;
+  using StreamWaitValue32 = batched_detail::StreamWaitValue32;
+  using StreamWriteValue32 = batched_detail::StreamWriteValue32;
+
  public:
-  explicit BatchedBackend(const WorkerOptions& options) : options_(options), gpu_(options.gpu) {
+  BatchedBackend(const WorkerOptions& options, Handler handler)
+      : options_(options), handler_(handler), gpu_(options.gpu) {
     if (options_.burst == 0 || options_.burst > 4096) throw Error("--burst must be in 1..4096");
   }
 
@@ -125,19 +137,12 @@ class BatchedBackend final : public Backend {
   std::string describe() const override {
     return std::string("cuda ") + to_string(options_.launch) + " on " + gpu_.describe() + ", bursts of up to " +
            std::to_string(options_.burst) + " (or " + std::to_string(options_.burst_timeout_us) +
-           " us), handler " + to_string(options_.handler);
+           " us), handler " + handler_name<Handler>();
   }
 
  private:
-  template <typename Fn>
-  void with_handler(Fn&& fn) {
-    visit_handler(options_.handler, std::forward<Fn>(fn));
-  }
-
   void launch_kernel_by_value(const BatchDesc& d, unsigned blocks) {
-    with_handler([&](auto h) {
-      batch_kernel_by_value<<<blocks, kBatchThreads, 0, stream_>>>(gpu_.channels_d(), d, gpu_.error_d(), h);
-    });
+    batch_kernel_by_value<<<blocks, kBatchThreads, 0, stream_>>>(gpu_.channels_d(), d, gpu_.error_d(), handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -148,9 +153,8 @@ class BatchedBackend final : public Backend {
     for (std::uint32_t s = 0; s < kSlots; ++s) {
       cudaGraph_t graph = nullptr;
       FERRY_CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
-      with_handler([&](auto h) {
-        batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, capture>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(), h);
-      });
+      batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, capture>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(),
+                                                                   handler_);
       FERRY_CUDA_CHECK(cudaStreamEndCapture(capture, &graph));
       FERRY_CUDA_CHECK(cudaGraphInstantiate(&graphs_[s], graph, 0));
       cudaGraphDestroy(graph);
@@ -159,8 +163,8 @@ class BatchedBackend final : public Backend {
   }
 
   void prepare_memops() {
-    wait_value_ = driver_entry_point<StreamWaitValue32>("cuStreamWaitValue32");
-    write_value_ = driver_entry_point<StreamWriteValue32>("cuStreamWriteValue32");
+    wait_value_ = batched_detail::driver_entry_point<StreamWaitValue32>("cuStreamWaitValue32");
+    write_value_ = batched_detail::driver_entry_point<StreamWriteValue32>("cuStreamWriteValue32");
     // Per slot: go (set by the dispatcher, waited on by the stream) and done
     // (written by the stream after the kernel, polled by the completer).
     FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flags_h_), sizeof(std::uint32_t) * 2 * kSlots,
@@ -178,13 +182,12 @@ class BatchedBackend final : public Backend {
   // (the write's default memory barrier makes the kernel's writes visible first).
   void post_memops_slot(std::uint32_t s) {
     auto stream = reinterpret_cast<CUstream>(stream_);
-    check_driver(wait_value_(stream, go_d(s), 1, CU_STREAM_WAIT_VALUE_EQ), "cuStreamWaitValue32");
-    check_driver(write_value_(stream, go_d(s), 0, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
-    with_handler([&](auto h) {
-      batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, stream_>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(), h);
-    });
+    batched_detail::check_driver(wait_value_(stream, go_d(s), 1, CU_STREAM_WAIT_VALUE_EQ), "cuStreamWaitValue32");
+    batched_detail::check_driver(write_value_(stream, go_d(s), 0, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+    batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, stream_>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(),
+                                                                handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
-    check_driver(write_value_(stream, done_d(s), 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+    batched_detail::check_driver(write_value_(stream, done_d(s), 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
   }
 
   // At stop, every pre-posted slot still waits for its flag: release each with
@@ -342,6 +345,7 @@ class BatchedBackend final : public Backend {
   }
 
   WorkerOptions options_;
+  Handler handler_;
   GpuContext gpu_;
   cudaStream_t stream_ = nullptr;
   bool stream_busy_ = false;  // stop() timed out with work still on the stream
@@ -368,11 +372,5 @@ class BatchedBackend final : public Backend {
   std::atomic<bool> failed_{false};
   std::string failure_;  // written once, before failed_ is released
 };
-
-}  // namespace
-
-std::unique_ptr<Backend> make_batched_backend(const WorkerOptions& options) {
-  return std::make_unique<BatchedBackend>(options);
-}
 
 }  // namespace ferry::worker::cuda

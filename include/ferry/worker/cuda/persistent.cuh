@@ -23,7 +23,7 @@
 // each lives in a slot of its own per step (mod 3), so a warp that runs ahead
 // into the next step never writes what a slower one is still reading.
 
-#include "worker/cuda/device_ring.cuh"
+#include "ferry/worker/cuda/device_ring.cuh"
 
 namespace ferry::worker::cuda {
 

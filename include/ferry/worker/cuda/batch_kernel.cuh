@@ -4,7 +4,7 @@
 // writes the responses' bytes, len and cookie. It publishes nothing: the host's
 // completion thread does, once the batch is known complete.
 
-#include "worker/cuda/device_ring.cuh"
+#include "ferry/worker/cuda/device_ring.cuh"
 
 namespace ferry::worker::cuda {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ferry/core/arena.h"
-#include "worker/cuda/device_ring.cuh"
+#include "ferry/worker/cuda/device_ring.cuh"
 
 namespace ferry::worker::cuda {
 

@@ -1,24 +1,26 @@
+#pragma once
 // The persistent launch method: one long-running kernel, one block per channel,
 // polls the request rings itself. After launch no host thread sits between the
-// server and the GPU.
+// server and the GPU. Made for a handler type by handler_backend.cuh.
 
+#include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 
+#include "ferry/worker/backend.h"
 #include "ferry/worker/handlers.h"
-#include "worker/cuda/cuda_backend.h"
-#include "worker/cuda/cuda_check.h"
-#include "worker/cuda/gpu_context.h"
-#include "worker/cuda/persistent.cuh"
+#include "ferry/worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/gpu_context.h"
+#include "ferry/worker/cuda/persistent.cuh"
 
 namespace ferry::worker::cuda {
-namespace {
 
-constexpr unsigned kThreadsPerBlock = kPersistentThreads;
-
+template <typename Handler>
 class PersistentBackend final : public Backend {
  public:
-  explicit PersistentBackend(const WorkerOptions& options) : options_(options), gpu_(options.gpu) {}
+  PersistentBackend(const WorkerOptions& options, Handler handler)
+      : options_(options), handler_(handler), gpu_(options.gpu) {}
   ~PersistentBackend() override {
     try {
       stop();
@@ -93,16 +95,14 @@ class PersistentBackend final : public Backend {
 
   std::string describe() const override {
     return "cuda persistent kernel on " + gpu_.describe() + ", " + std::to_string(gpu_.arena()->num_channels()) +
-           " block(s) of " + std::to_string(kThreadsPerBlock) + " threads, handler " + to_string(options_.handler);
+           " block(s) of " + std::to_string(kPersistentThreads) + " threads, handler " + handler_name<Handler>();
   }
 
  private:
   void launch() {
     const unsigned blocks = gpu_.arena()->num_channels();
-    visit_handler(options_.handler, [&](auto handler) {
-      persistent_kernel<<<blocks, kThreadsPerBlock, 0, stream_>>>(gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(),
-                                                                  options_.idle_sleep_max_us * 1000u, handler);
-    });
+    persistent_kernel<<<blocks, kPersistentThreads, 0, stream_>>>(gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(),
+                                                                  options_.idle_sleep_max_us * 1000u, handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -111,17 +111,12 @@ class PersistentBackend final : public Backend {
   }
 
   WorkerOptions options_;
+  Handler handler_;
   GpuContext gpu_;
   cudaStream_t stream_ = nullptr;
   bool running_ = false;
   std::string failure_;  // set by stop() on the orchestrator's thread only
   bool stuck_ = false;   // likewise
 };
-
-}  // namespace
-
-std::unique_ptr<Backend> make_persistent_backend(const WorkerOptions& options) {
-  return std::make_unique<PersistentBackend>(options);
-}
 
 }  // namespace ferry::worker::cuda

@@ -1,0 +1,72 @@
+#include <chrono>
+
+#include "core/log.h"
+#include "ferry/core/net.h"
+#include "ferry/worker/cpu_backend.h"
+
+namespace ferry::worker {
+
+CpuWorkers::~CpuWorkers() { stop(); }
+
+void CpuWorkers::start() {
+  if (arena_ == nullptr) throw Error("CPU backend started before prepare()");
+  const std::uint32_t n = arena_->num_channels();
+  for (std::uint32_t i = 0; i < n; ++i) {
+    threads_.emplace_back([this, i] {
+      if (!options_.cpus.empty()) {
+        try {
+          net::pin_current_thread(options_.cpus[i % options_.cpus.size()]);
+        } catch (const Error& e) {
+          log::sdk().warn("worker {}: {}; running unpinned", i, e.what());
+        }
+      }
+      serve(i);
+      ++exited_;  // stop() waits for this, not for join(): a handler that never returns must not hang it
+    });
+  }
+}
+
+void CpuWorkers::stop() {
+  if (arena_ != nullptr && !threads_.empty()) {
+    // Pairs with the acquire of stop in every worker's loop.
+    std::atomic_ref<std::uint32_t>(arena_->header()->stop).store(1, std::memory_order_release);
+  }
+  // Bounded: a thread stuck in a handler (a hang) is left behind with a logged
+  // failure, and the process exits around it, as it would around a hung kernel.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (exited_.load() < threads_.size() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (exited_.load() < threads_.size()) {
+    fail(std::to_string(threads_.size() - exited_.load()) + " worker thread(s) did not stop within 5 s of the stop flag");
+    for (auto& t : threads_) t.detach();
+    stuck_ = true;
+  } else {
+    for (auto& t : threads_) t.join();
+  }
+  threads_.clear();
+  exited_ = 0;
+}
+
+void CpuWorkers::fail(const std::string& why) {
+  std::lock_guard lock(failure_mutex_);
+  if (failure_.empty()) failure_ = why;
+}
+
+std::string CpuWorkers::failure() const {
+  std::lock_guard lock(failure_mutex_);
+  return failure_;
+}
+
+std::uint64_t CpuWorkers::handled() const {
+  std::uint64_t total = 0;
+  for (std::uint32_t i = 0; i < arena_->num_channels(); ++i)
+    total += std::atomic_ref<std::uint64_t>(arena_->channel(i).header->handled).load(std::memory_order_relaxed);
+  return total;
+}
+
+std::string CpuWorkers::describe() const {
+  return std::string("cpu backend, ") + std::to_string(arena_ ? arena_->num_channels() : 0) +
+         " worker thread(s), handler " + handler_name_;
+}
+
+}  // namespace ferry::worker
