@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "core/log.h"
 #include "ferry/core/status.h"
+#include "json_flags.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Ferry: GPU/DPU offload systems on ordinary machines.\n"
