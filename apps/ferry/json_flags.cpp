@@ -1,5 +1,6 @@
 #include "json_flags.h"
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -9,10 +10,17 @@
 namespace ferry::app {
 namespace {
 
+// A value as its flag's text. Integers as the file writes them (get<long long>()
+// wrapped one above INT64_MAX into a negative number); other numbers with the
+// 17 digits that give back the same double (std::to_string's "%f" made 1e-7 "0.000000").
 std::string scalar_text(const nlohmann::json& v, const std::string& key) {
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_integer()) return std::to_string(v.get<long long>());
-  if (v.is_number()) return std::to_string(v.get<double>());
+  if (v.is_number_integer()) return v.dump();
+  if (v.is_number()) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.17g", v.get<double>());
+    return text;
+  }
   throw Error("JSON flag '" + key + "' has a value of unsupported type " + std::string(v.type_name()));
 }
 
