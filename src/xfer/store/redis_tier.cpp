@@ -41,6 +41,32 @@ std::string parse_header(const char* s, std::size_t len, ValueHeader* h) {
   return {};
 }
 
+// The status of an error reply. A Redis that is there but cannot answer yet
+// says so with the first word: LOADING (it is reading its data set at start-up),
+// BUSY (a script runs past its time limit), MASTERDOWN (a replica that lost its
+// master); the caller should try again later, as when Redis is down:
+// Unavailable. OOM (maxmemory reached, noeviction): NoSpace, so that the chain
+// moves on. Any other error: IoError.
+XferStatus error_reply_status(std::string_view text) {
+  const auto first_word_is = [&](std::string_view word) {
+    return text.substr(0, word.size()) == word && (text.size() == word.size() || text[word.size()] == ' ');
+  };
+  if (first_word_is("LOADING") || first_word_is("BUSY") || first_word_is("MASTERDOWN"))
+    return XferStatus::Unavailable;
+  if (first_word_is("OOM")) return XferStatus::NoSpace;
+  return XferStatus::IoError;
+}
+
+// The message for an error reply to `command`.
+std::string error_reply_message(const std::string& address, std::string_view command, std::string_view key,
+                                std::string_view text) {
+  std::string m =
+      "redis " + address + ": " + std::string(command) + " " + quote_key(key) + ": " + std::string(text);
+  if (error_reply_status(text) == XferStatus::Unavailable)
+    m += " (not ready: the tier tries again on its next call)";
+  return m;
+}
+
 struct ReplyDeleter {
   void operator()(redisReply* r) const { freeReplyObject(r); }
 };
@@ -227,9 +253,9 @@ void RedisTier::put(std::span<PutItem> items) {
           return {};
         }
         if (h.kind != RespReader::Kind::Error) return "unexpected reply to SET";
-        // maxmemory reached: the chain sends the object (or victims) further down.
-        item.status = h.text.rfind("OOM", 0) == 0 ? XferStatus::NoSpace : XferStatus::IoError;
-        item.error = "redis " + pool_->address() + ": SET " + quote_key(item.key) + ": " + h.text;
+        // OOM (maxmemory reached): the chain sends the object (or victims) further down.
+        item.status = error_reply_status(h.text);
+        item.error = error_reply_message(pool_->address(), "SET", item.key, h.text);
         return {};
       },
       [&](std::size_t i, const std::string& error) {
@@ -271,8 +297,8 @@ void RedisTier::get(std::span<GetItem> items) {
             forget(item.key);
             return {};
           case RespReader::Kind::Error:
-            item.status = XferStatus::IoError;
-            item.error = "redis " + pool_->address() + ": GET " + quote_key(item.key) + ": " + head.text;
+            item.status = error_reply_status(head.text);
+            item.error = error_reply_message(pool_->address(), "GET", item.key, head.text);
             return {};
           case RespReader::Kind::Bulk: break;
           default: return "unexpected reply to GET";

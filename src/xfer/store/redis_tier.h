@@ -14,7 +14,10 @@
 // (redis_pool.h), each with a connect and I/O timeout. When Redis goes away the
 // items in flight (and the rest of that call) are Unavailable, the connection is
 // dropped, and the next call connects again: the tier keeps working when Redis
-// comes back. Redis errors "OOM ..." (maxmemory reached) are NoSpace.
+// comes back. Redis errors "OOM ..." (maxmemory reached) are NoSpace; "LOADING
+// ..." (a Redis reading its data set at start-up), "BUSY ..." (a script past its
+// time limit) and "MASTERDOWN ..." are Unavailable: Redis is there, but cannot
+// answer yet.
 //
 // LRU: Redis is normally the last, unbounded tier (capacity() is kUnbounded; its
 // own maxmemory is the bound), so victims are rarely asked for. The tier keeps the

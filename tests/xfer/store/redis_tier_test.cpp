@@ -2,9 +2,16 @@
 
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
+#include <map>
+#include <thread>
 
 #include "support/redis_server.h"
 #include "xfer/store/dram_tier.h"
@@ -43,6 +50,84 @@ struct RawRedis {
 class RedisTierTest : public ::testing::Test {
  protected:
   ferry::test::RedisServer redis;
+};
+
+// A server on a loopback port that answers every RESP command with one error
+// reply, as Redis answers "-LOADING ..." while it loads its data set at
+// start-up, or "-BUSY ..." while a script runs.
+class ErrorServer {
+ public:
+  explicit ErrorServer(std::string reply) : reply_(std::move(reply) + "\r\n") {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd_, 8) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("ErrorServer: cannot listen on loopback");
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~ErrorServer() {
+    stop_ = true;
+    thread_.join();
+    close(fd_);
+  }
+  std::uint16_t port() const { return port_; }
+  int commands() const { return commands_.load(); }
+
+ private:
+  // The length of the first whole command (an array of bulk strings) in b; 0
+  // while it is incomplete.
+  static std::size_t command_length(const std::string& b) {
+    std::size_t p = b.find("\r\n");
+    if (b.empty() || b[0] != '*' || p == std::string::npos) return 0;
+    const long n = std::stol(b.substr(1, p - 1));
+    p += 2;
+    for (long i = 0; i < n; ++i) {
+      const std::size_t q = b.find("\r\n", p);
+      if (q == std::string::npos) return 0;
+      p = q + 2 + std::stoul(b.substr(p + 1, q - p - 1)) + 2;
+      if (p > b.size()) return 0;
+    }
+    return p;
+  }
+  void serve() {
+    std::map<int, std::string> clients;  // fd -> bytes received, not yet answered
+    while (!stop_) {
+      std::vector<pollfd> fds{{fd_, POLLIN, 0}};
+      for (const auto& [fd, buf] : clients) fds.push_back({fd, POLLIN, 0});
+      if (poll(fds.data(), fds.size(), 20) <= 0) continue;
+      if (fds[0].revents & POLLIN)
+        if (const int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC); c >= 0) clients[c];
+      for (std::size_t i = 1; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        char buf[1 << 16];
+        const ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+        if (n <= 0) {
+          close(fds[i].fd);
+          clients.erase(fds[i].fd);
+          continue;
+        }
+        std::string& in = clients[fds[i].fd];
+        in.append(buf, static_cast<std::size_t>(n));
+        for (std::size_t len; (len = command_length(in)) > 0;) {
+          in.erase(0, len);
+          ++commands_;
+          if (write(fds[i].fd, reply_.data(), reply_.size()) < 0) break;
+        }
+      }
+    }
+    for (const auto& [fd, buf] : clients) close(fd);
+  }
+
+  std::string reply_;
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> commands_{0};
+  std::thread thread_;
 };
 
 TEST_F(RedisTierTest, RoundTripsEverySizeInOneBatch) {
@@ -215,6 +300,26 @@ TEST(RedisTier, DownAtStartUpIsUnavailableNotAnException) {
   std::string error;
   EXPECT_EQ(put_one(t, "k", random_bytes(10, 1), &error), XferStatus::Unavailable);
   EXPECT_NE(error.find("cannot connect"), std::string::npos) << error;
+}
+
+// A Redis that is still loading its data set answers "-LOADING ..." (and one
+// running a long script "-BUSY ..."): it is there, but cannot answer yet. That
+// is Unavailable (retry later), as for a Redis that is down, not IoError.
+TEST(RedisTier, ALoadingOrBusyRedisIsUnavailable) {
+  for (const char* reply :
+       {"-LOADING Redis is loading the dataset in memory",
+        "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT."}) {
+    ErrorServer server(reply);
+    RedisTier t(opts(server.port()));
+    const std::string word = std::string(reply).substr(1, std::string(reply).find(' ') - 1);
+    std::string error;
+    EXPECT_EQ(put_one(t, "k", random_bytes(100, 1), &error), XferStatus::Unavailable) << error;
+    EXPECT_NE(error.find(word), std::string::npos) << error;
+    const auto got = get_one(t, "k");
+    EXPECT_EQ(got.status, XferStatus::Unavailable) << got.error;
+    EXPECT_NE(got.error.find(word), std::string::npos) << got.error;
+    EXPECT_GE(server.commands(), 2);
+  }
 }
 
 TEST_F(RedisTierTest, VictimsPutUntouchedKeysFirst) {
