@@ -73,6 +73,33 @@ TEST(ControlLink, GarbageIsAnError) {
   close(sv[0]);
 }
 
+// The pure halves recv() and send() use (fuzz/control_link_fuzz.cpp drives them too).
+TEST(ControlLink, DecodeTakesExactlyTheDefinedMessagesAndEncodeWritesThemBack) {
+  const auto u8 = [](const std::string& s) { return reinterpret_cast<const std::uint8_t*>(s.data()); };
+  const std::string request = ControlLink::encode(wire::MsgId::ExchangeConsumerIdRequest, 7);
+  ASSERT_EQ(request.size(), 12u);
+  ASSERT_EQ(ControlLink::body_size(u8(request)), 4u);
+  const ControlMessage m = ControlLink::decode(u8(request), u8(request) + 8, 4);
+  EXPECT_EQ(m.id, wire::MsgId::ExchangeConsumerIdRequest);
+  EXPECT_EQ(m.value, 7u);
+  EXPECT_EQ(m.fd, -1);
+  EXPECT_THROW(ControlLink::decode(u8(request), u8(request) + 8, 3), Error) << "not the header's length";
+
+  const std::string error = wire::encode_error(wire::ErrorCode::NotAllowed, "uid 1000");
+  const ControlMessage e = ControlLink::decode(u8(error), u8(error) + 8, ControlLink::body_size(u8(error)));
+  EXPECT_EQ(e.id, wire::MsgId::FerryError);
+  EXPECT_EQ(e.value, static_cast<std::uint32_t>(wire::ErrorCode::NotAllowed));
+  EXPECT_EQ(e.text, "uid 1000");
+
+  const std::uint8_t shutdown_with_body[12] = {0, 0, 0, 12, 0, 0, 0, 0, 1, 2, 3, 4};
+  EXPECT_THROW(ControlLink::decode(shutdown_with_body, shutdown_with_body + 8, 4), Error);
+  const std::uint8_t too_small[8] = {0, 0, 0, 7, 0, 0, 0, 0};
+  EXPECT_THROW(ControlLink::body_size(too_small), Error);
+  const std::uint8_t too_large[8] = {0, 0, 0x10, 1, 0, 0, 0, 64};  // 4097
+  EXPECT_THROW(ControlLink::body_size(too_large), Error);
+  EXPECT_EQ(ControlLink::encode(wire::MsgId::StartShutdown), std::string("\0\0\0\x08\0\0\0\0", 8));
+}
+
 TEST(ControlLink, NameInUseAndNobodyListening) {
   const std::string name = unique_name("busy");
   EXPECT_FALSE(ControlLink::try_connect(name).has_value());

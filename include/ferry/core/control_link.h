@@ -6,6 +6,7 @@
 //
 // The server listens (it starts first, as on a DPU); the orchestrator connects.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,6 +50,17 @@ class ControlLink {
   // Waits up to timeout_ms (-1: forever) for one whole message. std::nullopt on
   // timeout; throws ferry::Error when the peer closed the link or sent garbage.
   std::optional<ControlMessage> recv(int timeout_ms);
+
+  // The pure halves of send() and recv() (the fuzz target fuzz/control_link_fuzz.cpp
+  // drives them without a socket):
+  // The bytes send(id, value) writes; ferry_error's are wire::encode_error()'s.
+  static std::string encode(wire::MsgId id, std::uint32_t value = 0);
+  // The body length an 8-byte header announces. Throws ferry::Error for a wire_size
+  // outside [8, 4096], before any of the body is read.
+  static std::size_t body_size(const std::uint8_t* header);
+  // One message from its header and its body_size(header) bytes of body. Throws
+  // ferry::Error for an unknown id or a body of the wrong size; fd stays -1.
+  static ControlMessage decode(const std::uint8_t* header, const std::uint8_t* body, std::size_t body_len);
 
   int fd() const noexcept { return fd_; }
   bool valid() const noexcept { return fd_ >= 0; }
