@@ -342,16 +342,19 @@ std::optional<ObjectMeta> DramTier::stat(std::string_view key) {
   return ObjectMeta{it->second.block->size, it->second.block->checksum};
 }
 
-bool DramTier::remove(std::string_view key) {
-  std::shared_ptr<const Block> old;
+XferStatus DramTier::try_remove(std::string_view key, std::string* error) {
+  std::shared_ptr<const Block> old;  // released after the lock: the last reference frees the range
   std::lock_guard lock(mu_);
   auto it = index_.find(key);
-  if (it == index_.end()) return false;
+  if (it == index_.end()) {
+    *error = "dram tier: no object " + quote_key(key);
+    return XferStatus::NotFound;
+  }
   used_ -= it->second.block->size;
   old = std::move(it->second.block);
   lru_.erase(it->second.lru);
   index_.erase(it);
-  return true;
+  return XferStatus::Ok;
 }
 
 std::vector<std::pair<std::string, ObjectMeta>> DramTier::list() {

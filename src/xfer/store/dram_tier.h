@@ -53,7 +53,7 @@ class DramTier final : public Tier {
   void put(std::span<PutItem> items) override;
   void get(std::span<GetItem> items) override;
   std::optional<ObjectMeta> stat(std::string_view key) override;
-  bool remove(std::string_view key) override;
+  XferStatus try_remove(std::string_view key, std::string* error) override;  // never fails: Ok or NotFound
   std::vector<std::pair<std::string, ObjectMeta>> list() override;
   std::vector<std::string> lru_victims(std::uint64_t bytes) override;
 

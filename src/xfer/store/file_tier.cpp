@@ -997,7 +997,13 @@ std::optional<ObjectMeta> FileTier::stat(std::string_view key) {
   return ObjectMeta{it->second.size, it->second.checksum, it->second.whole_sum};
 }
 
-bool FileTier::remove(std::string_view key) {
+// A removal the index has made is acknowledged only once it is on disk too:
+// the object file unlinked, and a packed version hidden by a tombstone. When
+// either fails (a full disk cannot take the tombstone), the object stays in the
+// index and on disk, readable as before, and the removal fails: acknowledged,
+// the object would come back at the next restart with its old bytes (or, for an
+// object file that replaced a packed version, with that older version's).
+XferStatus FileTier::try_remove(std::string_view key, std::string* error) {
   std::vector<std::shared_ptr<PackFile>> emptied;
   bool packed = false;
   {
@@ -1007,7 +1013,10 @@ bool FileTier::remove(std::string_view key) {
     {
       std::lock_guard lock(mu_);
       auto it = index_.find(key);
-      if (it == index_.end()) return false;
+      if (it == index_.end()) {
+        *error = "file tier " + opts_.dir + ": no object " + quote_key(key);
+        return XferStatus::NotFound;
+      }
       packed = it->second.pack != nullptr;
       tombstone = packed || it->second.shadow_seq != 0;
       seq = it->second.seq;
@@ -1015,25 +1024,35 @@ bool FileTier::remove(std::string_view key) {
     // The tombstone first: a crash after it cannot bring the object back. Under
     // the stripe, so no publish of this key comes between it and the erase.
     if (tombstone) {
-      if (auto why = tombstones_->append(key, seq); !why.empty())
-        log::app().warn("{}; key {} comes back after a restart", why, quote_key(key));
-    }
-    {
-      std::lock_guard lock(mu_);
-      erase_entry(index_.find(key), &emptied);
+      std::string why;
+      if (const int err = tombstones_->append(key, seq, &why); err != 0) {
+        *error = why + "; " + quote_key(key) +
+                 " is kept (removed without its tombstone, it would come back at the "
+                 "next restart)";
+        return write_errno_status(err);
+      }
     }
     if (!packed) {
+      // Unlinked before the index forgets it: a get that opens the file first
+      // reads it whole, one that opens it after finds it gone (forget_vanished
+      // waits for this stripe, and then finds the entry erased).
       const std::string name = object_file_name(key);
-      if (unlinkat(dir_fd_, name.c_str(), 0) != 0 && errno != ENOENT)
-        log::app().warn("file tier {}: cannot remove {}: {}; it comes back after a restart", opts_.dir, name,
-                        std::strerror(errno));
-      else if (opts_.fsync)
-        fsync(dir_fd_);
+      if (unlinkat(dir_fd_, name.c_str(), 0) != 0 && errno != ENOENT) {
+        // A tombstone written above hides only packed versions: the file, which
+        // is newer than all of them, still wins at a restart, as it does now.
+        const int err = errno;
+        *error = "file tier " + opts_.dir + ": cannot remove " + name + ": " + std::strerror(err) + "; " +
+                 quote_key(key) + " is kept";
+        return XferStatus::IoError;
+      }
+      if (opts_.fsync) fsync(dir_fd_);
     }
+    std::lock_guard lock(mu_);
+    erase_entry(index_.find(key), &emptied);
   }
   unlink_packs(emptied);
   if (packed) wake_compactor();
-  return true;
+  return XferStatus::Ok;
 }
 
 std::vector<std::pair<std::string, ObjectMeta>> FileTier::list() {

@@ -139,7 +139,10 @@ class FileTier final : public Tier {
   void put(std::span<PutItem> items) override;
   void get(std::span<GetItem> items) override;
   std::optional<ObjectMeta> stat(std::string_view key) override;
-  bool remove(std::string_view key) override;
+  // NoSpace (or IoError) when the removal cannot be made durable: the
+  // tombstone a packed version needs cannot be written (a full disk), or the
+  // object file cannot be unlinked. The object then stays, readable.
+  XferStatus try_remove(std::string_view key, std::string* error) override;
   std::vector<std::pair<std::string, ObjectMeta>> list() override;
   std::vector<std::string> lru_victims(std::uint64_t bytes) override;
   // 512 KiB per write in flight (16 MiB at qd=32): a call's queue drains at its

@@ -259,8 +259,10 @@ void FileTier::drop_corrupt(const std::string& key, std::uint64_t generation,
       if (it == index_.end() || it->second.generation != generation || it->second.pack != from) return;
       seq = it->second.seq;
     }
-    if (auto why = tombstones_->append(key, seq); !why.empty())
-      log::app().warn("{}; key {} comes back after a restart", why, quote_key(key));
+    // Its bytes are lost either way: without the tombstone it comes back after
+    // a restart as the same damaged object, which its next get reports again.
+    if (std::string why; tombstones_->append(key, seq, &why) != 0)
+      log::app().warn("{}; the damaged object {} comes back after a restart", why, quote_key(key));
     std::lock_guard lock(mu_);
     erase_entry(index_.find(key), &emptied);
   }

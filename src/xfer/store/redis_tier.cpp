@@ -377,25 +377,36 @@ std::optional<ObjectMeta> RedisTier::stat(std::string_view key) {
   return ObjectMeta{h.size, h.checksum, h.whole_sum()};
 }
 
-bool RedisTier::remove(std::string_view key) {
-  if (key.empty()) return false;
+XferStatus RedisTier::try_remove(std::string_view key, std::string* error) {
+  if (key.empty()) {
+    *error = "redis tier: empty key";
+    return XferStatus::NotFound;
+  }
   auto lease = pool_->lease();
-  std::string error;
-  redisContext* c = lease.connect(&error);
+  redisContext* c = lease.connect(error);
   if (c == nullptr) {
-    log::app().warn("redis tier: remove {}: {}", quote_key(key), error);
-    return false;
+    *error += "; the tier tries again on its next call";
+    return XferStatus::Unavailable;
   }
   const std::string k = full_key(key);
   // UNLINK frees a large value in the background instead of blocking Redis.
   Reply r(static_cast<redisReply*>(redisCommand(c, "UNLINK %b", k.data(), k.size())));
   if (!r) {
-    log::app().warn("redis tier: remove {}: {}", quote_key(key), c->errstr);
+    *error =
+        "redis " + pool_->address() + " unavailable: " + c->errstr + "; the tier reconnects on its next call";
     lease.drop();
-    return false;
+    return XferStatus::Unavailable;
+  }
+  if (r->type == REDIS_REPLY_ERROR) {
+    const std::string_view text(r->str, r->len);
+    *error = error_reply_message(pool_->address(), "UNLINK", key, text);
+    return error_reply_status(text) == XferStatus::Unavailable ? XferStatus::Unavailable
+                                                               : XferStatus::IoError;
   }
   forget(key);
-  return r->type == REDIS_REPLY_INTEGER && r->integer > 0;
+  if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) return XferStatus::Ok;
+  *error = "redis tier: no object " + quote_key(key);
+  return XferStatus::NotFound;
 }
 
 std::vector<std::pair<std::string, ObjectMeta>> RedisTier::list() {

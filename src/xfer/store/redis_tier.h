@@ -27,8 +27,9 @@
 // GETRANGE included) resets it, and it fails under an LFU maxmemory-policy.
 // used() is the bytes of the keys this process knows of.
 //
-// stat, remove and list cannot report an outage (their signatures have no
-// status): while Redis is down they answer "not here" and log a warning.
+// stat and list cannot report an outage (their signatures have no status):
+// while Redis is down they answer "not here" and log a warning. try_remove
+// does report it.
 
 #include <cstdint>
 #include <list>
@@ -64,7 +65,8 @@ class RedisTier final : public Tier {
   void put(std::span<PutItem> items) override;
   void get(std::span<GetItem> items) override;
   std::optional<ObjectMeta> stat(std::string_view key) override;
-  bool remove(std::string_view key) override;
+  // Unavailable while Redis is down or not ready (LOADING ...).
+  XferStatus try_remove(std::string_view key, std::string* error) override;
   std::vector<std::pair<std::string, ObjectMeta>> list() override;
   std::vector<std::string> lru_victims(std::uint64_t bytes) override;
 

@@ -78,8 +78,17 @@ class Tier {
   virtual void get(std::span<GetItem> items) = 0;
   // Counts as a use for LRU? No: stat, list and lru_victims never change the LRU order.
   virtual std::optional<ObjectMeta> stat(std::string_view key) = 0;
-  // Returns false when the key was not here.
-  virtual bool remove(std::string_view key) = 0;
+  // Removes the key. Ok: it was here and is gone; NotFound: it was not here;
+  // any other status: it could not be removed and may still be here, also
+  // after a restart (Unavailable: Redis is down; NoSpace: the file tier has no
+  // room to record the removal), with *error saying why.
+  virtual XferStatus try_remove(std::string_view key, std::string* error) = 0;
+  // try_remove() for a caller that only asks whether the key went: true when it
+  // was here and is gone, false when it was not here or could not be removed.
+  bool remove(std::string_view key) {
+    std::string error;
+    return try_remove(key, &error) == XferStatus::Ok;
+  }
   virtual std::vector<std::pair<std::string, ObjectMeta>> list() = 0;
   // Least recently used keys (put or get counts as a use), oldest first, whose
   // sizes add up to at least `bytes` (or every key, if they add up to less).

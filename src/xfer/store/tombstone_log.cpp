@@ -128,7 +128,7 @@ std::string TombstoneLog::write_new(std::vector<Tombstone> keep) {
   return {};
 }
 
-std::string TombstoneLog::append(std::string_view key, std::uint64_t seq) {
+int TombstoneLog::append(std::string_view key, std::uint64_t seq, std::string* error) {
   std::string rec;
   encode(key, seq, &rec);
   std::lock_guard lock(mu_);
@@ -141,10 +141,11 @@ std::string TombstoneLog::append(std::string_view key, std::uint64_t seq) {
     if (end >= 0 && ::ftruncate(fd_, end) != 0)
       log::app().error("file tier {}: cannot cut a torn record off {} ({}); removes after it are lost at the next "
                        "restart", dir_, kTombstoneLogName, std::strerror(errno));
-    return "file tier " + dir_ + ": appending to " + kTombstoneLogName + ": " + std::strerror(err);
+    *error = "file tier " + dir_ + ": appending to " + kTombstoneLogName + ": " + std::strerror(err);
+    return err;
   }
   records_.push_back({std::string(key), seq});
-  return {};
+  return 0;
 }
 
 std::string TombstoneLog::rewrite(const std::function<bool(const Tombstone&)>& needed) {

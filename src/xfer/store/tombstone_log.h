@@ -47,8 +47,11 @@ class TombstoneLog {
   TombstoneLog(const TombstoneLog&) = delete;
   TombstoneLog& operator=(const TombstoneLog&) = delete;
 
-  // Appends one tombstone; returns "" or what failed. Thread-safe.
-  std::string append(std::string_view key, std::uint64_t seq);
+  // Appends one tombstone; returns 0, or the errno of what failed (ENOSPC: the
+  // disk is full) with *error saying what. A failed append is cut off again (a
+  // record written in part would end the log for the start-up scan): the
+  // removal is not recorded. Thread-safe.
+  int append(std::string_view key, std::uint64_t seq, std::string* error);
   // Rewrites the log (temporary + rename) with the tombstones for which
   // needed() is true; returns "" or what failed (the old log is then kept).
   // Appends wait meanwhile, so none is lost between the choice and the rename.

@@ -20,8 +20,8 @@
 #include <xxhash.h>
 
 #include "ferry/core/status.h"
-#include "xfer/store/checksum.h"
 #include "xfer/store/aligned_buffer.h"
+#include "xfer/store/checksum.h"
 #include "xfer/store/file_format.h"
 #include "xfer/store/file_names.h"
 #include "xfer/store/older_builds.h"
@@ -877,6 +877,107 @@ TEST(FileTier, DiskFullIsNoSpace) {
     if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
     if (mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=256k") != 0) return 77;
     return expect_no_space(dir.path(), 1 << 20, 1000);
+  });
+  if (rc == 77) GTEST_SKIP() << "cannot mount a small tmpfs here (needs CAP_SYS_ADMIN)";
+  EXPECT_EQ(rc, 0);
+}
+
+// Fills the file system under dir: a file that grows until a write fails with
+// ENOSPC. Returns its path, or "" when the disk never filled.
+std::string fill_the_disk(const std::string& dir) {
+  const std::string path = dir + "/filler";
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return "";
+  const std::vector<char> page(4096, 'x');
+  for (std::uint64_t written = 0; written < (1ull << 30);) {
+    const ssize_t n = write(fd, page.data(), page.size());
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      return err == ENOSPC ? path : "";
+    }
+    written += static_cast<std::uint64_t>(n);
+  }
+  close(fd);
+  return "";
+}
+
+// Removes that need a tombstone (a packed object; an object file that replaced
+// a packed version) on a full disk: the tombstone cannot be written, so an
+// acknowledged remove would come back after a restart with its old bytes (for
+// the object file, with the older packed version's). Either the remove is
+// refused (and the object stays, also after a restart), or it is acknowledged
+// and stays removed; this tier refuses it, with NoSpace. Returns 0 or which
+// check failed.
+int remove_on_a_full_disk(const std::string& dir) {
+  try {
+    auto o = opts(dir);
+    o.pack_threshold = 16 << 10;
+    const auto packed = random_bytes(10000, 1), older = random_bytes(9000, 2), newer = random_bytes(20000, 3);
+    bool removed[2] = {false, false};
+    std::string filler;
+    {
+      FileTier t(o);
+      // One pack, which "keep" holds on to when the others are removed (an
+      // emptied pack is unlinked, and its records with it).
+      const auto st = put_batch(t, {"packed", "replaced", "keep"}, {packed, older, random_bytes(5000, 4)});
+      if (st != std::vector<XferStatus>(3, XferStatus::Ok)) return 2;
+      if (put_one(t, "replaced", newer) != XferStatus::Ok) return 4;  // an object file over the packed one
+      if (t.path_of("packed").find(".fpk") == std::string::npos) return 5;
+      if (t.path_of("replaced").find(".kv") == std::string::npos) return 6;
+      filler = fill_the_disk(dir);
+      if (filler.empty()) return 77;
+      removed[0] = t.remove("packed");
+      removed[1] = t.remove("replaced");
+      // A remove that was refused leaves the object readable now.
+      if (!removed[0] && get_one(t, "packed").data != packed) return 10;
+      if (!removed[1] && get_one(t, "replaced").data != newer) return 11;
+      if (removed[0] && get_one(t, "packed").status != XferStatus::NotFound) return 12;
+      if (removed[1] && get_one(t, "replaced").status != XferStatus::NotFound) return 13;
+      std::string why;
+      if (t.try_remove("packed", &why) != XferStatus::NoSpace) return 14;
+      if (why.find(".ferry-tombstones") == std::string::npos ||
+          why.find("'packed' is kept") == std::string::npos) {
+        std::fprintf(stderr, "unclear message: %s\n", why.c_str());
+        return 15;
+      }
+    }
+    unlink(filler.c_str());  // room again for the restart's rewrite of the log
+    {
+      FileTier t(o);
+      int rc = 0;
+      const auto p = get_one(t, "packed"), r = get_one(t, "replaced");
+      if (removed[0] && p.status != XferStatus::NotFound) {
+        std::fprintf(stderr, "an acknowledged remove of 'packed' came back after the restart\n");
+        rc = 20;
+      }
+      if (removed[1] && r.status != XferStatus::NotFound) {
+        std::fprintf(stderr,
+                     "an acknowledged remove of 'replaced' came back after the restart (its older, "
+                     "packed version: %zu bytes)\n",
+                     r.data.size());
+        rc = 21;
+      }
+      if (!removed[0] && p.data != packed) rc = 22;
+      if (!removed[1] && r.data != newer) rc = 23;
+      if (rc != 0) return rc;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 7;
+  }
+}
+
+// A real ENOSPC, on a small tmpfs in a private mount namespace (needs root, or
+// CAP_SYS_ADMIN; skipped otherwise).
+TEST(FilePacks, ARemoveWhoseTombstoneCannotBeWrittenIsNotAcknowledged) {
+  TempDir dir;
+  const int rc = in_child([&] {
+    if (unshare(CLONE_NEWNS) != 0) return 77;
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+    if (mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=1m") != 0) return 77;
+    return remove_on_a_full_disk(dir.path());
   });
   if (rc == 77) GTEST_SKIP() << "cannot mount a small tmpfs here (needs CAP_SYS_ADMIN)";
   EXPECT_EQ(rc, 0);

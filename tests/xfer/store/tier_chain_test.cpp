@@ -240,7 +240,9 @@ class WindowedTier final : public Tier {
   }
   void get(std::span<GetItem> items) override { inner_.get(items); }
   std::optional<ObjectMeta> stat(std::string_view key) override { return inner_.stat(key); }
-  bool remove(std::string_view key) override { return inner_.remove(key); }
+  XferStatus try_remove(std::string_view key, std::string* error) override {
+    return inner_.try_remove(key, error);
+  }
   std::vector<std::pair<std::string, ObjectMeta>> list() override { return inner_.list(); }
   std::vector<std::string> lru_victims(std::uint64_t bytes) override { return inner_.lru_victims(bytes); }
   std::uint64_t put_window_bytes() const override { return window_; }
