@@ -411,16 +411,26 @@ XferStatus RedisTier::try_remove(std::string_view key, std::string* error) {
 
 std::vector<std::pair<std::string, ObjectMeta>> RedisTier::list() {
   std::vector<std::pair<std::string, ObjectMeta>> out;
+  if (std::string error; !try_list(&out, &error)) log::app().warn("redis tier: list: {}", error);
+  return out;
+}
+
+bool RedisTier::try_list(std::vector<std::pair<std::string, ObjectMeta>>* out, std::string* error) {
+  out->clear();
   auto lease = pool_->lease();
-  std::string error;
-  redisContext* c = lease.connect(&error);
-  if (c == nullptr) {
-    log::app().warn("redis tier: list: {}", error);
-    return out;
-  }
+  redisContext* c = lease.connect(error);
+  if (c == nullptr) return false;
   const auto lost = [&] {
-    log::app().warn("redis tier: list: {}", c->errstr);
+    *error = "redis " + pool_->address() + " unavailable: " + c->errstr;
     lease.drop();
+    out->clear();
+    return false;
+  };
+  const auto refused = [&](const char* command, const redisReply* r) {
+    *error = "redis " + pool_->address() + ": " + command + ": " +
+             (r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string("unexpected reply"));
+    out->clear();
+    return false;
   };
   const std::string pattern = glob_escape(opts_.prefix) + "*";
   std::vector<std::string> keys;
@@ -428,27 +438,35 @@ std::vector<std::pair<std::string, ObjectMeta>> RedisTier::list() {
   do {
     Reply r(static_cast<redisReply*>(
         redisCommand(c, "SCAN %s MATCH %b COUNT 1000", cursor.c_str(), pattern.data(), pattern.size())));
-    if (!r) return lost(), out;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return out;
+    if (!r) return lost();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return refused("SCAN", r.get());
     cursor.assign(r->element[0]->str, r->element[0]->len);
     for (std::size_t i = 0; i < r->element[1]->elements; ++i)
       keys.emplace_back(r->element[1]->element[i]->str, r->element[1]->element[i]->len);
   } while (cursor != "0");
 
-  // One GETRANGE of the header per key, pipelined.
+  // One GETRANGE of the header per key, pipelined. Every reply is read, so that
+  // the connection stays in step even when one of them is refused.
   for (std::size_t at = 0; at < keys.size(); at += kWindowItems) {
     const std::size_t end = std::min(keys.size(), at + kWindowItems);
     for (std::size_t i = at; i < end; ++i)
       redisAppendCommand(c, "GETRANGE %b 0 %d", keys[i].data(), keys[i].size(), int(kValueHeader) - 1);
+    std::string refusal;
     for (std::size_t i = at; i < end; ++i) {
       Reply r = next_reply(c);
-      if (!r) return lost(), out;
+      if (!r) return lost();
       ValueHeader h;
+      if (r->type == REDIS_REPLY_ERROR && refusal.empty()) refusal = std::string(r->str, r->len);
       if (r->type == REDIS_REPLY_STRING && parse_header(r->str, r->len, &h).empty())
-        out.emplace_back(keys[i].substr(opts_.prefix.size()), ObjectMeta{h.size, h.checksum, h.whole_sum()});
+        out->emplace_back(keys[i].substr(opts_.prefix.size()), ObjectMeta{h.size, h.checksum, h.whole_sum()});
+    }
+    if (!refusal.empty()) {
+      *error = "redis " + pool_->address() + ": GETRANGE: " + refusal;
+      out->clear();
+      return false;
     }
   }
-  return out;
+  return true;
 }
 
 std::vector<std::string> RedisTier::lru_victims(std::uint64_t bytes) {

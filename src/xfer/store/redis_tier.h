@@ -28,8 +28,8 @@
 // used() is the bytes of the keys this process knows of.
 //
 // stat and list cannot report an outage (their signatures have no status):
-// while Redis is down they answer "not here" and log a warning. try_remove
-// does report it.
+// while Redis is down they answer "not here" (list logs a warning). try_remove
+// and try_list do report it, and the chain relies on them (tier_chain.h).
 
 #include <cstdint>
 #include <list>
@@ -67,7 +67,9 @@ class RedisTier final : public Tier {
   std::optional<ObjectMeta> stat(std::string_view key) override;
   // Unavailable while Redis is down or not ready (LOADING ...).
   XferStatus try_remove(std::string_view key, std::string* error) override;
+  // Logs a warning and answers "nothing" while Redis is down (try_list says so).
   std::vector<std::pair<std::string, ObjectMeta>> list() override;
+  bool try_list(std::vector<std::pair<std::string, ObjectMeta>>* out, std::string* error) override;
   std::vector<std::string> lru_victims(std::uint64_t bytes) override;
 
  private:

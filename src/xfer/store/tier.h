@@ -90,6 +90,12 @@ class Tier {
     return try_remove(key, &error) == XferStatus::Ok;
   }
   virtual std::vector<std::pair<std::string, ObjectMeta>> list() = 0;
+  // list(), or false (with *error set) when the tier cannot say what it holds
+  // now (Redis down): the caller must then assume it may hold any key.
+  virtual bool try_list(std::vector<std::pair<std::string, ObjectMeta>>* out, std::string* /*error*/) {
+    *out = list();
+    return true;
+  }
   // Least recently used keys (put or get counts as a use), oldest first, whose
   // sizes add up to at least `bytes` (or every key, if they add up to less).
   virtual std::vector<std::string> lru_victims(std::uint64_t bytes) = 0;

@@ -32,12 +32,17 @@ struct TierChain::Job {
   bool adopted = false;              // the tier that took it adopted the caller's reserved range
   XferStatus hard = XferStatus::Ok;  // the first refusal that was not NoSpace
   std::string errors;                // every tier's answer, for the final message
+  std::string failure;               // set when an older copy stayed: the job failed, with this message
 };
 
 // The stripes this thread holds: its batch's (locked in order) and its victims'
-// (try-locked).
+// (try-locked). And the tiers a removal found Unavailable in this call, with
+// why: the call's other keys fail at once rather than each waiting for Redis's
+// connect timeout.
 struct TierChain::Op {
   std::bitset<kStripes> held;
+  std::uint32_t unavailable = 0;
+  std::array<std::string, 32> unavailable_why;
 };
 
 TierChain::TierChain(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::move(tiers)) {
@@ -45,7 +50,17 @@ TierChain::TierChain(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::mov
   if (tiers_.size() > 32) throw Error("tier chain: at most 32 tiers");
   for (std::size_t i = 0; i < tiers_.size(); ++i) {
     if (!tiers_[i]) throw Error("tier chain: tier " + std::to_string(i) + " is null");
-    for (const auto& [key, meta] : tiers_[i]->list()) stripes_[stripe_of(key)].where[key] |= 1u << i;
+    std::vector<std::pair<std::string, ObjectMeta>> listed;
+    std::string why;
+    if (!tiers_[i]->try_list(&listed, &why)) {
+      unlisted_.fetch_or(1u << i, std::memory_order_relaxed);
+      log::app().warn(
+          "tier chain: cannot list {} ({}); until it can, each put also removes its keys there, and "
+          "fails while it cannot (an older copy there would be served after a restart)",
+          tiers_[i]->describe(), why);
+      continue;
+    }
+    for (const auto& [key, meta] : listed) stripes_[stripe_of(key)].where[key] |= 1u << i;
   }
   std::size_t dup = 0;
   for (const auto& s : stripes_)
@@ -85,7 +100,41 @@ TierChain::Stats TierChain::stats() const {
 
 // ---- put ----------------------------------------------------------------------
 
+// Lists the tiers that could not be listed before, and merges what they hold
+// into the map. From put(), before it takes any stripe; at most once every
+// kRelistInterval (a Redis that is down costs a connect attempt, or its
+// timeout), and by one thread at a time.
+void TierChain::relist() {
+  const std::uint32_t unlisted = unlisted_.load(std::memory_order_acquire);
+  if (unlisted == 0) return;
+  std::unique_lock lock(relist_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_relist_) return;
+  next_relist_ = now + kRelistInterval;
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    const std::uint32_t bit = 1u << i;
+    if (!(unlisted & bit)) continue;
+    std::vector<std::pair<std::string, ObjectMeta>> listed;
+    std::string why;
+    if (!tiers_[i]->try_list(&listed, &why)) continue;
+    // A key removed there since the listing gets a bit it no longer deserves:
+    // that costs one removal later, never a stale copy.
+    for (const auto& [key, meta] : listed) {
+      Stripe& stripe = stripes_[stripe_of(key)];
+      std::lock_guard stripe_lock(stripe.mu);
+      stripe.where[key] |= bit;
+    }
+    unlisted_.fetch_and(~bit, std::memory_order_release);
+    log::app().info(
+        "tier chain: {} can be listed now ({} object(s)); puts remove their keys there only where it "
+        "holds them",
+        tiers_[i]->describe(), listed.size());
+  }
+}
+
 void TierChain::put(std::span<PutItem> items) {
+  relist();
   Op op;
   std::vector<Job> jobs;
   jobs.reserve(items.size());
@@ -118,11 +167,13 @@ void TierChain::put(std::span<PutItem> items) {
     };
     while (end < jobs.size() && wants_more()) bytes += jobs[end++].data.size;
     todo.clear();
+    const std::uint32_t unlisted = unlisted_.load(std::memory_order_acquire);
     for (std::size_t k = at; k < end; ++k) {
       if (!op.held.test(jobs[k].stripe)) {
         stripes_[jobs[k].stripe].mu.lock();
         op.held.set(jobs[k].stripe);
       }
+      if (unlisted != 0 && !remove_from_unlisted(jobs[k], unlisted, op)) continue;
       todo.push_back(&jobs[k]);
     }
     place(0, todo, op);
@@ -135,11 +186,18 @@ void TierChain::put(std::span<PutItem> items) {
   }
 
   for (auto& j : jobs) {
+    // Also for a put that failed after the dram tier adopted its range (it took
+    // the new version out again, which freed the range): it is not the caller's.
+    j.item->adopted = j.adopted;
     if (j.placed >= 0) {
       j.item->status = XferStatus::Ok;
       j.item->error.clear();
       j.item->tier = j.placed;
-      j.item->adopted = j.adopted;
+      continue;
+    }
+    if (!j.failure.empty()) {
+      j.item->status = j.hard;
+      j.item->error = std::move(j.failure);
       continue;
     }
     // Refused everywhere: NoSpace when every tier was full, else the first other
@@ -181,7 +239,7 @@ void TierChain::place(std::size_t level, std::vector<Job*> jobs, Op& op) {
         Job* j = fits[k];
         if (batch[k].status == XferStatus::Ok) {
           j->adopted = batch[k].adopted;
-          placed(*j, i);
+          placed(*j, i, op);
         } else if (batch[k].status == XferStatus::NoSpace) {
           full.push_back(j);
           need += std::max<std::uint64_t>(j->data.size, 1);
@@ -203,35 +261,139 @@ void TierChain::place(std::size_t level, std::vector<Job*> jobs, Op& op) {
       }
     }
     // A new object going below this tier must not leave its old version here,
-    // above it. A victim keeps its source copy until it is placed.
-    for (Job* j : down)
-      if (j->source < 0) drop_copy(j->key, i);
-    jobs = std::move(down);
+    // above it: one that cannot be removed fails the object. A victim keeps its
+    // source copy until it is placed.
+    jobs.clear();
+    for (Job* j : down) {
+      std::string why;
+      const XferStatus s = j->source >= 0 ? XferStatus::Ok : drop_copy(j->key, i, op, &why);
+      if (s == XferStatus::Ok) {
+        jobs.push_back(j);
+        continue;
+      }
+      j->hard = s;
+      j->failure = "cannot store " + quote_key(j->key) + " (" + format_size(j->data.size) +
+                   "): " + j->errors + "; and its older copy in " + t.describe() + " could not be removed (" +
+                   why + "): below it, the new version would be hidden by the older one";
+    }
   }
 }
 
-// The job is in tier `level`: remove every other copy (the source of a move, or
-// stale versions of a new object).
-void TierChain::placed(Job& job, std::size_t level) {
-  job.placed = static_cast<int>(level);
+// Removes the key from tier `level`, or says at once that the tier was found
+// Unavailable earlier in this call.
+XferStatus TierChain::remove_from(std::size_t level, std::string_view key, Op& op, std::string* error) {
+  if (op.unavailable & (1u << level)) {
+    *error = op.unavailable_why[level];
+    return XferStatus::Unavailable;
+  }
+  const XferStatus s = tiers_[level]->try_remove(key, error);
+  if (s == XferStatus::Unavailable) {
+    op.unavailable |= 1u << level;
+    op.unavailable_why[level] = *error;
+  }
+  return s;
+}
+
+// Before a new object is placed: removes its key from the tiers that could not
+// be listed (bits of `unlisted`), which may hold an older version of it that the
+// map does not know of. Before, not after the object is placed: a failure then
+// leaves every tier as it was. Returns false, with the job failed, when one of
+// them cannot (a Redis that is down at start-up fails every put until it is back).
+bool TierChain::remove_from_unlisted(Job& job, std::uint32_t unlisted, Op& op) {
+  std::uint32_t mask = where(job.key);
+  for (std::size_t b = 0; b < tiers_.size(); ++b) {
+    const std::uint32_t bit = 1u << b;
+    if (!(unlisted & bit)) continue;
+    std::string why;
+    const XferStatus s = remove_from(b, job.key, op, &why);
+    if (s == XferStatus::Ok || s == XferStatus::NotFound) {
+      mask &= ~bit;
+      continue;
+    }
+    set_where(job.key, mask | bit);  // it may be there: the next put or remove of the key tries again
+    job.hard = s;
+    job.failure =
+        "cannot store " + quote_key(job.key) + ": " + tiers_[b]->describe() +
+        " could not be listed at start-up and may hold an older copy, which could not be removed (" + why +
+        "); not stored, so that a restart cannot serve that copy";
+    return false;
+  }
+  set_where(job.key, mask);
+  return true;
+}
+
+// The job is in tier `level`: remove every other copy the map names (the
+// source of a move, or older versions of a new object). A new object whose
+// older copy stays is not acknowledged: after a restart the tiers above may
+// start empty, and that copy would be served. It is taken out of `level` again
+// and fails with the status of the tier that kept the older copy. (That older
+// copy is the key's acknowledged version, or the same version as one in
+// `level`, so taking the new one out loses nothing acknowledged.) A move whose
+// source copy stays is still a move: both copies are the same version, and the
+// upper one is found first.
+void TierChain::placed(Job& job, std::size_t level, Op& op) {
+  const std::uint32_t bit = 1u << level;
   // One lookup for the read and the update (a tier's remove does not touch the map).
   auto& map = stripes_[stripe_of(job.key)].where;
   auto it = map.find(job.key);
-  if (it == map.end()) {
-    map.emplace(std::string(job.key), 1u << level);
-    return;
+  std::uint32_t mask = (it == map.end() ? 0 : it->second) | bit;
+  const std::uint32_t others = mask & ~bit;
+  XferStatus stale = XferStatus::Ok;
+  std::string stale_why;
+  for (std::size_t b = 0; b < tiers_.size(); ++b) {
+    if (!(others & (1u << b))) continue;
+    std::string why;
+    const XferStatus s = remove_from(b, job.key, op, &why);
+    if (s == XferStatus::Ok || s == XferStatus::NotFound) {
+      mask &= ~(1u << b);
+      continue;
+    }
+    mask |= 1u << b;  // it may still be there: the next put or remove of the key tries again
+    if (job.source >= 0) {
+      log::app().warn("tier chain: {} moved to {}; its copy in {} stays: {}", quote_key(job.key),
+                      tiers_[level]->describe(), tiers_[b]->describe(), why);
+    } else if (stale == XferStatus::Ok) {
+      stale = s;
+      stale_why = tiers_[b]->describe() + ": " + why;
+    }
   }
-  const std::uint32_t others = it->second & ~(1u << level);
-  for (std::size_t b = 0; b < tiers_.size(); ++b)
-    if (others & (1u << b)) tiers_[b]->remove(job.key);
-  it->second = 1u << level;
+  if (stale == XferStatus::Ok) {
+    job.placed = static_cast<int>(level);
+  } else {
+    std::string why;
+    const XferStatus s = tiers_[level]->try_remove(job.key, &why);
+    if (s == XferStatus::Ok || s == XferStatus::NotFound) {
+      mask &= ~bit;
+    } else {
+      log::app().error("tier chain: cannot take the unacknowledged new version of {} out of {} again: {}",
+                       quote_key(job.key), tiers_[level]->describe(), why);
+    }
+    job.hard = stale;
+    job.failure = "cannot store " + quote_key(job.key) + ": its older copy could not be removed (" +
+                  stale_why + "); the new version was not kept, so that a restart cannot serve the older one";
+  }
+  if (it != map.end() && mask == 0) {
+    map.erase(it);
+  } else if (it != map.end()) {
+    it->second = mask;
+  } else if (mask != 0) {
+    map.emplace(std::string(job.key), mask);
+  }
 }
 
-void TierChain::drop_copy(std::string_view key, std::size_t level) {
+// Removes the key's copy in tier `level`, if the map names one. Ok when none is
+// left; else why not.
+XferStatus TierChain::drop_copy(std::string_view key, std::size_t level, Op& op, std::string* error) {
+  const std::uint32_t bit = 1u << level;
   const std::uint32_t mask = where(key);
-  if (!(mask & (1u << level))) return;
-  tiers_[level]->remove(key);
-  set_where(key, mask & ~(1u << level));
+  if (!(mask & bit)) return XferStatus::Ok;
+  const XferStatus s = remove_from(level, key, op, error);
+  if (s != XferStatus::Ok && s != XferStatus::NotFound) {
+    set_where(key, mask | bit);  // it may still be there
+    return s;
+  }
+  set_where(key, mask & ~bit);
+  return XferStatus::Ok;
 }
 
 // Moves least recently used objects of tier `level` down until about `bytes`
@@ -286,7 +448,8 @@ bool TierChain::make_room(std::size_t level, std::uint64_t bytes, Op& op) {
     } else if (g.status == XferStatus::ChecksumMismatch) {
       // Its bytes are lost already; moving them would only spread the damage.
       log::app().error("tier chain: dropping {} from {}: {}", quote_key(g.key), t.describe(), g.error);
-      drop_copy(g.key, level);
+      if (std::string why; drop_copy(g.key, level, op, &why) != XferStatus::Ok)
+        log::app().warn("tier chain: cannot drop {} from {}: {}", quote_key(g.key), t.describe(), why);
       dropped_corrupt_.fetch_add(1, std::memory_order_relaxed);
       progress = true;
     }
@@ -362,12 +525,35 @@ std::optional<TierChain::Found> TierChain::stat(std::string_view key) {
   return std::nullopt;
 }
 
-bool TierChain::remove(std::string_view key) {
+XferStatus TierChain::try_remove(std::string_view key, std::string* error) {
   std::lock_guard lock(stripes_[stripe_of(key)].mu);
   bool any = false;
-  for (auto& t : tiers_) any = t->remove(key) || any;  // every tier, whatever the map says
-  set_where(key, 0);
-  return any;
+  std::uint32_t left = 0;  // tiers whose copy may still be there
+  XferStatus failed = XferStatus::Ok;
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {  // every tier, whatever the map says
+    std::string why;
+    const XferStatus s = tiers_[i]->try_remove(key, &why);
+    if (s == XferStatus::Ok) {
+      any = true;
+    } else if (s != XferStatus::NotFound) {
+      left |= 1u << i;
+      if (failed == XferStatus::Ok) {
+        failed = s;
+        *error = "cannot remove " + quote_key(key) + " from " + tiers_[i]->describe() + ": " + why;
+      }
+    }
+  }
+  set_where(key, left);
+  if (failed != XferStatus::Ok) return failed;
+  if (!any) *error = "no tier holds " + quote_key(key);
+  return any ? XferStatus::Ok : XferStatus::NotFound;
+}
+
+bool TierChain::remove(std::string_view key) {
+  std::string error;
+  const XferStatus s = try_remove(key, &error);
+  if (s != XferStatus::Ok && s != XferStatus::NotFound) log::app().warn("tier chain: {}", error);
+  return s == XferStatus::Ok;
 }
 
 std::vector<TierChain::Listed> TierChain::list() {

@@ -37,10 +37,20 @@
 // none (no Redis round trip per put). The map is split by stripe and guarded by
 // the stripe's lock, which every writer of a key holds anyway: no global lock. It assumes it is the only
 // writer of its tiers: the file tier locks its directory; give each agent its own Redis prefix.
+//
+// A restart never serves an older version than the one acknowledged. After a
+// restart the tiers above may start empty (dram), so a put is acknowledged only
+// once no older copy of its key is left in any tier: a copy that cannot be
+// removed (Redis down, no room for the file tier's tombstone) fails the put with
+// that tier's status, and the new version is taken out again. A tier that could
+// not be listed at construction (Redis down at start-up) may hold any key: until
+// a later attempt lists it (at most once a second, from a put), every put first
+// removes its keys there, and fails while it cannot.
 
 #include <array>
 #include <atomic>
 #include <bitset>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -70,7 +80,13 @@ class TierChain {
     ObjectMeta meta;
   };
   std::optional<Found> stat(std::string_view key);
-  // Removes the key from every tier; false when no tier had it.
+  // Removes the key from every tier. Ok: some tier had it, and none has now;
+  // NotFound: no tier had it; any other status: a tier could not remove its
+  // copy (Redis down, a full disk for the file tier's tombstone), which may
+  // still be read, also after a restart; *error names the tier and the cause.
+  XferStatus try_remove(std::string_view key, std::string* error);
+  // try_remove() for callers that count removals: true only for Ok (a failure
+  // is logged).
   bool remove(std::string_view key);
 
   struct Listed {
@@ -105,11 +121,17 @@ class TierChain {
   struct Job;
   struct Op;
 
+  // How often a put tries again to list the tiers that could not be listed.
+  static constexpr std::chrono::seconds kRelistInterval{1};
+
   std::size_t stripe_of(std::string_view key) const;
   void place(std::size_t level, std::vector<Job*> jobs, Op& op);
   bool make_room(std::size_t level, std::uint64_t bytes, Op& op);
-  void placed(Job& job, std::size_t level);
-  void drop_copy(std::string_view key, std::size_t level);
+  bool remove_from_unlisted(Job& job, std::uint32_t unlisted, Op& op);
+  void placed(Job& job, std::size_t level, Op& op);
+  XferStatus drop_copy(std::string_view key, std::size_t level, Op& op, std::string* error);
+  XferStatus remove_from(std::size_t level, std::string_view key, Op& op, std::string* error);
+  void relist();
 
   // The key's mask (bit i: tier i holds it); the caller holds the key's stripe.
   std::uint32_t where(std::string_view key);
@@ -125,6 +147,14 @@ class TierChain {
 
   std::vector<std::unique_ptr<Tier>> tiers_;
   std::array<Stripe, kStripes> stripes_;
+
+  // Bit i: tier i could not be listed (Redis down at start-up), so the map does
+  // not say which keys it holds. Cleared by relist() once it has merged the
+  // tier's keys into the map; release there pairs with the acquire load in
+  // put(), which then finds those keys' bits in the map.
+  std::atomic<std::uint32_t> unlisted_{0};
+  std::mutex relist_mu_;                                 // one relist() at a time; the others go on without
+  std::chrono::steady_clock::time_point next_relist_{};  // guarded by relist_mu_
 
   std::atomic<std::uint64_t> moved_objects_{0}, moved_bytes_{0}, failed_moves_{0}, dropped_corrupt_{0};
 };

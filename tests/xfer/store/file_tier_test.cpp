@@ -22,6 +22,7 @@
 #include "ferry/core/status.h"
 #include "xfer/store/aligned_buffer.h"
 #include "xfer/store/checksum.h"
+#include "xfer/store/dram_tier.h"
 #include "xfer/store/file_format.h"
 #include "xfer/store/file_names.h"
 #include "xfer/store/older_builds.h"
@@ -29,6 +30,7 @@
 #include "xfer/store/pack_format.h"
 #include "xfer/store/store_stress.h"
 #include "xfer/store/store_test_util.h"
+#include "xfer/store/tier_chain.h"
 
 namespace ferry::xfer::store {
 namespace {
@@ -907,8 +909,9 @@ std::string fill_the_disk(const std::string& dir) {
 // acknowledged remove would come back after a restart with its old bytes (for
 // the object file, with the older packed version's). Either the remove is
 // refused (and the object stays, also after a restart), or it is acknowledged
-// and stays removed; this tier refuses it, with NoSpace. Returns 0 or which
-// check failed.
+// and stays removed; this tier refuses it, with NoSpace. Through a chain, the
+// removal fails as well, and so does a put whose newer version would leave the
+// older packed one behind. Returns 0 or which check failed.
 int remove_on_a_full_disk(const std::string& dir) {
   try {
     auto o = opts(dir);
@@ -962,6 +965,32 @@ int remove_on_a_full_disk(const std::string& dir) {
       if (!removed[1] && r.data != newer) rc = 23;
       if (rc != 0) return rc;
     }
+
+    std::vector<std::unique_ptr<Tier>> tiers;
+    tiers.push_back(std::make_unique<DramTier>(1 << 20));
+    tiers.push_back(std::make_unique<FileTier>(o));
+    TierChain chain(std::move(tiers));
+    filler = fill_the_disk(dir);
+    if (filler.empty()) return 77;
+    std::string why;
+    if (chain.try_remove("packed", &why) != XferStatus::NoSpace || chain.remove("packed")) return 30;
+    if (why.find(o.dir) == std::string::npos) return 31;  // names the tier
+    // A newer version would go to dram and leave the older packed one below,
+    // which a restart serves (dram starts empty): not acknowledged.
+    PutItem put = test::put_item("packed", newer);
+    chain.put({&put, 1});
+    if (put.status != XferStatus::NoSpace) {
+      std::fprintf(stderr, "a put over a packed copy that stays: %s\n", put.error.c_str());
+      return 32;
+    }
+    std::vector<std::uint8_t> out(1 << 20);
+    GetItem got = test::get_item("packed", {out.data(), out.size()});
+    chain.get({&got, 1});
+    if (got.status != XferStatus::Ok || got.tier != 1 || got.size != packed.size()) return 33;
+    unlink(filler.c_str());
+    chain.put({&put, 1});
+    if (put.status != XferStatus::Ok || put.tier != 0) return 34;
+    if (chain.tier(1).stat("packed")) return 35;  // the older packed copy went
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
