@@ -241,6 +241,32 @@ TEST_P(FileTierModes, BatchesLongerThanTheQueueDepth) {
   }
 }
 
+// A buffer too small for the object: TooLarge, with size set to the object's
+// size (docs/xfer-tiers.md, section 7), so that the caller can retry with a buffer
+// that fits; alone, in a batch, and for an object file replaced by one of
+// another size behind the index's back.
+TEST_P(FileTierModes, ATooSmallBufferIsTooLargeAndReportsTheObjectsSize) {
+  TempDir dir;
+  auto t = make(dir.path());
+  if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+  const std::vector<std::string> keys = {"small", "page", "large"};
+  const std::vector<std::vector<std::uint8_t>> data = {random_bytes(1000, 1), random_bytes(4096, 2),
+                                                       random_bytes(300 << 10, 3)};
+  for (std::size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(put_one(*t, keys[i], data[i]), XferStatus::Ok);
+  for (const std::size_t room : {std::size_t{0}, std::size_t{1}, std::size_t{999}}) {
+    std::vector<std::vector<std::uint8_t>> out(keys.size(), std::vector<std::uint8_t>(room + 1));
+    std::vector<GetItem> gets;
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      gets.push_back(test::get_item(keys[i], {out[i].data(), room}));
+    t->get(gets);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      EXPECT_EQ(gets[i].status, XferStatus::TooLarge) << keys[i] << " into " << room << ": " << gets[i].error;
+      EXPECT_EQ(gets[i].size, data[i].size()) << keys[i] << " into " << room << ": " << gets[i].error;
+      EXPECT_NE(gets[i].error.find(std::to_string(data[i].size())), std::string::npos) << gets[i].error;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(BufferedAndDirect, FileTierModes, ::testing::Combine(::testing::Bool(), ::testing::Bool()),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param) ? "direct" : "buffered") +

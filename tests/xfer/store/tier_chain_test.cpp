@@ -97,6 +97,25 @@ TEST(TierChain, LargerThanATierGoesFurtherDown) {
   EXPECT_EQ(c.stats().moved_objects, 0u) << "nothing was evicted for an object dram can never hold";
 }
 
+// A buffer too small for the object is TooLarge with the object's size, from
+// whichever tier holds it (the agent reports that size to the application).
+TEST(TierChain, ATooSmallBufferIsTooLargeWithTheObjectsSizeFromEveryTier) {
+  TempDir dir;
+  TierChain c = dram_file(16 << 10, dir.path());
+  ASSERT_EQ(put(c, "in-dram", random_bytes(9000, 1)), XferStatus::Ok);
+  ASSERT_EQ(put(c, "in-file", random_bytes(100 << 10, 2)), XferStatus::Ok);  // larger than dram
+  const std::pair<std::string, std::size_t> objects[] = {{"in-dram", 9000}, {"in-file", 100 << 10}};
+  for (int tier = 0; tier < 2; ++tier) {
+    const auto& [key, size] = objects[tier];
+    std::vector<std::uint8_t> out(4096);
+    GetItem item = test::get_item(key, {out.data(), out.size()});
+    c.get({&item, 1});
+    EXPECT_EQ(item.status, XferStatus::TooLarge) << key << ": " << item.error;
+    EXPECT_EQ(item.tier, tier) << key;
+    EXPECT_EQ(item.size, size) << key << ": " << item.error;
+  }
+}
+
 TEST(TierChain, NewVersionRemovesStaleCopies) {
   TempDir dir;
   TierChain c = dram_file(16 << 10, dir.path());
