@@ -1,6 +1,10 @@
 // The redis tier seen from the application: a chain that ends in a real
 // redis-server, and a Redis that goes away mid-run and comes back.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
 
 #include "support/ferry_processes.h"
 #include "support/redis_server.h"
@@ -61,6 +65,41 @@ TEST(XferRedis, RedisStoppedMidRunGivesClearErrorsAndTheAgentRecovers) {
   std::vector<std::uint8_t> back(data.size());
   buf.read(0, back.data(), back.size());
   EXPECT_EQ(back, data);
+}
+
+// A read into a block smaller than the object is TooLarge with the object's
+// size (docs/xfer-tiers.md, section 7), so that the application can read it
+// again into a block that fits: for objects in the file tier and in Redis, which
+// the agent reads through the chain (the dram tier's objects it lends in place).
+TEST(XferRedis, ATooSmallBlockIsTooLargeWithTheObjectsSizeFromFileAndRedis) {
+  RedisServer redis;
+  const auto dir = std::filesystem::temp_directory_path() / ("ferry-redis-e2e-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    // The file tier holds one object: the second moves the first down to Redis.
+    FerryAgent agent_proc({"file:" + dir.string() + ",capacity=12KiB", redis.url()});
+    Agent agent(config_for(agent_proc.endpoint()));
+    constexpr std::size_t kObject = 8192;
+    Buffer buf = Buffer::allocate(xfer_env().mem, 2 * kObject);
+    const auto data = random_bytes(2 * kObject, 31);
+    buf.write(0, data.data(), data.size());
+    agent.register_memory(buf);
+    const auto keys = keys_of("small-block/", 2);
+    for (std::size_t i = 0; i < 2; ++i)
+      ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, kObject, i), {keys[i]}), XferStatus::Ok);
+    std::map<std::string, std::string> where;
+    for (const auto& o : agent.list("small-block/")) where[o.key] = o.tier;
+    EXPECT_EQ(where[keys[0]].rfind("redis://", 0), 0u) << where[keys[0]];
+    EXPECT_EQ(where[keys[1]].rfind("file:", 0), 0u) << where[keys[1]];
+    std::vector<xfer::DescResult> results;
+    EXPECT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 2, 4096), keys, &results), XferStatus::TooLarge);
+    ASSERT_EQ(results.size(), 2u);
+    for (std::size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(results[i].status, XferStatus::TooLarge) << keys[i] << ": " << results[i].error;
+      EXPECT_EQ(results[i].size, kObject) << keys[i] << " (in " << where[keys[i]] << "): " << results[i].error;
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

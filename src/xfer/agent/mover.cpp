@@ -492,7 +492,9 @@ void DataMover::begin_read(int lane, Flight& f) {
     DescResult& r = job.results[first + f.got[i]];
     r.status = it.status;
     r.error = std::move(it.error);
-    if (it.status == XferStatus::Ok) {
+    // TooLarge carries the object's size too, so that the application can read
+    // it again into a block that fits (docs/xfer-tiers.md, section 7).
+    if (it.status == XferStatus::Ok || it.status == XferStatus::TooLarge) {
       r.size = it.size;
       r.tier = tier_name(it.tier);
     }
