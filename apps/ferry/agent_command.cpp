@@ -1,10 +1,49 @@
+#include <stdexcept>
+#include <string>
+
 #include "commands.h"
+#include "ferry/core/status.h"
 #include "ferry/xfer/agent_service.h"
+#include "until_signal.h"
+#include "xfer/store/sizes.h"
 
 namespace ferry::app {
 
+namespace {
+
+// The flags that the library takes typed, as the command line gives them.
+struct AgentTextFlags {
+  std::string gpu = "auto";
+  std::string copy = "auto";
+  std::string kernel_below = "64MiB";
+  std::string kernel_below_pull = "64MiB";
+  std::string engines_from = "1MiB";
+};
+
+int parse_gpu(const std::string& text) {
+  if (text == "auto") return xfer::kGpuAuto;
+  if (text == "none") return xfer::kGpuNone;
+  try {
+    std::size_t used = 0;
+    const int device = std::stoi(text, &used);
+    if (used == text.size() && device >= 0) return device;
+  } catch (const std::logic_error&) {
+  }
+  throw Error("--gpu must be auto, none or a device index, not '" + text + "'");
+}
+
+xfer::CopyMode parse_copy(const std::string& text) {
+  if (text == "batch") return xfer::CopyMode::Batch;
+  if (text == "loop") return xfer::CopyMode::Loop;
+  if (text == "kernel") return xfer::CopyMode::Kernel;
+  return xfer::CopyMode::Auto;  // the flag's check admits only these four
+}
+
+}  // namespace
+
 void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
   static xfer::AgentServiceOptions o;
+  static AgentTextFlags text;
   CLI::App* sub = app.add_subcommand(
       "agent",
       "The KV-cache offload proxy: applications export their GPU (or shared host) memory to it; it moves the "
@@ -34,21 +73,21 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
       ->capture_default_str();
   sub->add_option("--queue-depth", o.queue_depth, "Batches in flight (copy threads and CUDA streams)")
       ->capture_default_str();
-  sub->add_option("--gpu", o.gpu, "auto, none (memcpy threads only) or a CUDA device index")->capture_default_str();
-  sub->add_option("--copy", o.copy,
+  sub->add_option("--gpu", text.gpu, "auto, none (memcpy threads only) or a CUDA device index")->capture_default_str();
+  sub->add_option("--copy", text.copy,
                   "Device copies: kernel (a gather/scatter kernel that also computes the checksums on the GPU), "
                   "batch (cudaMemcpyBatchAsync), loop (cudaMemcpyAsync per block), or auto: the kernel for blocks "
                   "below --kernel-below, batch for the rest")
       ->check(CLI::IsMember({"auto", "batch", "loop", "kernel"}))
       ->capture_default_str();
-  sub->add_option("--kernel-below", o.kernel_below,
+  sub->add_option("--kernel-below", text.kernel_below,
                   "--copy auto: blocks smaller than this go by the copy kernel, the rest by "
                   "cudaMemcpyBatchAsync (with the CPU hashing behind it); a size such as 1MiB")
       ->capture_default_str();
-  sub->add_option("--kernel-below-pull", o.kernel_below_pull,
+  sub->add_option("--kernel-below-pull", text.kernel_below_pull,
                   "--copy auto: the same threshold for pulls")
       ->capture_default_str();
-  sub->add_option("--engines-from", o.engines_from,
+  sub->add_option("--engines-from", text.engines_from,
                   "--copy auto: blocks of at least this size go by cudaMemcpyBatchAsync while the kernel computes "
                   "their checksums in device memory (0: the kernel copies every block below --kernel-below)")
       ->capture_default_str();
@@ -81,7 +120,17 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
       ->capture_default_str();
   sub->callback([&command] {
     command.role = "agent";
-    command.run = [] { return xfer::run_agent(o); };
+    command.run = [] {
+      o.gpu = parse_gpu(text.gpu);
+      o.copy = parse_copy(text.copy);
+      o.kernel_below = xfer::store::parse_size(text.kernel_below, "--kernel-below");
+      o.kernel_below_pull = xfer::store::parse_size(text.kernel_below_pull, "--kernel-below-pull");
+      o.engines_from = xfer::store::parse_size(text.engines_from, "--engines-from");
+      xfer::AgentService agent(o);
+      SignalFd signals;  // before start(): its threads inherit the blocked signals
+      agent.start();
+      return run_until_signal(agent, signals);
+    };
   });
 }
 

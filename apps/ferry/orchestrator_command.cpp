@@ -1,6 +1,9 @@
+#include <cstdlib>
+
 #include "commands.h"
 #include "ferry/offload/orchestrator.h"
 #include "ferry/worker/builtin_handlers.h"
+#include "until_signal.h"
 
 namespace ferry::app {
 
@@ -67,7 +70,19 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
       o.worker.launch = o.worker.backend == worker::BackendKind::Cpu ? worker::LaunchMethod::Cpu
                                                                       : worker::parse_launch(launch);
       o.worker.gpu = o.gpu_pci_addr;
-      return offload::run_orchestrator(o, worker::make_builtin_backend(handler, o.worker));
+      offload::Orchestrator orchestrator(o, worker::make_builtin_backend(handler, o.worker));
+      SignalFd signals;  // before start(): its threads inherit the blocked signals
+      orchestrator.start();
+      const int code = run_until_signal(orchestrator, signals);
+      if (orchestrator.stuck()) {
+        // Destroying the backend would free GPU memory under a kernel that never
+        // ends, and cudaFree waits for it: leave now and let the driver reclaim
+        // the context (closing the link on exit tells the server, as usual).
+        log::app().error("exiting without GPU teardown");
+        log::app().flush();
+        std::_Exit(code != 0 ? code : 1);
+      }
+      return code;
     };
   });
 }

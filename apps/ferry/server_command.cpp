@@ -1,5 +1,7 @@
 #include "commands.h"
+#include "ferry/core/net.h"
 #include "ferry/offload/server.h"
+#include "until_signal.h"
 
 namespace ferry::app {
 
@@ -46,7 +48,11 @@ void register_server(CLI::App& app, GeneralFlags& general, Command& command) {
     command.role = "server";
     command.run = [] {
       o.pin_threads = !no_pin;
-      return offload::run_server(o);
+      offload::Server server(o);
+      net::raise_fd_limit();  // a client per descriptor
+      SignalFd signals;       // before start(): its threads inherit the blocked signals
+      server.start();
+      return run_until_signal(server, signals);
     };
   });
 }

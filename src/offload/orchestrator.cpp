@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "core/log.h"
+#include "core/service_thread.h"
 #include "ferry/core/arena.h"
 #include "ferry/core/control_link.h"
 #include "ferry/core/peer_policy.h"
-#include "ferry/core/signal_fd.h"
 #include "ferry/core/status.h"
 
 namespace ferry::offload {
@@ -48,7 +48,8 @@ void check_server_peer(const ControlLink& link, const OrchestratorOptions& opts)
                 std::to_string(server.pid) + ") is not trusted with the arena: " + *why);
 }
 
-std::optional<ControlLink> connect_to_server(const OrchestratorOptions& opts, SignalFd& signals) {
+// Waits for the server to listen; std::nullopt when asked to stop first.
+std::optional<ControlLink> connect_to_server(const OrchestratorOptions& opts, int stop_fd) {
   const auto start = Clock::now();
   bool announced = false;
   for (;;) {
@@ -65,9 +66,9 @@ std::optional<ControlLink> connect_to_server(const OrchestratorOptions& opts, Si
       throw Error("no ferry server listens on " + ControlLink::address_of(opts.channel_name) + " after " +
                   std::to_string(static_cast<int>(waited)) + " s (start the server first, with the same "
                   "--comch-channel-name)");
-    pollfd p{signals.fd(), POLLIN, 0};
+    pollfd p{stop_fd, POLLIN, 0};
     if (poll(&p, 1, 500) > 0) {
-      log::app().info("{} received while waiting for the server", signals.read_name());
+      log::app().info("asked to stop while waiting for the server");
       return std::nullopt;
     }
   }
@@ -75,11 +76,32 @@ std::optional<ControlLink> connect_to_server(const OrchestratorOptions& opts, Si
 
 }  // namespace
 
-int run_orchestrator(const OrchestratorOptions& opts, std::unique_ptr<worker::Backend> backend) {
-  if (backend == nullptr) throw Error("run_orchestrator needs a worker backend");
-  if (opts.num_gpu_threads == 0) throw Error("--num-gpu-threads must be at least 1");
-  SignalFd signals;
+class Orchestrator::Impl {
+ public:
+  Impl(OrchestratorOptions opts, std::unique_ptr<worker::Backend> backend)
+      : opts_(std::move(opts)), backend_(std::move(backend)) {
+    if (backend_ == nullptr) throw Error("the orchestrator needs a worker backend");
+    if (opts_.num_gpu_threads == 0) throw Error("--num-gpu-threads must be at least 1");
+  }
+  ~Impl() {
+    service_.request_stop();
+    (void)service_.wait();
+    // A stuck backend's teardown would wait for its kernel forever: leave it to
+    // the process's exit (the host checks stuck()).
+    if (backend_ != nullptr && backend_->stuck()) (void)backend_.release();
+  }
 
+  void start();
+  int run();
+
+  OrchestratorOptions opts_;
+  std::unique_ptr<worker::Backend> backend_;
+  Arena arena_;
+  ServiceThread service_;
+};
+
+void Orchestrator::Impl::start() {
+  const OrchestratorOptions& opts = opts_;
   ArenaParams params;
   params.num_channels = opts.num_gpu_threads;
   params.max_concurrent_messages =
@@ -89,13 +111,18 @@ int run_orchestrator(const OrchestratorOptions& opts, std::unique_ptr<worker::Ba
                 std::to_string(opts.max_concurrent_messages));
   params.max_message_length = opts.max_message_length;
   params.backend = opts.worker.backend == worker::BackendKind::Cuda ? ArenaBackend::Cuda : ArenaBackend::Cpu;
-  Arena arena = Arena::create(params, "ferry-arena-" + opts.channel_name);
-  log::app().info("arena: {} channel(s) of {} slots x {} bytes, {} KiB in all", arena.num_channels(),
-                  arena.header()->ring_capacity, arena.header()->slot_size, arena.size() / 1024);
+  arena_ = Arena::create(params, "ferry-arena-" + opts.channel_name);
+  log::app().info("arena: {} channel(s) of {} slots x {} bytes, {} KiB in all", arena_.num_channels(),
+                  arena_.header()->ring_capacity, arena_.header()->slot_size, arena_.size() / 1024);
+  backend_->prepare(arena_);
+  service_.start([this] { return run(); });
+}
 
-  backend->prepare(arena);
-
-  auto link_opt = connect_to_server(opts, signals);
+int Orchestrator::Impl::run() {
+  const OrchestratorOptions& opts = opts_;
+  Arena& arena = arena_;
+  worker::Backend* backend = backend_.get();
+  auto link_opt = connect_to_server(opts, service_.stop_fd());
   if (!link_opt) return 0;
   ControlLink link = std::move(*link_opt);
   try {
@@ -131,12 +158,12 @@ int run_orchestrator(const OrchestratorOptions& opts, std::unique_ptr<worker::Ba
   std::uint64_t last_handled = backend->handled();
   auto last_progress = Clock::now();
   for (;;) {
-    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {link.fd(), POLLIN, 0}};
+    pollfd fds[2] = {{service_.stop_fd(), POLLIN, 0}, {link.fd(), POLLIN, 0}};
     // The reference host polls its stop flag every 100 ms; so does this loop.
     if (poll(fds, 2, 100) < 0 && errno != EINTR) throw_errno("poll");
 
     if (fds[0].revents & POLLIN) {
-      log::app().info("{} received: asking the server to shut down", signals.read_name());
+      log::app().info("asked to stop: asking the server to shut down");
       try {
         link.send(wire::MsgId::StartShutdown);
         const auto deadline = Clock::now() + std::chrono::duration<double>(opts.shutdown_timeout_s);
@@ -197,14 +224,23 @@ int run_orchestrator(const OrchestratorOptions& opts, std::unique_ptr<worker::Ba
   // Closing the link (by returning) tells a live server that its workers are gone.
   log::app().info("orchestrator stopped after {} message(s)", backend->handled());
   if (backend->stuck()) {
-    // Destroying the backend would free GPU memory under a kernel that never
-    // ends, and cudaFree waits for it: leave now and let the driver reclaim the
-    // context (closing the link on exit tells the server, as usual).
-    log::app().error("workers are stuck ({}); exiting without GPU teardown", backend->failure());
-    log::app().flush();
-    std::_Exit(exit_code != 0 ? exit_code : 1);
+    log::app().error("workers are stuck ({})", backend->failure());
+    return exit_code != 0 ? exit_code : 1;
   }
   return exit_code;
 }
+
+Orchestrator::Orchestrator(OrchestratorOptions options, std::unique_ptr<worker::Backend> backend)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(backend))) {}
+Orchestrator::~Orchestrator() = default;
+void Orchestrator::start() { impl_->start(); }
+void Orchestrator::stop() noexcept { impl_->service_.request_stop(); }
+int Orchestrator::wait() { return impl_->service_.wait(); }
+std::optional<int> Orchestrator::wait_for(std::chrono::milliseconds timeout) {
+  return impl_->service_.wait_for(timeout);
+}
+std::uint64_t Orchestrator::handled() const { return impl_->backend_->handled(); }
+bool Orchestrator::stuck() const { return impl_->backend_->stuck(); }
+std::string Orchestrator::first_error() const { return impl_->service_.first_error(); }
 
 }  // namespace ferry::offload

@@ -14,12 +14,12 @@
 
 #include "core/accept_pause.h"
 #include "core/log.h"
+#include "core/service_thread.h"
 #include "ferry/core/arena.h"
 #include "ferry/core/control_link.h"
 #include "ferry/core/net.h"
 #include "ferry/core/status.h"
 #include "ferry/core/peer_policy.h"
-#include "ferry/core/signal_fd.h"
 #include "offload/server_thread.h"
 
 namespace ferry::offload {
@@ -40,12 +40,20 @@ struct PendingPeer {
   Clock::time_point since;
 };
 
-class Server {
+}  // namespace
+
+class Server::Impl {
  public:
-  explicit Server(const ServerOptions& opts) : opts_(opts) {}
-  int run();
+  explicit Impl(ServerOptions opts) : opts_(std::move(opts)) { validate(); }
+  ~Impl();
+  void start();
+  ServerStats stats() const;
+
+  ServiceThread service_;
+  std::uint16_t port_ = 0;
 
  private:
+  int run();
   void validate() const;
   void accept_clients();
   void on_control_connect();
@@ -73,10 +81,11 @@ class Server {
   Arena arena_;
   std::uint64_t generation_ = 0;
   bool ever_attached_ = false;
+  std::atomic<bool> attached_{false};  // arena_ is valid; for stats() on other threads
   bool stopping_ = false;
 };
 
-void Server::validate() const {
+void Server::Impl::validate() const {
   if (opts_.cpus.empty())
     throw Error("--cpu is required: give one core per data-path thread (e.g. --cpu 0 --cpu 1)");
   const unsigned ncpu = std::thread::hardware_concurrency();
@@ -90,7 +99,7 @@ void Server::validate() const {
   if (opts_.request_timeout_s < 0) throw Error("--request-timeout must be 0 (off) or more seconds");
 }
 
-ServerThread* Server::least_loaded() {
+ServerThread* Server::Impl::least_loaded() {
   ServerThread* best = nullptr;
   for (auto& t : threads_)
     if (t->clients() < opts_.max_clients_per_thread && (best == nullptr || t->clients() < best->clients()))
@@ -98,7 +107,7 @@ ServerThread* Server::least_loaded() {
   return best;
 }
 
-void Server::accept_clients() {
+void Server::Impl::accept_clients() {
   for (;;) {
     const int fd = accept4(tcp_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -131,7 +140,7 @@ void Server::accept_clients() {
   }
 }
 
-void Server::attach(int arena_fd) {
+void Server::Impl::attach(int arena_fd) {
   Arena arena = Arena::attach(arena_fd);
   const ArenaHeader* h = arena.header();
   std::string mismatch;
@@ -149,6 +158,7 @@ void Server::attach(int arena_fd) {
   if (!mismatch.empty()) throw Error(mismatch);
 
   arena_ = std::move(arena);
+  attached_.store(true, std::memory_order_relaxed);
   ++generation_;
   for (std::uint32_t i = 0; i < threads_.size(); ++i) {
     const Channel ch = arena_.channel(i);
@@ -159,19 +169,20 @@ void Server::attach(int arena_fd) {
                   h->creator_pid, h->num_channels, h->ring_capacity, h->slot_size);
 }
 
-void Server::detach(const std::string& why, const std::string& clients_told) {
+void Server::Impl::detach(const std::string& why, const std::string& clients_told) {
   link_.close();
   log::app().error("{}; clients with requests in flight get no_workers errors; waiting for an orchestrator on {}",
                    why, ControlLink::address_of(opts_.channel_name));
   ++generation_;
   for (auto& t : threads_) t->bind(nullptr, generation_, clients_told);
   arena_ = Arena();  // every thread has let go of it (bind() waited)
+  attached_.store(false, std::memory_order_relaxed);
 }
 
 // A frozen or deadlocked orchestrator (stopped, swapping, stuck in a syscall)
 // keeps its link open, so only the lack of responses tells: detach it, as if it
 // had died, so that its clients get an error instead of waiting forever.
-void Server::check_request_timeout() {
+void Server::Impl::check_request_timeout() {
   if (!arena_.valid() || opts_.request_timeout_s <= 0) return;
   const auto now = Clock::now();
   const auto limit = std::chrono::duration<double>(opts_.request_timeout_s);
@@ -186,7 +197,7 @@ void Server::check_request_timeout() {
   }
 }
 
-void Server::refuse_control_peer(ControlLink& peer, wire::ErrorCode code, const std::string& why) {
+void Server::Impl::refuse_control_peer(ControlLink& peer, wire::ErrorCode code, const std::string& why) {
   if (const long long held = control_throttle_.pass(); held >= 0)
     log::app().warn("refused a control peer on {}: {}{}", ControlLink::address_of(opts_.channel_name), why,
                     log::suppressed_note(held));
@@ -197,7 +208,7 @@ void Server::refuse_control_peer(ControlLink& peer, wire::ErrorCode code, const 
   peer.close();
 }
 
-void Server::on_control_connect() {
+void Server::Impl::on_control_connect() {
   ControlLink incoming;
   PeerCredentials cred;
   try {
@@ -230,7 +241,7 @@ void Server::on_control_connect() {
   pending_.push_back({std::move(incoming), cred, Clock::now()});
 }
 
-bool Server::on_pending_message(PendingPeer& p) {
+bool Server::Impl::on_pending_message(PendingPeer& p) {
   std::optional<ControlMessage> m;
   try {
     m = p.link.recv(0);
@@ -270,7 +281,7 @@ bool Server::on_pending_message(PendingPeer& p) {
   return true;
 }
 
-bool Server::on_control_message(const ControlMessage& m) {
+bool Server::Impl::on_control_message(const ControlMessage& m) {
   switch (m.id) {
     case wire::MsgId::ExchangeConsumerIdRequest:
       // Re-attaching on a live link would unmap memory the threads use.
@@ -291,7 +302,7 @@ bool Server::on_control_message(const ControlMessage& m) {
   }
 }
 
-void Server::drain() {
+void Server::Impl::drain() {
   if (tcp_fd_ >= 0) {
     ::close(tcp_fd_);
     tcp_fd_ = -1;
@@ -314,14 +325,11 @@ void Server::drain() {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the last responses flush
 }
 
-int Server::run() {
-  validate();
-  net::raise_fd_limit();
-  SignalFd signals;  // blocks SIGINT/SIGTERM in every thread created after it
-
+void Server::Impl::start() {
   control_listen_fd_ = ControlLink::listen(opts_.channel_name);
   std::uint16_t port = 0;
   tcp_fd_ = net::listen_tcp(opts_.listen_address, opts_.port, &port);
+  port_ = port;
 
   for (std::uint32_t i = 0; i < opts_.cpus.size(); ++i) {
     ServerThreadConfig cfg;
@@ -341,13 +349,37 @@ int Server::run() {
     if (std::rename(tmp.c_str(), opts_.port_file.c_str()) != 0)
       throw_errno("writing --port-file " + opts_.port_file);
   }
+  service_.start([this] { return run(); });
+}
 
+Server::Impl::~Impl() {
+  service_.request_stop();
+  (void)service_.wait();
+  for (auto& t : threads_) t->stop();
+  if (tcp_fd_ >= 0) ::close(tcp_fd_);
+  if (control_listen_fd_ >= 0) ::close(control_listen_fd_);
+}
+
+ServerStats Server::Impl::stats() const {
+  ServerStats st;
+  for (const auto& t : threads_) {
+    st.requests += t->stats().requests.load(std::memory_order_relaxed);
+    st.responses += t->stats().responses.load(std::memory_order_relaxed);
+    st.protocol_errors += t->stats().protocol_errors.load(std::memory_order_relaxed);
+    st.dropped_responses += t->stats().dropped_responses.load(std::memory_order_relaxed);
+    st.clients += t->clients();
+  }
+  st.orchestrator_attached = attached_.load(std::memory_order_relaxed);
+  return st;
+}
+
+int Server::Impl::run() {
   int exit_code = 0;
   std::vector<pollfd> fds;
   while (!stopping_) {
     const auto now = Clock::now();
     fds.clear();
-    fds.push_back({signals.fd(), POLLIN, 0});
+    fds.push_back({service_.stop_fd(), POLLIN, 0});
     const int control_at = control_pause_.paused(now) ? -1 : static_cast<int>(fds.size());
     if (control_at >= 0) fds.push_back({control_listen_fd_, POLLIN, 0});
     const int link_at = link_.valid() ? static_cast<int>(fds.size()) : -1;
@@ -366,7 +398,7 @@ int Server::run() {
       throw_errno("poll");
     }
     if (fds[0].revents & POLLIN) {
-      log::app().info("{} received: shutting down", signals.read_name());
+      log::app().debug("asked to stop: shutting down");
       stopping_ = true;
       drain();
       if (link_.valid()) {
@@ -421,23 +453,22 @@ int Server::run() {
   }
 
   for (auto& t : threads_) t->stop();
-  std::uint64_t requests = 0, responses = 0, errors = 0, dropped = 0;
-  for (auto& t : threads_) {
-    requests += t->stats().requests.load();
-    responses += t->stats().responses.load();
-    errors += t->stats().protocol_errors.load();
-    dropped += t->stats().dropped_responses.load();
-  }
+  const ServerStats st = stats();
   log::app().info("server stopped: {} requests, {} responses, {} protocol errors, {} responses dropped for "
-                  "departed clients", requests, responses, errors, dropped);
-  threads_.clear();
+                  "departed clients", st.requests, st.responses, st.protocol_errors, st.dropped_responses);
   if (tcp_fd_ >= 0) ::close(tcp_fd_);
-  ::close(control_listen_fd_);
+  tcp_fd_ = -1;
   return exit_code;
 }
 
-}  // namespace
-
-int run_server(const ServerOptions& opts) { return Server(opts).run(); }
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Server::~Server() = default;
+void Server::start() { impl_->start(); }
+std::uint16_t Server::port() const noexcept { return impl_->port_; }
+void Server::stop() noexcept { impl_->service_.request_stop(); }
+int Server::wait() { return impl_->service_.wait(); }
+std::optional<int> Server::wait_for(std::chrono::milliseconds timeout) { return impl_->service_.wait_for(timeout); }
+ServerStats Server::stats() const { return impl_->stats(); }
+std::string Server::first_error() const { return impl_->service_.first_error(); }
 
 }  // namespace ferry::offload

@@ -3,8 +3,10 @@
 // the arena, hands it to the server over the control link, runs the workers,
 // watches them and the server, and shuts down by the reference's protocol.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ferry/core/peer_policy.h"
@@ -28,9 +30,41 @@ struct OrchestratorOptions {
   PeerPolicy server_peers;          // whose server besides our own uid's may receive the arena
 };
 
-// Serves the arena's channels with `backend` (made for the caller's handler:
-// worker::make_cpu_backend, worker::make_cuda_backend) until a signal or the
-// server's start_shutdown. Returns the process exit code.
-int run_orchestrator(const OrchestratorOptions& opts, std::unique_ptr<worker::Backend> backend);
+// The host role as a service an application hosts. It serves the arena's
+// channels with `backend`, made for the application's handler
+// (worker::make_cpu_backend, worker::make_cuda_backend):
+//
+//   Orchestrator orch(options, worker::make_cpu_backend(options.worker, MyHandler{}));
+//   orch.start();            // arena made and registered; connects in the background
+//   ...
+//   orch.stop();             // start_shutdown to the server
+//   int code = orch.wait();  // 0, or 1 after an error (first_error() says which)
+//
+// It stops by itself when the server shuts down or goes away, when a worker
+// fails, or when the workers make no progress for hang_timeout_s while requests
+// wait. It handles no signals.
+class Orchestrator {
+ public:
+  Orchestrator(OrchestratorOptions options, std::unique_ptr<worker::Backend> backend);  // throws ferry::Error
+  ~Orchestrator();
+  Orchestrator(const Orchestrator&) = delete;
+  Orchestrator& operator=(const Orchestrator&) = delete;
+
+  // Creates the arena and prepares the backend (throws ferry::Error), then
+  // connects to the server, attaches and serves, on a thread of its own.
+  void start();
+  void stop() noexcept;
+  int wait();
+  std::optional<int> wait_for(std::chrono::milliseconds timeout);
+  std::uint64_t handled() const;  // messages answered so far
+  // True when the workers could not be stopped (a hung kernel or handler). The
+  // GPU context then cannot be torn down: the process should _exit().
+  bool stuck() const;
+  std::string first_error() const;  // sticky; empty while healthy
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace ferry::offload

@@ -3,7 +3,10 @@
 // clients, forwards their requests into the arena's channels, and sends the
 // workers' responses back, in order per connection.
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +34,47 @@ struct ServerOptions {
   bool pin_threads = true;
 };
 
-// Runs until Ctrl-C/SIGTERM or the orchestrator's start_shutdown. Returns the
-// process exit code.
-int run_server(const ServerOptions& opts);
+struct ServerStats {
+  std::uint64_t requests = 0;
+  std::uint64_t responses = 0;
+  std::uint64_t protocol_errors = 0;
+  std::uint64_t dropped_responses = 0;  // their client had gone
+  std::uint32_t clients = 0;
+  bool orchestrator_attached = false;
+};
+
+// The proxy as a service an application hosts:
+//
+//   Server server(options);
+//   server.start();            // listening; throws ferry::Error for bad options
+//   ...                        // an orchestrator attaches, clients are served
+//   server.stop();             // drains, then asks the orchestrator to shut down
+//   int code = server.wait();  // 0, or 1 after an error (first_error() says which)
+//
+// It also stops by itself when the orchestrator sends start_shutdown. It
+// handles no signals: that is the host's business.
+class Server {
+ public:
+  explicit Server(ServerOptions options);  // checks the options; throws ferry::Error
+  ~Server();                               // stops and waits
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the TCP port and the control socket and starts serving. Throws ferry::Error.
+  void start();
+  // The TCP port bound by start() (the chosen one when options.port is 0).
+  std::uint16_t port() const noexcept;
+  // Drain in-flight requests, tell the orchestrator, close; returns at once (any thread).
+  void stop() noexcept;
+  int wait();
+  // The exit code once stopped, after waiting up to `timeout` for it.
+  std::optional<int> wait_for(std::chrono::milliseconds timeout);
+  ServerStats stats() const;
+  std::string first_error() const;  // sticky; empty while healthy
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace ferry::offload

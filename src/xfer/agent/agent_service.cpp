@@ -5,17 +5,17 @@
 
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
-#include "ferry/core/signal_fd.h"
+#include "core/service_thread.h"
 #include "ferry/core/status.h"
 #include "xfer/agent/mover.h"
 #include "xfer/agent/session.h"
 #include "xfer/agent/session_loop.h"
 #include "xfer/gpu.h"
 #include "xfer/protocol.h"
-#include "xfer/store/sizes.h"
 #include "xfer/store/tier_chain.h"
 #include "xfer/store/tier_spec.h"
 
@@ -33,20 +33,28 @@ void pin_process(const std::vector<int>& cpus) {
   if (sched_setaffinity(0, sizeof(set), &set) != 0) throw_errno("pinning the agent to --cpus");
 }
 
-bool decide_gpu(const std::string& gpu, int* device) {
-  if (gpu == "none") return false;
+bool decide_gpu(int gpu, int* device) {
+  if (gpu == kGpuNone) return false;
   const bool present = gpu::available();
-  if (gpu == "auto") {
+  if (gpu == kGpuAuto) {
     *device = 0;
     return present;
   }
-  try {
-    *device = std::stoi(gpu);
-  } catch (const std::logic_error&) {
-    throw Error("--gpu must be auto, none or a device index, not '" + gpu + "'");
-  }
-  if (!present) throw Error("--gpu " + gpu + ": no CUDA device here (use --gpu none for a CPU-only agent)");
+  if (gpu < 0) throw Error("--gpu must be auto, none or a device index, not " + std::to_string(gpu));
+  if (!present)
+    throw Error("--gpu " + std::to_string(gpu) + ": no CUDA device here (use --gpu none for a CPU-only agent)");
+  *device = gpu;
   return true;
+}
+
+gpu::CopyMethod copy_method(CopyMode mode) {
+  switch (mode) {
+    case CopyMode::Batch: return gpu::CopyMethod::Batch;
+    case CopyMode::Loop: return gpu::CopyMethod::Loop;
+    case CopyMode::Kernel: return gpu::CopyMethod::Kernel;
+    case CopyMode::Auto: break;
+  }
+  return gpu::CopyMethod::Auto;
 }
 
 std::vector<BackendInfo> declared_backends(bool gpu, const store::TierChain& chain) {
@@ -66,22 +74,79 @@ std::vector<BackendInfo> declared_backends(bool gpu, const store::TierChain& cha
 
 }  // namespace
 
-int run_agent(const AgentServiceOptions& o) {
+class AgentService::Impl {
+ public:
+  explicit Impl(AgentServiceOptions options) : o_(std::move(options)) { validate(); }
+  ~Impl() {
+    service_.request_stop();
+    (void)service_.wait();
+  }
+  void start();
+  int run();
+  // For the host's threads: "{}" once the agent has stopped.
+  std::string stats_json() const {
+    std::lock_guard lk(mu_);
+    return mover_ != nullptr ? build_stats() : "{}";
+  }
+
+  AgentServiceOptions o_;
+  std::string endpoint_;
+  ServiceThread service_;
+
+ private:
+  void validate() const;
+  std::string build_stats() const;
+
+  mutable std::mutex mu_;  // mover_'s reset at stop against stats_json() from the host
+  std::unique_ptr<store::TierChain> chain_;
+  std::unique_ptr<agent::DataMover> mover_;
+  agent::AgentContext ctx_;
+  std::unique_ptr<agent::SessionLoop> loop_;
+};
+
+void AgentService::Impl::validate() const {
+  const AgentServiceOptions& o = o_;
   if (o.tiers.empty()) throw Error("at least one --tier is needed, e.g. --tier dram:1GiB");
-  if (o.copy != "auto" && o.copy != "batch" && o.copy != "loop" && o.copy != "kernel")
-    throw Error("--copy must be auto, batch, loop or kernel, not '" + o.copy + "'");
   if (o.staging_mib == 0) throw Error("--staging-mib must be positive");
   if (o.chunk_blocks == 0) throw Error("--chunk-blocks must be positive");
   if (o.max_sessions == 0) throw Error("--max-sessions must be at least 1");
   if (o.max_session_mib == 0) throw Error("--max-session-mib must be positive");
   if (o.max_regions == 0) throw Error("--max-regions must be at least 1");
   if (!(o.stall_timeout_s > 0)) throw Error("--stall-timeout must be a positive number of seconds");
+}
+
+std::string AgentService::Impl::build_stats() const {
+  const agent::MoverStats s = mover_->stats();
+  nlohmann::json j;
+  j["bytes_written"] = s.bytes_written;
+  j["bytes_read"] = s.bytes_read;
+  j["objects_written"] = s.objects_written;
+  j["objects_read"] = s.objects_read;
+  j["failed_descriptors"] = s.failures;
+  j["batches"] = s.batches;
+  j["transfers"] = ctx_.transfers.load();
+  j["bad_requests"] = ctx_.bad_requests.load();
+  j["refused_requests"] = ctx_.refused_requests.load();
+  j["sessions_cut_off"] = ctx_.cut_off.load();
+  for (std::size_t i = 0; i < chain_->size(); ++i) {
+    const auto& t = chain_->tier(i);
+    nlohmann::json tj;
+    tj["tier"] = t.describe();
+    tj["used_bytes"] = t.used();
+    if (t.capacity() != store::kUnbounded) tj["capacity_bytes"] = t.capacity();
+    j["tiers"].push_back(tj);
+  }
+  return j.dump();
+}
+
+void AgentService::Impl::start() {
+  const AgentServiceOptions& o = o_;
   pin_process(o.cpus);
-  SignalFd signals;  // before any thread, so every thread blocks SIGINT/SIGTERM
 
   std::vector<std::unique_ptr<store::Tier>> tiers;
   for (const auto& spec : o.tiers) tiers.push_back(store::make_tier(spec));
-  store::TierChain chain(std::move(tiers));
+  chain_ = std::make_unique<store::TierChain>(std::move(tiers));
+  store::TierChain& chain = *chain_;
 
   agent::MoverOptions mo;
   mo.staging_bytes = o.staging_mib << 20;
@@ -89,18 +154,15 @@ int run_agent(const AgentServiceOptions& o) {
   mo.chunk_blocks = o.chunk_blocks;
   mo.queue_depth = o.queue_depth;
   mo.gpu = decide_gpu(o.gpu, &mo.device);
-  mo.copy = o.copy == "batch"    ? gpu::CopyMethod::Batch
-            : o.copy == "loop"   ? gpu::CopyMethod::Loop
-            : o.copy == "kernel" ? gpu::CopyMethod::Kernel
-                                 : gpu::CopyMethod::Auto;
-  mo.kernel_below = store::parse_size(o.kernel_below, "--kernel-below");
-  mo.kernel_below_pull = store::parse_size(o.kernel_below_pull, "--kernel-below-pull");
-  mo.engines_from = store::parse_size(o.engines_from, "--engines-from");
+  mo.copy = copy_method(o.copy);
+  mo.kernel_below = o.kernel_below;
+  mo.kernel_below_pull = o.kernel_below_pull;
+  mo.engines_from = o.engines_from;
   mo.lane_spin_us = static_cast<unsigned>(o.lane_spin_us >= 0 ? o.lane_spin_us : o.cpus.empty() ? 0 : 200);
-  auto mover = std::make_unique<agent::DataMover>(mo, chain);
+  mover_ = std::make_unique<agent::DataMover>(mo, chain);
 
-  agent::AgentContext ctx;
-  ctx.mover = mover.get();
+  agent::AgentContext& ctx = ctx_;
+  ctx.mover = mover_.get();
   ctx.shared_namespace = o.shared_namespace;
   ctx.limits.max_bytes = o.max_session_mib << 20;
   ctx.limits.max_regions = o.max_regions;
@@ -109,67 +171,62 @@ int run_agent(const AgentServiceOptions& o) {
   ctx.gpu_here = mo.gpu;
   ctx.backends = declared_backends(mo.gpu, chain);
   for (std::size_t i = 0; i < chain.size(); ++i) ctx.tiers.push_back(chain.tier(i).describe());
-  ctx.stats_json = [&] {
-    const agent::MoverStats s = ctx.mover->stats();
-    nlohmann::json j;
-    j["bytes_written"] = s.bytes_written;
-    j["bytes_read"] = s.bytes_read;
-    j["objects_written"] = s.objects_written;
-    j["objects_read"] = s.objects_read;
-    j["failed_descriptors"] = s.failures;
-    j["batches"] = s.batches;
-    j["transfers"] = ctx.transfers.load();
-    j["bad_requests"] = ctx.bad_requests.load();
-    j["refused_requests"] = ctx.refused_requests.load();
-    j["sessions_cut_off"] = ctx.cut_off.load();
-    for (std::size_t i = 0; i < chain.size(); ++i) {
-      const auto& t = chain.tier(i);
-      nlohmann::json tj;
-      tj["tier"] = t.describe();
-      tj["used_bytes"] = t.used();
-      if (t.capacity() != store::kUnbounded) tj["capacity_bytes"] = t.capacity();
-      j["tiers"].push_back(tj);
-    }
-    return j.dump();
-  };
+  // The loop thread calls it only while it runs, when mover_ is alive.
+  ctx.stats_json = [this] { return build_stats(); };
 
   const proto::Endpoint ep = proto::Endpoint::parse(o.endpoint);
   std::uint16_t port = ep.port;
   const int listen_fd = proto::listen_on(ep, &port);
   proto::Endpoint bound = ep;
   bound.port = port;
+  endpoint_ = bound.to_string();
   std::string chain_text;
   for (const auto& t : ctx.tiers) chain_text += (chain_text.empty() ? "" : " -> ") + t;
-  log::app().info("agent listening on {}; tiers: {}", bound.to_string(), chain_text);
-  log::app().info("data path: {}{}", mover->describe(), mo.gpu ? ", GPU " + std::to_string(mo.device) : "");
-  if (!o.ready_file.empty()) {
-    std::ofstream(o.ready_file + ".tmp") << bound.to_string() << "\n";
-    std::rename((o.ready_file + ".tmp").c_str(), o.ready_file.c_str());
-  }
+  log::app().info("agent listening on {}; tiers: {}", endpoint_, chain_text);
+  log::app().info("data path: {}{}", mover_->describe(), mo.gpu ? ", GPU " + std::to_string(mo.device) : "");
 
   agent::LoopOptions lo;
   lo.peers = o.peers;
   lo.max_sessions = o.max_sessions;
+  loop_ = std::make_unique<agent::SessionLoop>(ctx, listen_fd, ep.tcp, lo);
   log::app().info("applications admitted: {}; key namespaces: {}; at most {} sessions of {} MiB each",
                   o.peers.describe(), o.shared_namespace ? "one, shared" : "one per uid", o.max_sessions,
                   o.max_session_mib);
-  agent::MoverStats last_stats;
-  std::string phases;
-  {
-    agent::SessionLoop loop(ctx, listen_fd, ep.tcp, lo);
-    loop.run(signals.fd());
-    log::app().info("{}: shutting down", signals.read_name());
-    // The copy threads finish (or cancel) what is queued before the loop, whose
-    // wake-ups they may still call, goes away.
-    last_stats = mover->stats();
-    phases = mover->phases().describe();
-    mover.reset();
+  if (!o.ready_file.empty()) {
+    std::ofstream(o.ready_file + ".tmp") << endpoint_ << "\n";
+    std::rename((o.ready_file + ".tmp").c_str(), o.ready_file.c_str());
   }
-  const agent::MoverStats st = last_stats;
+  service_.start([this] { return run(); });
+}
+
+int AgentService::Impl::run() {
+  loop_->run(service_.stop_fd());
+  log::app().debug("asked to stop: shutting down");
+  // The copy threads finish (or cancel) what is queued before the loop, whose
+  // wake-ups they may still call, goes away.
+  const agent::MoverStats st = mover_->stats();
+  const std::string phases = mover_->phases().describe();
+  {
+    std::lock_guard lk(mu_);
+    mover_.reset();
+  }
+  loop_.reset();
   log::app().info("agent done: {} objects written ({} bytes), {} read ({} bytes), {} failed descriptors",
                   st.objects_written, st.bytes_written, st.objects_read, st.bytes_read, st.failures);
   log::app().info("agent time per phase (summed over threads): {}", phases);
   return 0;
 }
+
+AgentService::AgentService(AgentServiceOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+AgentService::~AgentService() = default;
+void AgentService::start() { impl_->start(); }
+std::string AgentService::endpoint() const { return impl_->endpoint_; }
+void AgentService::stop() noexcept { impl_->service_.request_stop(); }
+int AgentService::wait() { return impl_->service_.wait(); }
+std::optional<int> AgentService::wait_for(std::chrono::milliseconds timeout) {
+  return impl_->service_.wait_for(timeout);
+}
+std::string AgentService::stats_json() const { return impl_->stats_json(); }
+std::string AgentService::first_error() const { return impl_->service_.first_error(); }
 
 }  // namespace ferry::xfer

@@ -1,0 +1,33 @@
+#pragma once
+// The CLI's side of a hosted service: it owns the signals. SIGINT or SIGTERM
+// asks the service to stop; a service that stops by itself (the peer's
+// shutdown) ends the wait too. Returns the service's exit code.
+
+#include <poll.h>
+
+#include <chrono>
+
+#include "core/log.h"
+#include "ferry/core/signal_fd.h"
+
+namespace ferry::app {
+
+// `signals` must have been made before service.start(), so that every thread
+// the service starts has the signals blocked.
+template <typename Service>
+int run_until_signal(Service& service, SignalFd& signals) {
+  for (;;) {
+    pollfd p{signals.fd(), POLLIN, 0};
+    if (poll(&p, 1, 100) > 0) {
+      log::app().info("{} received: shutting down", signals.read_name());
+      service.stop();
+      break;
+    }
+    if (service.wait_for(std::chrono::milliseconds(0))) break;
+  }
+  const int code = service.wait();
+  if (const std::string why = service.first_error(); !why.empty()) log::app().error("{}", why);
+  return code;
+}
+
+}  // namespace ferry::app

@@ -1,0 +1,131 @@
+// Ferry's services as an application hosts them: a Server and an Orchestrator
+// in this process, serving a handler defined here, over real TCP. No ferry
+// binary, no signals: start(), stop(), wait(), stats() and the first error.
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "ferry/offload/orchestrator.h"
+#include "ferry/offload/server.h"
+#include "ferry/worker/cpu_backend.h"
+#include "support/raw_client.h"
+
+namespace ferry::offload {
+namespace {
+
+struct Shout {
+  static constexpr const char* kName = "shout";
+  FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out) const {
+    for (std::size_t i = 0; i < in.size; ++i)
+      out[i] = (in[i] >= 'a' && in[i] <= 'z') ? static_cast<std::uint8_t>(in[i] - 32) : in[i];
+    return in.size;
+  }
+};
+
+std::string unique_channel(const char* what) {
+  return std::string("hosted-") + what + "-" + std::to_string(::getpid());
+}
+
+ServerOptions server_options(const std::string& channel) {
+  ServerOptions o;
+  o.channel_name = channel;
+  o.listen_address = "127.0.0.1";
+  o.cpus = {0, 0};
+  o.pin_threads = false;
+  return o;
+}
+
+OrchestratorOptions orchestrator_options(const std::string& channel) {
+  OrchestratorOptions o;
+  o.channel_name = channel;
+  o.num_gpu_threads = 2;
+  o.connect_timeout_s = 10;
+  return o;
+}
+
+bool wait_until(const std::function<bool()>& done, double seconds = 10) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+TEST(Hosted, AServerAndAnOrchestratorServeTheApplicationsHandler) {
+  const std::string channel = unique_channel("serve");
+  Server server(server_options(channel));
+  server.start();
+  ASSERT_NE(server.port(), 0);
+  OrchestratorOptions oo = orchestrator_options(channel);
+  Orchestrator orchestrator(oo, worker::make_cpu_backend(oo.worker, Shout{}));
+  orchestrator.start();
+  ASSERT_TRUE(wait_until([&] { return server.stats().orchestrator_attached; })) << server.first_error();
+
+  test::RawClient a(server.port()), b(server.port());
+  for (int i = 0; i < 50; ++i) {
+    a.send_bytes(test::RawClient::request("hello " + std::to_string(i)));
+    b.send_bytes(test::RawClient::request("bye " + std::to_string(i)));
+  }
+  for (int i = 0; i < 50; ++i) {
+    auto fa = a.read_frame(10);
+    auto fb = b.read_frame(10);
+    ASSERT_TRUE(fa && fb);
+    EXPECT_EQ(fa->payload, "HELLO " + std::to_string(i));
+    EXPECT_EQ(fb->payload, "BYE " + std::to_string(i));
+  }
+  EXPECT_EQ(server.stats().responses, 100u);
+  EXPECT_EQ(server.stats().clients, 2u);
+  EXPECT_EQ(orchestrator.handled(), 100u);
+  EXPECT_FALSE(server.wait_for(std::chrono::milliseconds(0))) << "still serving";
+
+  // The host stops the server; it tells the orchestrator, which stops too.
+  server.stop();
+  EXPECT_EQ(server.wait(), 0) << server.first_error();
+  EXPECT_EQ(orchestrator.wait(), 0) << orchestrator.first_error();
+  EXPECT_EQ(server.first_error(), "");
+}
+
+TEST(Hosted, StoppingTheOrchestratorShutsTheServerDownByTheReferenceProtocol) {
+  const std::string channel = unique_channel("orch-stop");
+  Server server(server_options(channel));
+  server.start();
+  OrchestratorOptions oo = orchestrator_options(channel);
+  Orchestrator orchestrator(oo, worker::make_cpu_backend(oo.worker, Shout{}));
+  orchestrator.start();
+  ASSERT_TRUE(wait_until([&] { return server.stats().orchestrator_attached; }));
+  orchestrator.stop();
+  EXPECT_EQ(orchestrator.wait(), 0) << orchestrator.first_error();
+  ASSERT_TRUE(server.wait_for(std::chrono::seconds(10))) << "start_shutdown stops the server";
+  EXPECT_EQ(server.wait(), 0);
+}
+
+TEST(Hosted, ErrorsAreThrownAtStartOrKeptAsTheFirstError) {
+  ServerOptions bad = server_options(unique_channel("bad"));
+  bad.cpus.clear();
+  EXPECT_THROW(Server{bad}, Error);
+
+  // A second server on the same channel name cannot start.
+  const std::string channel = unique_channel("twice");
+  Server first(server_options(channel));
+  first.start();
+  Server second(server_options(channel));
+  EXPECT_THROW(second.start(), Error);
+
+  // An orchestrator whose server never comes: the first error says so.
+  OrchestratorOptions oo = orchestrator_options(unique_channel("nobody"));
+  oo.connect_timeout_s = 0.5;
+  Orchestrator lonely(oo, worker::make_cpu_backend(oo.worker, Shout{}));
+  lonely.start();
+  EXPECT_EQ(lonely.wait(), 1);
+  EXPECT_NE(lonely.first_error().find("no ferry server listens"), std::string::npos) << lonely.first_error();
+}
+
+}  // namespace
+}  // namespace ferry::offload
