@@ -126,8 +126,8 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
       o.kernel_below = xfer::store::parse_size(text.kernel_below, "--kernel-below");
       o.kernel_below_pull = xfer::store::parse_size(text.kernel_below_pull, "--kernel-below-pull");
       o.engines_from = xfer::store::parse_size(text.engines_from, "--engines-from");
+      SignalFd signals;  // first: every thread made after it has the signals blocked
       xfer::AgentService agent(o);
-      SignalFd signals;  // before start(): its threads inherit the blocked signals
       agent.start();
       return run_until_signal(agent, signals);
     };

@@ -70,8 +70,10 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
       o.worker.launch = o.worker.backend == worker::BackendKind::Cpu ? worker::LaunchMethod::Cpu
                                                                       : worker::parse_launch(launch);
       o.worker.gpu = o.gpu_pci_addr;
+      // First: every thread made after it has the signals blocked, the CUDA
+      // driver's too (made with the backend), so that they reach the signalfd.
+      SignalFd signals;
       offload::Orchestrator orchestrator(o, worker::make_builtin_backend(handler, o.worker));
-      SignalFd signals;  // before start(): its threads inherit the blocked signals
       orchestrator.start();
       const int code = run_until_signal(orchestrator, signals);
       if (orchestrator.stuck()) {

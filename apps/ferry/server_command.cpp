@@ -48,9 +48,9 @@ void register_server(CLI::App& app, GeneralFlags& general, Command& command) {
     command.role = "server";
     command.run = [] {
       o.pin_threads = !no_pin;
+      SignalFd signals;  // first: every thread made after it has the signals blocked
       offload::Server server(o);
       net::raise_fd_limit();  // a client per descriptor
-      SignalFd signals;       // before start(): its threads inherit the blocked signals
       server.start();
       return run_until_signal(server, signals);
     };

@@ -12,8 +12,9 @@
 
 namespace ferry::app {
 
-// `signals` must have been made before service.start(), so that every thread
-// the service starts has the signals blocked.
+// `signals` must have been made before the service (and anything it is made
+// with, such as a CUDA backend), so that every thread they start has the
+// signals blocked and a signal can only reach the signalfd.
 template <typename Service>
 int run_until_signal(Service& service, SignalFd& signals) {
   for (;;) {

@@ -157,13 +157,23 @@ TEST(OffloadTrust, ASilentControlPeerDoesNotKeepTheOrchestratorOut) {
 // no_workers, as when it dies; a new orchestrator is accepted afterwards.
 TEST(OffloadTrust, AFrozenOrchestratorTimesOutAndClientsGetErrors) {
   FerryServer server({"--request-timeout", "1"});
-  auto orch = std::make_unique<FerryOrchestrator>(server.channel());
+  // Frozen for good: the process stopped, and its workers stuck too (a stopped
+  // process's persistent kernel would go on answering). Its own watchdog
+  // (--hang-timeout) is off for the test's length, as it is while stopped.
+  auto orch = std::make_unique<FerryOrchestrator>(
+      server.channel(), std::vector<std::string>{"--handler", "stall", "--hang-timeout", "60"});
   ASSERT_TRUE(wait_for_log([&] { return orch->log(); }, "attached to server")) << orch->log();
-  expect_served(server.port(), "before");
+  {
+    RawClient c(server.port());
+    c.send_bytes(RawClient::request("before"));
+    auto f = c.read_frame(10);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->payload, "before");  // the stall handler echoes
+  }
 
   orch->process().signal(SIGSTOP);
   RawClient waiting(server.port());
-  waiting.send_bytes(RawClient::request("frozen"));
+  waiting.send_bytes(RawClient::request("FERRY-STALL frozen"));
   const auto start = std::chrono::steady_clock::now();
   auto f = waiting.read_frame(10);
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -181,9 +191,10 @@ TEST(OffloadTrust, AFrozenOrchestratorTimesOutAndClientsGetErrors) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->code_or_len, 5u);
 
-  // Thawed, the old orchestrator finds the server gone and exits; a new one serves.
+  // Thawed, the old orchestrator finds the server gone and exits (its stuck
+  // workers abandoned); a new one serves.
   orch->process().signal(SIGCONT);
-  EXPECT_EQ(orch->process().wait(10), 1) << orch->log();
+  EXPECT_EQ(orch->process().wait(20), 1) << orch->log();
   orch = std::make_unique<FerryOrchestrator>(server.channel());
   ASSERT_TRUE(wait_for_log([&] { return orch->log(); }, "attached to server")) << orch->log() << server.log();
   expect_served(server.port(), "after");
