@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ int main(int argc, char** argv) {
 
   try {
     std::vector<std::string> args(argv, argv + argc);
+    // Called by a DOCA program's name (the install links them to ferry): that
+    // name's role, so that scripts written for the reference run unchanged.
+    const std::string called = std::filesystem::path(args[0]).filename().string();
+    const std::string doca_prefix = "doca_dpu_gpu_remote_offload_";
+    if (called.rfind(doca_prefix, 0) == 0) args.insert(args.begin() + 1, called.substr(doca_prefix.size()));
     args = ferry::app::apply_json_flags(app, args);
     std::vector<char*> cargs;
     for (auto& a : args) cargs.push_back(a.data());
