@@ -7,7 +7,11 @@
 # (.carry/build), interleaved so that drift hits both alike.
 #
 # Make .carry with scripts/carry-build.sh (CARRY_EXTRA adds more), and
-# .carry-before with the same script from the older build, renamed.
+# .carry-before with the same script from the older build, renamed. REPEAT=N
+# runs every benchmark N times a side (A B A B ...), to see the spread;
+# CHANNELS picks the launch benchmark's channel counts. An example binary
+# carried as .carry/upper_server (scripts/example-check.sh) runs on every
+# launch method too.
 set -uo pipefail
 FINAL=${OUT:-$PWD/before-after-results}
 OUT=$(mktemp -d)
@@ -24,17 +28,25 @@ done
 step xfer_e2e_gpu "$C/build/tests/xfer/xfer_e2e_test" --mem=vram --gpu
 step xfer_e2e_gpu_kernel "$C/build/tests/xfer/xfer_e2e_test" --mem=vram --gpu --copy=kernel
 step xfer_e2e_gpu_batch "$C/build/tests/xfer/xfer_e2e_test" --mem=vram --gpu --copy=batch
-for ch in 1 4 8; do
-  for side in before after; do
-    bin=$FERRY; [ $side = before ] && bin=$B/apps/ferry/ferry
-    step "launch_${ch}ch_$side" "$bin" bench launch --sizes 64 --channels $ch --json-out "$OUT/launch_${ch}ch_$side.json"
+if [ -x "$C/upper_server" ]; then
+  for m in persistent burst graph memops; do
+    step "example_cuda_$m" bash scripts/example-check.sh --run "$C/upper_server" "$FERRY" cuda $m
   done
-done
-for side in before after; do
-  dir=$C/build; [ $side = before ] && dir=$B
-  step "tcp_$side" python3 bench/tcp_bench.py --build-dir "$dir" --backend cuda --sizes 64,1024 --connections 1,8 \
-    --server-cpus 0,1 --worker-cpus 2,3 --client-cpus 4-11 --iterations 300000 --latency-iterations 5000 \
-    --repeat 3 --out "$OUT/tcp_$side.json"
+fi
+for r in $(seq "${REPEAT:-1}"); do
+  for ch in ${CHANNELS:-1 4 8}; do
+    for side in before after; do
+      bin=$FERRY; [ $side = before ] && bin=$B/apps/ferry/ferry
+      step "launch_${ch}ch_${side}_$r" "$bin" bench launch --sizes 64 --channels $ch \
+        --json-out "$OUT/launch_${ch}ch_${side}_$r.json"
+    done
+  done
+  for side in before after; do
+    dir=$C/build; [ $side = before ] && dir=$B
+    step "tcp_${side}_$r" python3 bench/tcp_bench.py --build-dir "$dir" --backend cuda --sizes 64,1024 \
+      --connections 1,8 --server-cpus 0,1 --worker-cpus 2,3 --client-cpus 4-11 --iterations 300000 \
+      --latency-iterations 5000 --repeat 3 --out "$OUT/tcp_${side}_$r.json"
+  done
 done
 log "summary"; cat "$OUT/summary.txt"; echo "status=$status"
 mkdir -p "$FINAL"
