@@ -24,7 +24,8 @@ test: build
 test-gpu: build
 	cd $(BUILD) && ctest --output-on-failure -L gpu
 
-# ASan+UBSan over the whole suite, TSan over the lock-free code (the rings).
+# ASan+UBSan over the whole suite; TSan over the lock-free code, the store's
+# stress test and the agent's concurrent sessions.
 sanitize: asan tsan
 
 # Debug (assertions on) at -O1: at -O0 the checksums and copies of the end-to-end
@@ -38,11 +39,15 @@ asan: deps
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  FERRY_FUZZ_MESSAGES=500000 ctest --output-on-failure -j1 -LE gpu
 
+# TSan: the lock-free code (label lockfree), and (label tsan, registered in TSan
+# builds only) the store's stress test and the agent's concurrent sessions, a
+# TSan-built `ferry agent` included (tests/xfer/CMakeLists.txt).
 tsan: deps
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_ENABLE_CUDA=OFF -DFERRY_BUILD_BENCH=OFF \
 	  -DFERRY_SANITIZE=thread
-	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test spin_mutex_test route_ring_fuzz_test
-	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 FERRY_FUZZ_MESSAGES=1000000 ctest --output-on-failure -L lockfree
+	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test spin_mutex_test route_ring_fuzz_test \
+	  xfer_store_stress_test xfer_e2e_test ferry
+	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 FERRY_FUZZ_MESSAGES=1000000 ctest --output-on-failure -L 'lockfree|tsan'
 
 bench-tcp: build
 	python3 bench/tcp_bench.py --build-dir $(BUILD)
