@@ -31,7 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ferry/core/net.h"
+#include "core/net.h"
 #include "ferry/core/status.h"
 #include "ferry/core/wire.h"
 

@@ -1,5 +1,5 @@
 #include "commands.h"
-#include "ferry/core/net.h"
+#include "core/net.h"
 #include "ferry/offload/server.h"
 #include "until_signal.h"
 

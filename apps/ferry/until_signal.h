@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "core/log.h"
-#include "ferry/core/signal_fd.h"
+#include "core/signal_fd.h"
 
 namespace ferry::app {
 

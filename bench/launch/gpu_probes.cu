@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "bench/launch/gpu_probes.h"
-#include "ferry/core/latency_histogram.h"
+#include "core/latency_histogram.h"
 #include "ferry/worker/handlers.h"
 #include "ferry/worker/cuda/cuda_check.h"
 #include "ferry/worker/cuda/device_ring.cuh"

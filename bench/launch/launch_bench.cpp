@@ -12,7 +12,7 @@
 
 #include "bench/launch/gpu_probes.h"
 #include "ferry/core/arena.h"
-#include "ferry/core/latency_histogram.h"
+#include "core/latency_histogram.h"
 #include "ferry/core/status.h"
 #include "ferry/worker/backend.h"
 #include "ferry/worker/builtin_handlers.h"

@@ -7,7 +7,7 @@
 #include <bit>
 #include <utility>
 
-#include "ferry/core/sealed_memfd.h"
+#include "core/sealed_memfd.h"
 #include "ferry/core/wire.h"
 
 namespace ferry {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ferry/core/status.h"
-#include "ferry/core/unix_socket.h"
+#include "core/unix_socket.h"
 
 namespace ferry {
 namespace {

@@ -1,4 +1,4 @@
-#include "ferry/core/net.h"
+#include "core/net.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "ferry/core/sealed_memfd.h"
+#include "core/sealed_memfd.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "ferry/core/signal_fd.h"
+#include "core/signal_fd.h"
 
 #include <signal.h>
 #include <sys/signalfd.h>

@@ -1,4 +1,4 @@
-#include "ferry/core/subprocess.h"
+#include "core/subprocess.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "ferry/core/unix_socket.h"
+#include "core/unix_socket.h"
 
 #include <poll.h>
 #include <sys/socket.h>

@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "core/log.h"
-#include "ferry/core/latency_histogram.h"
-#include "ferry/core/net.h"
+#include "core/latency_histogram.h"
+#include "core/net.h"
 #include "ferry/core/status.h"
 #include "ferry/core/wire.h"
 

@@ -11,7 +11,7 @@
 
 #include "core/log.h"
 #include "ferry/core/status.h"
-#include "ferry/core/subprocess.h"
+#include "core/subprocess.h"
 #include "ferry/worker/backend.h"
 
 namespace ferry::offload {

@@ -17,7 +17,7 @@
 #include "core/service_thread.h"
 #include "ferry/core/arena.h"
 #include "ferry/core/control_link.h"
-#include "ferry/core/net.h"
+#include "core/net.h"
 #include "ferry/core/status.h"
 #include "ferry/core/peer_policy.h"
 #include "offload/server_thread.h"

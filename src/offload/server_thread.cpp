@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "core/log.h"
-#include "ferry/core/backoff.h"
-#include "ferry/core/net.h"
+#include "ferry/core/detail/backoff.h"
+#include "core/net.h"
 #include "ferry/core/status.h"
 
 namespace ferry::offload {

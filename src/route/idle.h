@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ferry/core/backoff.h"
+#include "ferry/core/detail/backoff.h"
 #include "ferry/route/options.h"
 
 namespace ferry::route::detail {

@@ -1,7 +1,7 @@
 #include <chrono>
 
 #include "core/log.h"
-#include "ferry/core/net.h"
+#include "core/net.h"
 #include "ferry/worker/cpu_backend.h"
 
 namespace ferry::worker {

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "ferry/core/sealed_memfd.h"
+#include "core/sealed_memfd.h"
 #include "ferry/core/status.h"
 #include "xfer/gpu.h"
 

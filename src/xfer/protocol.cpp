@@ -9,9 +9,9 @@
 #include <thread>
 #include <utility>
 
-#include "ferry/core/net.h"
+#include "core/net.h"
 #include "ferry/core/status.h"
-#include "ferry/core/unix_socket.h"
+#include "core/unix_socket.h"
 #include "ferry/core/wire.h"
 
 namespace ferry::xfer::proto {

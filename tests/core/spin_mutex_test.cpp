@@ -1,6 +1,6 @@
 // SpinMutex under contention: every increment made under it survives (run under
 // TSan in CI, which also checks that the lock orders the plain accesses).
-#include "ferry/core/spin_mutex.h"
+#include "core/spin_mutex.h"
 
 #include <gtest/gtest.h>
 

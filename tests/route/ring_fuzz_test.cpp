@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "ferry/core/backoff.h"
+#include "ferry/core/detail/backoff.h"
 #include "route/client_port.h"
 #include "route/frame.h"
 #include "route/idle.h"

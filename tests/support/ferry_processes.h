@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ferry/core/subprocess.h"
+#include "core/subprocess.h"
 
 namespace ferry::test {
 

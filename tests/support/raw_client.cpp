@@ -10,7 +10,7 @@
 #include <thread>
 #include <utility>
 
-#include "ferry/core/net.h"
+#include "core/net.h"
 #include "ferry/core/wire.h"
 
 namespace ferry::test {

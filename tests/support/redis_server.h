@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ferry/core/subprocess.h"
+#include "core/subprocess.h"
 
 namespace ferry::test {
 

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "ferry/core/net.h"
+#include "core/net.h"
 #include "ferry/core/status.h"
 #include "support/ferry_processes.h"
 #include "support/proc_stats.h"

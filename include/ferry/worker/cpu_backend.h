@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "ferry/core/arena.h"
-#include "ferry/core/backoff.h"
+#include "ferry/core/detail/backoff.h"
 #include "ferry/core/slot_ring.h"
 #include "ferry/worker/backend.h"
 #include "ferry/worker/handlers.h"

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "core/log.h"
-#include "ferry/core/backoff.h"
+#include "ferry/core/detail/backoff.h"
 #include "ferry/core/status.h"
 #include "xfer/agent/leaf_segments.h"
 #include "xfer/store/checksum.h"

@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ferry/core/sealed_memfd.h"
+#include "core/sealed_memfd.h"
 #include "ferry/core/status.h"
 #include "xfer/gpu.h"
 

@@ -26,7 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ferry/core/spin_mutex.h"
+#include "core/spin_mutex.h"
 #include "xfer/store/key_map.h"
 #include "xfer/store/recycling_allocator.h"
 #include "xfer/store/tier.h"

@@ -58,7 +58,7 @@
 #include <string>
 #include <vector>
 
-#include "ferry/core/spin_mutex.h"
+#include "core/spin_mutex.h"
 #include "xfer/store/key_map.h"
 #include "xfer/store/tier.h"
 

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "ferry/core/backoff.h"
+#include "ferry/core/detail/backoff.h"
 #include "ferry/worker/backend.h"
 #include "ferry/worker/cuda/batch_kernel.cuh"
 #include "ferry/worker/cuda/cuda_check.h"

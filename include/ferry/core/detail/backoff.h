@@ -1,4 +1,5 @@
 #pragma once
+// Internal to Ferry (detail/): used by the public backend templates, not an API.
 // Bounded waiting for polling loops: spin briefly (lowest latency), then yield,
 // then sleep in short steps, so that an idle poller gives its core back. The
 // caller checks its stop flag between calls; every wait therefore stays bounded.

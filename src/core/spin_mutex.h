@@ -8,7 +8,7 @@
 
 #include <atomic>
 
-#include "ferry/core/backoff.h"
+#include "ferry/core/detail/backoff.h"
 
 namespace ferry {
 
