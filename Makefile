@@ -5,10 +5,14 @@ JOBS ?= $(shell nproc)
 CUDA_PATH ?= /usr/local/cuda
 export PATH := $(PATH):$(CUDA_PATH)/bin
 
-.PHONY: deps build demo test test-gpu sanitize asan tsan bench-tcp bench-route format clean
+.PHONY: deps deps-fuzz build demo test test-gpu sanitize asan tsan fuzz bench-tcp bench-route format clean
 
 deps:
 	bash scripts/install-deps.sh
+
+# The same, plus clang and libFuzzer's runtime (only `make fuzz` needs them).
+deps-fuzz:
+	bash scripts/install-deps.sh --fuzz
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -49,6 +53,30 @@ tsan: deps
 	  xfer_store_stress_test xfer_e2e_test ferry
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 FERRY_FUZZ_MESSAGES=1000000 ctest --output-on-failure -L 'lockfree|tsan'
 
+# libFuzzer over every parser of peer input (fuzz/; docs/security.md, "Fuzzing"),
+# built with clang, ASan and UBSan. Each target runs from its seed corpus
+# (fuzz/corpus/TARGET) for FUZZ_SECONDS or FUZZ_RUNS inputs, whichever ends
+# first; inputs that found new coverage go to $(BUILD)-fuzz/corpus/TARGET, a
+# crashing input to $(BUILD)-fuzz/artifacts. Fails at the first crash, leak,
+# broken property or input slower than 10 s.
+FUZZ_TARGETS := wire_fuzz control_link_fuzz xfer_protocol_fuzz json_flags_fuzz resp_fuzz
+FUZZ_SECONDS ?= 30
+FUZZ_RUNS ?= 1000000
+fuzz: deps-fuzz
+	cmake -S . -B $(BUILD)-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DFERRY_BUILD_FUZZ=ON -DFERRY_BUILD_TESTS=OFF -DFERRY_BUILD_BENCH=OFF -DFERRY_ENABLE_CUDA=OFF
+	cmake --build $(BUILD)-fuzz -j$(JOBS) --target fuzz_targets
+	mkdir -p $(BUILD)-fuzz/artifacts
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(BUILD)-fuzz/corpus/$$t; \
+	  echo "== fuzz $$t: $(FUZZ_SECONDS) s or $(FUZZ_RUNS) inputs"; \
+	  $(BUILD)-fuzz/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -runs=$(FUZZ_RUNS) -timeout=10 \
+	    -artifact_prefix=$(BUILD)-fuzz/artifacts/$$t- $(BUILD)-fuzz/corpus/$$t fuzz/corpus/$$t \
+	    > $(BUILD)-fuzz/$$t.log 2>&1 \
+	    || { tail -n 80 $(BUILD)-fuzz/$$t.log; echo "fuzz: $$t failed (log: $(BUILD)-fuzz/$$t.log)"; exit 1; }; \
+	  grep -E '^Done|DONE' $(BUILD)-fuzz/$$t.log | tail -n 2; \
+	done
+
 bench-tcp: build
 	python3 bench/tcp_bench.py --build-dir $(BUILD)
 
@@ -60,4 +88,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz

@@ -16,6 +16,12 @@ packages=(
   fio                   # the file tier's baseline benchmark (xfer/)
   openmpi-bin libopenmpi-dev  # the router's transport and its tests' mpirun (route/)
 )
+# --fuzz (make fuzz): clang for libFuzzer (-fsanitize=fuzzer), and libFuzzer's
+# runtime (libclang_rt.fuzzer*.a), which Debian 12 ships apart in libclang-rt-dev:
+# clang's packages only recommend it, and --no-install-recommends below skips it.
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(clang libclang-rt-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed corpora (fuzz/corpus/<target>/): small valid
+messages of each parser, a few broken ones, encoded here by hand from the
+formats (include/ferry/core/wire.h, src/xfer/protocol.h and messages.cpp, RESP).
+Run it again after a format changes: `python3 fuzz/make_corpus.py`."""
+import json
+import os
+import shutil
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def be32(*v):
+    return struct.pack(">" + "I" * len(v), *v)
+
+
+# --- DOCA wire (wire_fuzz): two bytes of --max-message-length, then the stream.
+def request(payload, msg_id=4, wire_size=None, length=None):
+    ws = 12 + len(payload) if wire_size is None else wire_size
+    return be32(ws, msg_id, len(payload) if length is None else length) + payload
+
+
+def wire():
+    limit = struct.pack(">H", 256)
+    return {
+        "one_request": limit + request(b"hello"),
+        "empty_payload": limit + request(b""),
+        "pipelined": limit + request(b"a" * 10) + request(b"b" * 256) + request(b"c"),
+        "at_the_limit": limit + request(b"x" * 248),
+        "too_large": limit + request(b"x" * 249),
+        "wrong_msg_id": limit + request(b"hi", msg_id=5),
+        "wire_size_too_small": limit + be32(11, 4),
+        "length_mismatch": limit + request(b"abcd", length=3),
+        "cut_short": limit + request(b"hello world")[:15],
+        "ferry_error": limit + be32(12 + 6, 64, 2) + b"reason",
+    }
+
+
+# --- control link (control_link_fuzz): the stream.
+def control(msg_id, value=None):
+    return be32(8, msg_id) if value is None else be32(12, msg_id, value)
+
+
+def control_error(code, text):
+    return be32(12 + len(text), 64, code) + text
+
+
+def control_link():
+    return {
+        "start_shutdown": control(0),
+        "exchange": control(2, 7) + control(3, 8),
+        "ferry_error": control_error(9, b"--max-message-length differs"),
+        "session": control(2, 1) + control(3, 2) + control(0) + control(1),
+        "unknown_id": be32(8, 99),
+        "huge": be32(0x7F000000, 0),
+        "shutdown_with_payload": be32(12, 0, 0),
+        "truncated_error": be32(10, 64) + b"\0\0",
+    }
+
+
+# --- agent protocol (xfer_protocol_fuzz): frames, bodies little-endian.
+class Enc:
+    def __init__(self):
+        self.b = b""
+
+    def u8(self, v):
+        self.b += struct.pack("<B", v)
+        return self
+
+    def u32(self, v):
+        self.b += struct.pack("<I", v & 0xFFFFFFFF)
+        return self
+
+    def u64(self, v):
+        self.b += struct.pack("<Q", v)
+        return self
+
+    def str(self, s):
+        s = s.encode() if isinstance(s, str) else s
+        return self.u32(len(s)).raw(s)
+
+    def raw(self, s):
+        self.b += s
+        return self
+
+    def frame(self, t):
+        return be32(8 + len(self.b), t) + self.b
+
+
+HELLO, HELLO_OK, REGISTER, REGISTER_OK, DEREGISTER, TRANSFER, TRANSFER_DONE = range(1, 8)
+LIST, LIST_REPLY, REMOVE, REMOVE_REPLY, STATS, STATS_REPLY, CALL_ERROR = range(8, 15)
+
+
+def call_msg(t, call, prefix="", after="", limit=0, keys=(), region=0):
+    e = Enc().u64(call).str(prefix).str(after).u32(limit).u32(len(keys))
+    for k in keys:
+        e.str(k)
+    return e.u64(region).frame(t)
+
+
+def call_reply(t, call, status=0, text="", count=0, objects=()):
+    e = Enc().u64(call).u32(status).str(text).u64(count).u32(len(objects))
+    for key, size, tier in objects:
+        e.str(key).u64(size).str(tier)
+    return e.frame(t)
+
+
+def xfer_protocol():
+    hello = Enc().u32(2).u32(0x01020304).str("app").frame(HELLO)
+    hello_ok = (Enc().u64(1).u32(4242).u32(2)
+                .str("memfd").u32(2).u8(0).u8(1).u8(1).u8(0).u8(1)
+                .str("dram").u32(1).u8(0).u8(1).u8(0).u8(1)
+                .u32(2).str("dram:1GiB").str("file:/tmp/x:4GiB").frame(HELLO_OK))
+    register = (Enc().u64(3).u8(0).u32(0).u64(1 << 20).u8(0).u64(0).u32(0).u32(0xFFFFFFFF)
+                .str(bytes(range(64))).frame(REGISTER))
+    register_ok = Enc().u64(3).u64(1).frame(REGISTER_OK)
+    transfer = (Enc().u64(77).u8(0).u32(2)
+                .u64(1).u64(0).u64(4096).str("model@1@0@deadbeef@bf16")
+                .u64(1).u64(4096).u64(1).str(b"\0binary\xff key").frame(TRANSFER))
+    transfer_done = (Enc().u64(77).u32(0xFFFFFFFF).u32(2)
+                     .u32(0xFFFFFFFF).u64(0).str("").str("'k': not found")
+                     .u32(0).u64(4096).str("dram:1GiB").str("").frame(TRANSFER_DONE))
+    return {
+        "hello": hello,
+        "hello_ok": hello_ok,
+        "register": register,
+        "register_ok": register_ok,
+        "deregister": call_msg(DEREGISTER, 0, region=1),
+        "transfer": transfer,
+        "transfer_done": transfer_done,
+        "list": call_msg(LIST, 5, prefix="model@", after="model@1", limit=100),
+        "list_reply": call_reply(LIST_REPLY, 5, text="model@2", objects=[("model@1", 4096, "dram"),
+                                                                          ("model@2", 10, "file")]),
+        "remove": call_msg(REMOVE, 6, keys=["a", "b"]),
+        "remove_reply": call_reply(REMOVE_REPLY, 6, count=1),
+        "stats": call_msg(STATS, 7),
+        "stats_reply": call_reply(STATS_REPLY, 7, text='{"tiers": []}'),
+        "call_error": call_reply(CALL_ERROR, 8, status=0xFFFFFFF7, text="malformed register"),
+        "session": hello + register + transfer + call_msg(LIST, 5, prefix="m") + call_msg(DEREGISTER, 0, region=1),
+        "replies": hello_ok + register_ok + transfer_done + call_reply(STATS_REPLY, 7, text="{}"),
+        "unknown_type": be32(8, 15),
+        "oversized": be32(0x10000000, TRANSFER),
+        "hostile_count": Enc().u64(1).u8(0).u32(0xFFFFFFFF).frame(TRANSFER),
+    }
+
+
+# --- RESP (resp_fuzz): one byte of options (bit 0: discard payloads), then replies.
+def resp():
+    big = b"x" * 70000  # past the reader's 64 KiB buffer: the direct and refill paths
+    replies = b"+OK\r\n:42\r\n$5\r\nhello\r\n$-1\r\n-ERR wrong type\r\n:-7\r\n$0\r\n\r\n"
+    return {
+        "status": b"\0+OK\r\n",
+        "pipeline": b"\0" + replies,
+        "pipeline_discarding": b"\1" + replies,
+        "bulk_large": b"\0$70000\r\n" + big + b"\r\n+OK\r\n",
+        "long_line": b"\0+" + big + b"\r\n:1\r\n",
+        "bulk_cut_short": b"\0$100\r\nshort",
+        "no_crlf_after_bulk": b"\0$3\r\nabcXY",
+        "bad_length": b"\0$12a\r\n",
+        "bad_type": b"\0*1\r\n$3\r\nfoo\r\n",
+        "bare_newline": b"\0+OK\n",
+    }
+
+
+# --- JSON flags (json_flags_fuzz): the file's text, for the target's options
+# -p/--port (int), -n/--name (string, on the command line), --text, -s (string),
+# --list (repeatable), --flag, --ratio (double).
+def json_flags():
+    def j(v):
+        return json.dumps(v).encode()
+    return {
+        "flat": j({"port": 5000, "text": "hello", "flag": True}),
+        "doca_form": j({"doca_general_flags": {"p": 7}, "doca_program_flags": {"ratio": 0.25, "list": ["a", "b"]}}),
+        "command_line_wins": j({"name": "from-file", "text": "t"}),
+        "short_only": j({"s": "short"}),
+        "repeated": j({"port": [1, 2, 3], "list": "one"}),
+        "negative_and_small": j({"port": -5, "ratio": 1e-7}),
+        "dash_value": j({"text": "-x", "s": "--y"}),
+        "unknown_flag": j({"no-such-flag": 1}),
+        "bad_type": j({"port": {"a": 1}}),
+        "not_an_object": j([1, 2]),
+        "false_flag": j({"flag": False, "json": "other.json"}),
+    }
+
+
+def main():
+    corpora = {
+        "wire_fuzz": wire(),
+        "control_link_fuzz": control_link(),
+        "xfer_protocol_fuzz": xfer_protocol(),
+        "resp_fuzz": resp(),
+        "json_flags_fuzz": json_flags(),
+    }
+    for target, seeds in corpora.items():
+        d = os.path.join(HERE, "corpus", target)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        for name, data in seeds.items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data)
+        print(f"{target}: {len(seeds)} seeds")
+
+
+if __name__ == "__main__":
+    main()
