@@ -80,7 +80,7 @@ fuzz: deps-fuzz
 bench-tcp: build
 	python3 bench/tcp_bench.py --build-dir $(BUILD)
 
-# Message routing: every app in every mode (small sizes; scripts/route-device.sh runs the full one).
+# Message routing: every app in every mode (small sizes; scripts/device/route-device.sh runs the full one).
 bench-route: build
 	python3 bench/route/route_bench.py --build-dir $(BUILD) --out $(BUILD)/route-results
 

@@ -10,7 +10,7 @@
 # Also the hung-kernel test on the GPU launch methods (issue 3). Results go to
 # $OUT as one tarball.
 #
-# Binaries come prebuilt in .carry/ (scripts/carry-build.sh).
+# Binaries come prebuilt in .carry/ (scripts/device/carry-build.sh).
 set -uo pipefail
 FINAL=${OUT:-$PWD/xfer-results}
 OUT=$(mktemp -d)

@@ -14,10 +14,10 @@
 #
 # Binaries come prebuilt in .carry/ (this machine has no -dev packages):
 #   .carry/build/bench/route/{histogram,index_gather,transpose,qs_mini,randperm}
-#   .carry/lib/ with libspdlog and libfmt (scripts/carry-build.sh puts them there)
+#   .carry/lib/ with libspdlog and libfmt (scripts/device/carry-build.sh puts them there)
 # MPI: the machine's own OpenMPI 4.x (libmpi.so.40) when mpirun is on PATH;
 # otherwise an unpacked Debian OpenMPI runtime in .carry/mpi (see
-# scripts/route-carry-mpi.sh).
+# scripts/device/route-carry-mpi.sh).
 set -uo pipefail
 FINAL=${OUT:-$PWD/route-results}
 WORK=$(mktemp -d)
@@ -39,7 +39,7 @@ if ! command -v mpirun >/dev/null 2>&1 && [ -x "$C/mpi/usr/bin/mpirun" ]; then
   log "using the carried OpenMPI in $M"
 fi
 if ! command -v mpirun >/dev/null 2>&1; then
-  echo "no mpirun on this machine and none carried in $C/mpi: run scripts/route-carry-mpi.sh where apt works" >&2
+  echo "no mpirun on this machine and none carried in $C/mpi: run scripts/device/route-carry-mpi.sh where apt works" >&2
   exit 2
 fi
 for b in histogram index_gather transpose qs_mini randperm; do

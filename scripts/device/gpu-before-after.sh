@@ -6,7 +6,7 @@
 # the change (.carry-before/build: ferry and ferry-echo-baseline) and after it
 # (.carry/build), interleaved so that drift hits both alike.
 #
-# Make .carry with scripts/carry-build.sh (CARRY_EXTRA adds more), and
+# Make .carry with scripts/device/carry-build.sh (CARRY_EXTRA adds more), and
 # .carry-before with the same script from the older build, renamed. REPEAT=N
 # runs every benchmark N times a side (A B A B ...), to see the spread;
 # CHANNELS picks the launch benchmark's channel counts. An example binary

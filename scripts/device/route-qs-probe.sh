@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Where process mode loses time on qs-mini, on the 16-core GPU machine, in one
-# call (about 3 minutes). Not the benchmark (scripts/route-device.sh is): a set
+# call (about 3 minutes). Not the benchmark (scripts/device/route-device.sh is): a set
 # of A/B variants of the same qs-mini run, interleaved round-robin so that
 # drift hits every variant alike, each printed with its split of rank time
 # (engine, of which barrier, handlers). Also records the machine's CPU
 # topology (which cores are hyperthread siblings) and clock source.
 #
-#   PROBE_WORKS="0 2" PROBE_REPEAT=3 scripts/route-qs-probe.sh
+#   PROBE_WORKS="0 2" PROBE_REPEAT=3 scripts/device/route-qs-probe.sh
 #
 # Variants (name: what differs from the inline / process runs):
 #   inline         apps on cores 0-7
@@ -17,7 +17,7 @@
 # (Run-4 probes also tried software prefetch of the ring chunks, 64 or 512
 # delivery chunks per progress() instead of 16, and CLDEMOTE of published
 # chunks: no gain; see docs/bench/route.md.)
-# Needs .carry/build/bench/route/qs_mini and .carry/lib (scripts/carry-build.sh).
+# Needs .carry/build/bench/route/qs_mini and .carry/lib (scripts/device/carry-build.sh).
 set -uo pipefail
 FINAL=${OUT:-$PWD/route-probe}
 mkdir -p "$FINAL/runs"

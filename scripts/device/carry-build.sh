@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Packs what scripts/gpu-check.sh needs into .carry/ (ignored by git): stripped
+# Packs what scripts/device/gpu-check.sh needs into .carry/ (ignored by git): stripped
 # binaries in their build-tree places, and the shared libraries the GPU
 # machine lacks (spdlog, fmt, and xfer's hiredis, liburing, xxhash).
-# Usage: [CARRY_EXTRA="more/build/paths"] scripts/carry-build.sh [BUILD_DIR]
+# Usage: [CARRY_EXTRA="more/build/paths"] scripts/device/carry-build.sh [BUILD_DIR]
 # CARRY_FILES="build/paths" replaces the default list (a build dir that holds
-# only some targets, e.g. the route apps for scripts/route-device.sh).
+# only some targets, e.g. the route apps for scripts/device/route-device.sh).
 set -euo pipefail
 B=${1:-build}
 C=.carry

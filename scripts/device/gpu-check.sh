@@ -4,7 +4,7 @@
 # over the persistent kernel under load, the launch benchmark, the demo and the
 # TCP benchmark with GPU and CPU workers. Results go to $OUT (or ./gpu-results).
 #
-# Binaries come prebuilt in .carry/ (scripts/carry-build.sh makes it): the GPU
+# Binaries come prebuilt in .carry/ (scripts/device/carry-build.sh makes it): the GPU
 # machine has CUDA and a compiler but none of Debian's -dev packages.
 set -uo pipefail
 FINAL=${OUT:-$PWD/gpu-results}

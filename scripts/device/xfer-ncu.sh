@@ -3,7 +3,7 @@
 # agent launches it (one lane, a whole 256 MiB request per launch) against the same
 # kernel in the application's own baseline (kv bench, contiguous pinned memory).
 # Tells a slow kernel from a slow pipeline around it. Binaries from .carry/.
-# Usage: [BLOCKS="65536 1048576"] [TOTAL=bytes] [QD=1] [CHUNK_KIB=262144] scripts/xfer-ncu.sh
+# Usage: [BLOCKS="65536 1048576"] [TOTAL=bytes] [QD=1] [CHUNK_KIB=262144] scripts/device/xfer-ncu.sh
 set -uo pipefail
 FINAL=${OUT:-$PWD/xfer-ncu}
 OUT=$(mktemp -d)

@@ -2,8 +2,8 @@
 # The agent's pipeline settings on the GPU machine: `ferry kv bench` (push and
 # pull, DRAM tier) once per SETTINGS entry, "copy chunk_kib queue_depth" each.
 # Which of batch size and lanes limits a block size shows as GB/s moving with one
-# and not the other. Binaries come prebuilt in .carry/ (scripts/carry-build.sh).
-# Usage: [SETTINGS="kernel 4096 8;kernel 16384 8"] [BLOCKS="65536 1048576"] [TOTAL=bytes] [TIER=dram:12GiB] [AGENT_FLAGS="--lane-spin-us 0"] scripts/xfer-sweep.sh
+# and not the other. Binaries come prebuilt in .carry/ (scripts/device/carry-build.sh).
+# Usage: [SETTINGS="kernel 4096 8;kernel 16384 8"] [BLOCKS="65536 1048576"] [TOTAL=bytes] [TIER=dram:12GiB] [AGENT_FLAGS="--lane-spin-us 0"] scripts/device/xfer-sweep.sh
 set -uo pipefail
 FINAL=${OUT:-$PWD/xfer-sweep}
 OUT=$(mktemp -d)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The one entry point for runs on a lent GPU machine (README.md beside this
+# file). Runs there, in the repository root, with binaries carried in .carry/:
+#
+#   bash scripts/device/check.sh NAME [ARGS...]
+#
+# NAME is one of the checks below; each writes its results under $OUT (the
+# device tool's folder) or a folder of its own name.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+declare -A checks=(
+  [gpu]="gpu-check.sh: every offload e2e suite, compute-sanitizer, ferry bench launch, the demo, the TCP bench"
+  [xfer]="xfer-gpu-check.sh: the transfer engine's e2e suite with CUDA IPC, then ferry kv bench per copy mode"
+  [before-after]="gpu-before-after.sh: GPU e2e suites, then launch and TCP benchmarks of .carry-before vs .carry"
+  [route]="route-device.sh: every route app in every mode (ROUTE_ONLY=qs_mini|transpose for one sweep)"
+  [route-probe]="route-qs-probe.sh: A/B variants of qs-mini, interleaved"
+  [xfer-sweep]="xfer-sweep.sh: ferry kv bench over the agent's pipeline settings"
+  [xfer-ncu]="xfer-ncu.sh: the copy kernel under Nsight Compute, agent against baseline"
+)
+name=${1:-}
+if [ -z "$name" ] || [ -z "${checks[$name]:-}" ]; then
+  echo "usage: bash scripts/device/check.sh NAME [ARGS...]; NAME is one of:" >&2
+  for k in "${!checks[@]}"; do printf '  %-13s %s\n' "$k" "${checks[$k]}" >&2; done
+  exit 2
+fi
+shift
+exec bash "$here/${checks[$name]%%:*}" "$@"
