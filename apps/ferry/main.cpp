@@ -1,4 +1,4 @@
-// ferry: one binary, one subcommand per role (ARCHITECTURE.md, "Roles and processes").
+// ferry: one binary, one subcommand per role (docs/architecture.md).
 
 #include <CLI/CLI.hpp>
 

@@ -1,6 +1,6 @@
 #pragma once
-// `ferry agent`: the DMA proxy of the KV-cache offload system (ARCHITECTURE.md
-// "Transfer engine"). It serves applications over a Unix socket or TCP, opens
+// `ferry agent`: the DMA proxy of the KV-cache offload system
+// (docs/architecture.md, docs/xfer.md). It serves applications over a Unix socket or TCP, opens
 // the memory they export, and moves it through its staging buffer into a chain
 // of storage tiers.
 

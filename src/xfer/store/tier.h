@@ -1,5 +1,5 @@
 #pragma once
-// A storage tier of the agent (ARCHITECTURE.md "Transfer engine"): dram, file or
+// A storage tier of the agent (docs/architecture.md, docs/xfer.md): dram, file or
 // redis. Tiers are chained (tier_chain.h): a full tier sends its least recently
 // used objects down to the next one.
 //
