@@ -1,5 +1,6 @@
 #include "commands.h"
-#include "ferry/xfer/kv_tool.h"
+#include "bench/kv/kv_bench.h"
+#include "kv_tool.h"
 
 namespace ferry::app {
 

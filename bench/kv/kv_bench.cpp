@@ -15,7 +15,7 @@
 
 #include "ferry/core/status.h"
 #include "ferry/xfer/agent.h"
-#include "ferry/xfer/kv_tool.h"
+#include "bench/kv/kv_bench.h"
 #include "xfer/agent/leaf_segments.h"
 #include "xfer/gpu.h"
 #include "xfer/store/xxh3_parts.h"

@@ -9,7 +9,7 @@
 
 #include "ferry/core/status.h"
 #include "ferry/xfer/agent.h"
-#include "ferry/xfer/kv_tool.h"
+#include "kv_tool.h"
 
 namespace ferry::xfer {
 namespace {

@@ -1,26 +1,15 @@
 #pragma once
-// `ferry kv`: push, pull, list and remove objects through a running agent, and
-// measure it (nixlbench's columns). Each function returns a process exit code.
+// `ferry kv bench`: pushes and pulls through a running agent at several block
+// sizes, beside the application's own cudaMemcpyAsync loop and
+// cudaMemcpyBatchAsync copies (or memcpy) in the same run, with nixlbench's
+// columns; prints a table and writes JSON. Benchmark code: linked into the
+// ferry binary, never into Ferry's libraries. Returns a process exit code.
 
 #include <cstddef>
 #include <string>
 #include <vector>
 
 namespace ferry::xfer {
-
-struct KvOptions {
-  std::string endpoint = "unix:ferry.agent";
-  std::vector<std::string> keys;
-  std::string file;          // push: read from this file; pull: write here ("-" or empty: stdout)
-  std::size_t random_bytes = 0;  // push: this many random bytes instead of a file
-  std::string prefix;        // ls
-  bool json = false;         // ls: JSON lines
-};
-
-int kv_push(const KvOptions& o);
-int kv_pull(const KvOptions& o);
-int kv_ls(const KvOptions& o);
-int kv_rm(const KvOptions& o);
 
 struct KvBenchOptions {
   std::string endpoint = "unix:ferry.agent";
