@@ -1,6 +1,7 @@
 #include <chrono>
 
 #include "core/log.h"
+#include "ferry/core/arena_control.h"
 #include "core/net.h"
 #include "ferry/worker/cpu_backend.h"
 
@@ -27,10 +28,7 @@ void CpuWorkers::start() {
 }
 
 void CpuWorkers::stop() {
-  if (arena_ != nullptr && !threads_.empty()) {
-    // Pairs with the acquire of stop in every worker's loop.
-    std::atomic_ref<std::uint32_t>(arena_->header()->stop).store(1, std::memory_order_release);
-  }
+  if (arena_ != nullptr && !threads_.empty()) arena_control::request_stop(*arena_->header());
   // Bounded: a thread stuck in a handler (a hang) is left behind with a logged
   // failure, and the process exits around it, as it would around a hung kernel.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -57,12 +55,7 @@ std::string CpuWorkers::failure() const {
   return failure_;
 }
 
-std::uint64_t CpuWorkers::handled() const {
-  std::uint64_t total = 0;
-  for (std::uint32_t i = 0; i < arena_->num_channels(); ++i)
-    total += std::atomic_ref<std::uint64_t>(arena_->channel(i).header->handled).load(std::memory_order_relaxed);
-  return total;
-}
+std::uint64_t CpuWorkers::handled() const { return arena_control::total_handled(*arena_); }
 
 std::string CpuWorkers::describe() const {
   return std::string("cpu backend, ") + std::to_string(arena_ ? arena_->num_channels() : 0) +

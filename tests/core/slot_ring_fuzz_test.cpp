@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "ferry/core/slot_ring.h"
 
@@ -74,7 +76,70 @@ void run_fuzz(std::uint32_t capacity, std::uint32_t slot, std::uint32_t start) {
   EXPECT_EQ(errors, 0u);
 }
 
+// The burst operations (try_push_burst, peek_burst, ready, advance(n)) under
+// the same check: random burst sizes on both sides, wrapping indices.
+void run_burst_fuzz(std::uint32_t capacity, std::uint32_t slot, std::uint32_t start) {
+  const std::uint64_t total = messages_to_move();
+  const std::size_t bytes = SlotRing::memsize(capacity, slot);
+  std::unique_ptr<void, decltype(&std::free)> mem(std::aligned_alloc(64, bytes), &std::free);
+  const SlotRing ring = SlotRing::init(mem.get(), capacity, slot, start);
+  constexpr std::uint32_t kMaxBurst = 12;
+
+  std::thread producer([&] {
+    RingProducer p(ring);
+    std::vector<std::uint8_t> bufs(kMaxBurst * std::size_t(slot));
+    ByteView views[kMaxBurst];
+    std::uint64_t cookies[kMaxBurst];
+    std::minstd_rand rng(3);
+    for (std::uint64_t i = 0; i < total;) {
+      const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(1 + rng() % kMaxBurst, total - i));
+      for (std::uint32_t k = 0; k < n; ++k) {
+        std::uint8_t* b = bufs.data() + std::size_t(k) * slot;
+        const std::uint32_t size = size_of(i + k, slot);
+        for (std::uint32_t j = 0; j < size; ++j) b[j] = byte_of(i + k, j);
+        views[k] = {b, size};
+        cookies[k] = i + k;
+      }
+      const std::uint32_t pushed = p.try_push_burst(views, cookies, n);
+      i += pushed;
+      if (pushed < n && rng() % 4 == 0) std::this_thread::yield();
+    }
+  });
+
+  RingConsumer c(ring);
+  std::minstd_rand rng(4);
+  std::uint64_t errors = 0;
+  SlotMessage msgs[kMaxBurst];
+  for (std::uint64_t i = 0; i < total;) {
+    const auto want = static_cast<std::uint32_t>(1 + rng() % kMaxBurst);
+    const std::uint32_t got = c.peek_burst(msgs, want);
+    if (got == 0) {
+      c.release();
+      continue;
+    }
+    if (c.ready(got) != got) ++errors;  // what was published stays published until consumed
+    for (std::uint32_t k = 0; k < got; ++k, ++i) {
+      const SlotMessage& m = msgs[k];
+      if (m.cookie != i || m.payload.size != size_of(i, slot)) {
+        ++errors;
+        continue;
+      }
+      for (std::size_t j = 0; j < m.payload.size; ++j)
+        if (m.payload[j] != byte_of(i, j)) {
+          ++errors;
+          break;
+        }
+    }
+    c.advance(got);
+    if (rng() % 4 == 0) c.release();
+  }
+  c.release();
+  producer.join();
+  EXPECT_EQ(errors, 0u);
+}
+
 TEST(SlotRingFuzz, SmallRingRandomSizesWrapping) { run_fuzz(8, 64, 0xffffffffu - 1000); }
+TEST(SlotRingFuzz, BurstsOfRandomSizesWrapping) { run_burst_fuzz(16, 64, 0xffffffffu - 5000); }
 TEST(SlotRingFuzz, LargerRingLargerMessages) { run_fuzz(256, 1024, 0x7ffffff0u); }
 
 }  // namespace

@@ -158,6 +158,15 @@ class RingProducer {
     return Status::Ok;
   }
 
+  // Burst (DPDK's "up to n"): pushes up to n payloads in order, stopping at the
+  // first that does not fit (full ring, or too large for a slot). Returns how
+  // many were pushed; payloads[k] gets cookies[k].
+  std::uint32_t try_push_burst(const ByteView* payloads, const std::uint64_t* cookies, std::uint32_t n) noexcept {
+    std::uint32_t k = 0;
+    while (k < n && try_push(payloads[k], cookies[k]) == Status::Ok) ++k;
+    return k;
+  }
+
   // Tells the producer that the consumer is done with every index below `index`,
   // learnt from a protocol above the ring rather than from tail. The server uses
   // it: a worker publishes response k only after it has read request k (the
@@ -205,9 +214,34 @@ class RingConsumer {
     return true;
   }
 
+  // Burst (DPDK's "up to n"): the published messages from the next unread index
+  // on, up to n of them, into out[0..k); consumes nothing. Returns k (0 when empty).
+  std::uint32_t peek_burst(SlotMessage* out, std::uint32_t n) const noexcept {
+    std::uint32_t k = 0;
+    for (; k < n; ++k) {
+      SlotDesc* d = ring_.desc(next_ + k);
+      // A1, per message: acquire pairs with the producer's release of its seq (R1).
+      if (std::atomic_ref<std::uint32_t>(d->seq).load(std::memory_order_acquire) != next_ + k + 1) break;
+      out[k] = {{ring_.data(next_ + k), d->len}, d->cookie};
+    }
+    return k;
+  }
+
+  // How many published messages wait from the next unread index on, up to max.
+  std::uint32_t ready(std::uint32_t max) const noexcept {
+    std::uint32_t k = 0;
+    // A1, as in try_peek().
+    while (k < max && std::atomic_ref<std::uint32_t>(ring_.desc(next_ + k)->seq).load(std::memory_order_acquire) ==
+                          next_ + k + 1)
+      ++k;
+    return k;
+  }
+
   // Marks the peeked message read. Its slot stays owned by the consumer (the
   // payload view stays valid) until release().
   void advance() noexcept { ++next_; }
+  // Marks n peeked messages read (after peek_burst).
+  void advance(std::uint32_t n) noexcept { next_ += n; }
 
   // Returns every advanced slot to the producer.
   void release() noexcept {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ferry/core/arena.h"
+#include "ferry/core/arena_control.h"
 #include "ferry/core/detail/backoff.h"
 #include "ferry/core/slot_ring.h"
 #include "ferry/worker/backend.h"
@@ -69,6 +70,8 @@ class CpuBackend final : public CpuWorkers {
   // its progress counter: fewer shared-memory stores, same latency (it also
   // publishes whenever the ring runs empty).
   static constexpr std::uint32_t kPublishEvery = 32;
+  // The worker error a CPU worker reports (ArenaHeader::worker_error).
+  static constexpr std::uint32_t kCreditRuleBroken = 1;
 
   void serve(std::uint32_t channel_index) override {
     ArenaHeader* header = arena()->header();
@@ -81,13 +84,11 @@ class CpuBackend final : public CpuWorkers {
 
     auto publish_progress = [&] {
       requests.release();
-      std::atomic_ref<std::uint64_t>(ch.header->handled).store(handled, std::memory_order_relaxed);
+      arena_control::publish_handled(*ch.header, handled);
       unpublished = 0;
     };
 
-    // Pairs with the orchestrator's release store of stop; nothing else is read
-    // through it, so relaxed would do, but acquire documents the hand-off.
-    while (std::atomic_ref<std::uint32_t>(header->stop).load(std::memory_order_acquire) == 0) {
+    while (!arena_control::stop_requested(*header)) {
       SlotMessage msg;
       if (!requests.try_peek(&msg)) {
         if (unpublished != 0) publish_progress();
@@ -101,7 +102,7 @@ class CpuBackend final : public CpuWorkers {
         // holds, so a full response ring means the protocol was broken.
         fail("channel " + std::to_string(channel_index) +
              ": response ring full with a request pending (server broke the credit rule)");
-        std::atomic_ref<std::uint32_t>(header->worker_error).store(1, std::memory_order_release);
+        (void)arena_control::report_error(*header, kCreditRuleBroken);
         return;
       }
       const std::size_t len = handler_(msg.payload, out);

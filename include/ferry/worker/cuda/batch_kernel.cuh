@@ -29,13 +29,13 @@ __device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, 
   const SlotDesc& req = ch.requests.desc(k);
   const std::uint32_t len = req.len;
   if (len > ch.requests.slot_size) {
-    if (lane == 0) store_relaxed_sys(error, kRequestLongerThanSlot);
+    if (lane == 0) report_error_sys(error, kRequestLongerThanSlot);
     return;
   }
   const std::uint32_t n = apply_warp(handler, ByteView{ch.requests.slot(k), len},
                                      MutableByteView{ch.responses.slot(k), ch.responses.slot_size}, lane);
   if (lane == 0) {
-    if (n > ch.responses.slot_size) store_relaxed_sys(error, kResponseLongerThanSlot);
+    if (n > ch.responses.slot_size) report_error_sys(error, kResponseLongerThanSlot);
     SlotDesc& resp = ch.responses.desc(k);
     resp.len = n;
     resp.cookie = req.cookie;

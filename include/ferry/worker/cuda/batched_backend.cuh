@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ferry/core/detail/backoff.h"
+#include "ferry/core/arena_control.h"
 #include "ferry/worker/backend.h"
 #include "ferry/worker/cuda/batch_kernel.cuh"
 #include "ferry/worker/cuda/cuda_check.h"
@@ -124,8 +125,7 @@ class BatchedBackend final : public Backend {
 
   std::string failure() const override {
     if (failed_.load(std::memory_order_acquire)) return failure_;
-    const std::uint32_t code =
-        std::atomic_ref<std::uint32_t>(gpu_.arena()->header()->worker_error).load(std::memory_order_acquire);
+    const std::uint32_t code = arena_control::first_error(*gpu_.arena()->header());
     if (code == kRequestLongerThanSlot) return "the GPU found a request longer than its slot (corrupt channel)";
     if (code == kResponseLongerThanSlot) return "the handler returned a response longer than the slot";
     if (code != kNoError) return "GPU worker error " + std::to_string(code);
@@ -308,8 +308,7 @@ class BatchedBackend final : public Backend {
         // A kernel that flagged an error left some responses unwritten: publish
         // nothing more, so the server sees no stale bytes; the orchestrator reads
         // the error through failure() and shuts down.
-        if (std::atomic_ref<std::uint32_t>(gpu_.arena()->header()->worker_error).load(std::memory_order_acquire) !=
-            kNoError) {
+        if (arena_control::first_error(*gpu_.arena()->header()) != kNoError) {
           set_failure("a GPU batch reported an error; responses are no longer published");
           return;
         }
@@ -333,7 +332,7 @@ class BatchedBackend final : public Backend {
     std::atomic_ref<std::uint32_t>(ch.requests.layout()->consumer.tail)
         .store(d.first + d.count, std::memory_order_release);
     const std::uint64_t total = handled_.fetch_add(d.count, std::memory_order_relaxed) + d.count;
-    std::atomic_ref<std::uint64_t>(ch.header->handled).store(total, std::memory_order_relaxed);
+    arena_control::publish_handled(*ch.header, total);
   }
 
   void set_failure(const std::string& why) {

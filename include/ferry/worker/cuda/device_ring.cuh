@@ -48,6 +48,22 @@ __device__ inline void store_relaxed_sys(std::uint64_t* p, std::uint64_t v) {
   ::cuda::atomic_ref<std::uint64_t, ::cuda::thread_scope_system>(*p).store(v, ::cuda::memory_order_relaxed);
 }
 
+// The device mirrors of ferry/core/arena_control.h's edges.
+//
+// S2: the stop flag, polled relaxed. Nothing is published through it (the host's
+// S1 release orders nothing that a kernel reads after seeing it), so a relaxed
+// load saves a system-scope fence on every poll.
+__device__ inline bool stop_requested_sys(std::uint32_t* stop) { return load_relaxed_sys(stop) != 0; }
+// E1: the GPU cannot compare-and-swap host memory (HostNativeAtomicSupported is 0
+// on H100/H200), so "first error wins" is a load, then a store: two faults at the
+// same instant may both write, and the host reads whichever landed last. Any
+// nonzero code is an error either way; the host's report_error() is exact.
+__device__ inline void report_error_sys(std::uint32_t* error, std::uint32_t code) {
+  if (load_relaxed_sys(error) == 0) store_relaxed_sys(error, code);
+}
+// P1: a channel's progress count, relaxed (the watchdog only asks whether it moved).
+__device__ inline void publish_handled_sys(std::uint64_t* handled, std::uint64_t n) { store_relaxed_sys(handled, n); }
+
 // Applies a handler to one message with a warp: the cooperative form when the
 // handler has one, else the serial form on lane 0. Returns the response length
 // on every lane.
@@ -64,7 +80,7 @@ __device__ std::uint32_t apply_warp(const Handler& h, ByteView in, MutableByteVi
   return static_cast<std::uint32_t>(n);
 }
 
-// Worker error codes written to ArenaHeader::worker_error (first one sticks).
+// Worker error codes written to ArenaHeader::worker_error (report_error_sys).
 enum WorkerError : std::uint32_t {
   kNoError = 0,
   kRequestLongerThanSlot = 1,

@@ -84,7 +84,7 @@ __device__ inline void finish_publish(const DeviceChannel& ch, std::uint32_t end
   // producer's acquire of tail (A2) before it reuses their slots.
   store_release_sys(ch.requests.tail, end);
   handled += count;
-  store_relaxed_sys(ch.handled, handled);
+  publish_handled_sys(ch.handled, handled);
 }
 
 // The publisher's stage: answers every message of `b` (handled in an earlier
@@ -217,7 +217,7 @@ __device__ inline void poll_batch(const DeviceChannel& ch, const Handler& handle
       sleep_ns = min(2 * sleep_ns, idle_sleep_max_ns);
     }
     if (++empty_polls % kStopCheckEvery == 0) {
-      stop_seen = lane == 0 ? load_relaxed_sys(stop) : 0;
+      stop_seen = lane == 0 && stop_requested_sys(stop) ? 1u : 0u;
       stop_seen = __shfl_sync(0xffffffffu, stop_seen, 0);
       if (stop_seen != 0) break;
     }
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(kPersistentThreads)
         in_block(sh.published_step).exchange(step + 1, ::cuda::memory_order_relaxed);
         // Under steady load the poller never idles, so the stop flag is checked
         // here too, or a busy kernel would ignore it.
-        if (publishing.count != 0 && ++published_steps % kStopCheckEvery == 0 && load_relaxed_sys(stop) != 0)
+        if (publishing.count != 0 && ++published_steps % kStopCheckEvery == 0 && stop_requested_sys(stop))
           sh.stop_in[step % kStages] = 1;
       }
     } else {
@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(kPersistentThreads)
   const std::uint32_t fault = sh.fault_in[step % kStages];
   if (fault != kNoError) {
     // The faulty batch is never published; the orchestrator reports the error.
-    if (lane == 0) store_relaxed_sys(error, fault);
+    if (lane == 0) report_error_sys(error, fault);
   } else if (sh.stop_in[step % kStages] != 0) {
     // Stopped under load: answer what was handled. The batch polled in the last
     // step stays in the ring, unconsumed, like every request after it.

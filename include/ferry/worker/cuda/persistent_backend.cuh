@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "ferry/core/arena_control.h"
 #include "ferry/worker/backend.h"
 #include "ferry/worker/handlers.h"
 #include "ferry/worker/cuda/cuda_check.h"
@@ -35,10 +36,10 @@ class PersistentBackend final : public Backend {
     // Warm-up: one launch that finds the stop flag set and returns, so module
     // loading and first-launch costs are paid before any request waits.
     auto* header = arena.header();
-    std::atomic_ref<std::uint32_t>(header->stop).store(1, std::memory_order_release);
+    arena_control::request_stop(*header);
     launch();
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    std::atomic_ref<std::uint32_t>(header->stop).store(0, std::memory_order_release);
+    arena_control::clear_stop(*header);
   }
 
   void start() override {
@@ -49,8 +50,7 @@ class PersistentBackend final : public Backend {
   void stop() override {
     if (!running_) return;
     running_ = false;
-    // Pairs with the kernel's relaxed polls of stop; nothing is published through it.
-    std::atomic_ref<std::uint32_t>(gpu_.arena()->header()->stop).store(1, std::memory_order_release);
+    arena_control::request_stop(*gpu_.arena()->header());  // S1; the kernel's polls are S2's device mirror
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     for (;;) {
       const cudaError_t st = cudaStreamQuery(stream_);
@@ -72,8 +72,7 @@ class PersistentBackend final : public Backend {
 
   std::string failure() const override {
     if (!failure_.empty()) return failure_;
-    const std::uint32_t code =
-        std::atomic_ref<std::uint32_t>(gpu_.arena()->header()->worker_error).load(std::memory_order_acquire);
+    const std::uint32_t code = arena_control::first_error(*gpu_.arena()->header());
     if (code == kRequestLongerThanSlot) return "the GPU found a request longer than its slot (corrupt channel)";
     if (code == kResponseLongerThanSlot) return "the handler returned a response longer than the slot";
     if (code != kNoError) return "GPU worker error " + std::to_string(code);
@@ -85,13 +84,7 @@ class PersistentBackend final : public Backend {
     return {};
   }
 
-  std::uint64_t handled() const override {
-    std::uint64_t total = 0;
-    const Arena* arena = gpu_.arena();
-    for (std::uint32_t i = 0; i < arena->num_channels(); ++i)
-      total += std::atomic_ref<std::uint64_t>(arena->channel(i).header->handled).load(std::memory_order_relaxed);
-    return total;
-  }
+  std::uint64_t handled() const override { return arena_control::total_handled(*gpu_.arena()); }
 
   std::string describe() const override {
     return "cuda persistent kernel on " + gpu_.describe() + ", " + std::to_string(gpu_.arena()->num_channels()) +
