@@ -21,15 +21,6 @@
 namespace ferry::test {
 namespace {
 
-bool wait_for_log(const std::function<std::string()>& log, const std::string& text, double timeout_s = 10) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (log().find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
 TEST(Faults, OrchestratorDiesThenARestartedOneIsAccepted) {
   FerryServer server;
   auto orch = std::make_unique<FerryOrchestrator>(server.channel());

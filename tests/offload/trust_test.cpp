@@ -29,15 +29,6 @@ namespace {
 
 constexpr uid_t kNobody = 65534;
 
-bool wait_for_log(const std::function<std::string()>& log, const std::string& text, double timeout_s = 10) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (log().find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
 // One request answered by a running pipeline (the default handler reverses).
 void expect_served(std::uint16_t port, const std::string& payload) {
   RawClient c(port);

@@ -215,6 +215,15 @@ int run_to_completion(std::optional<uid_t> as_user, const std::vector<std::strin
 
 }  // namespace
 
+bool wait_for_log(const std::function<std::string()>& log, const std::string& text, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (log().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 int run_ferry(const std::vector<std::string>& args, std::string* output, double timeout_s) {
   return run_to_completion(std::nullopt, args, output, timeout_s);
 }

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -78,6 +79,9 @@ class FerryAgent {
   std::string dir_;
   Subprocess proc_;
 };
+
+// Polls log() until it contains text; false after timeout_s.
+bool wait_for_log(const std::function<std::string()>& log, const std::string& text, double timeout_s = 10);
 
 // Runs `ferry ARGS...` to completion; returns its exit status and combined output.
 int run_ferry(const std::vector<std::string>& args, std::string* output, double timeout_s = 120);
