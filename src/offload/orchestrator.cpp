@@ -89,6 +89,7 @@ class Orchestrator::Impl {
     // A stuck backend's teardown would wait for its kernel forever: leave it to
     // the process's exit (the host checks stuck()).
     if (backend_ != nullptr && backend_->stuck()) (void)backend_.release();
+    backend_.reset();  // before arena_, which it has registered with the GPU, is unmapped
   }
 
   void start();
