@@ -1,10 +1,14 @@
+#include "client_stats.h"
 #include "commands.h"
+#include "core/log.h"
 #include "ferry/offload/client.h"
 
 namespace ferry::app {
 
 void register_client(CLI::App& app, GeneralFlags& general, Command& command) {
   static offload::ClientOptions o;
+  static std::string json_out;
+  static std::string format = "ferry";
   CLI::App* sub = app.add_subcommand(
       "client",
       "Closed-loop client and load generator: each thread keeps a window of requests in flight, validates "
@@ -20,8 +24,14 @@ void register_client(CLI::App& app, GeneralFlags& general, Command& command) {
   sub->add_option("--max-concurrent-messages", o.max_concurrent_messages,
                   "Requests in flight per connection (the closed-loop window)")
       ->capture_default_str();
-  sub->add_option("--json-out", o.json_out,
+  sub->add_option("--json-out", json_out,
                   "Also write the statistics as JSON to this file (-j/--json reads flags, as in DOCA)");
+  sub->add_option("--stats-format", format,
+                  "How to print the statistics: 'ferry' (the reference's lines plus latency percentiles) or "
+                  "'doca' (the reference's '+===+' block with '| ' prefixes, for parsers of its output; the "
+                  "default when called as doca_dpu_gpu_remote_offload_client)")
+      ->check(CLI::IsMember({"ferry", "doca"}))
+      ->capture_default_str();
   sub->add_option("--progress-interval", o.progress_interval_s,
                   "Seconds between progress lines on stderr for long runs; 0 turns them off")
       ->capture_default_str();
@@ -31,7 +41,21 @@ void register_client(CLI::App& app, GeneralFlags& general, Command& command) {
   sub->callback([&command, e] {
     command.role = "client";
     o.expected_given = e->count() > 0;
-    command.run = [] { return offload::run_client(o); };
+    command.run = [] {
+      const offload::ClientReport report = offload::run_client(o);
+      if (!report.ok()) {
+        for (const auto& f : report.failures) log::app().error("{}", f);
+        // The reference's words, for its parsers; Ferry's own lines say the same by their absence.
+        if (format == "doca") log::app().error("Execution encountered one or more errors, will not display stats");
+        return 1;
+      }
+      if (format == "doca")
+        print_doca_stats(stdout, report);
+      else
+        print_ferry_stats(stdout, report);
+      if (!json_out.empty()) write_client_json(json_out, report);
+      return 0;
+    };
   });
 }
 

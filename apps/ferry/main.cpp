@@ -37,7 +37,15 @@ int main(int argc, char** argv) {
     // name's role, so that scripts written for the reference run unchanged.
     const std::string called = std::filesystem::path(args[0]).filename().string();
     const std::string doca_prefix = "doca_dpu_gpu_remote_offload_";
-    if (called.rfind(doca_prefix, 0) == 0) args.insert(args.begin() + 1, called.substr(doca_prefix.size()));
+    if (called.rfind(doca_prefix, 0) == 0) {
+      const std::string role = called.substr(doca_prefix.size());
+      // The reference client's statistics block by default; a later
+      // --stats-format still wins (the last value is taken).
+      if (role == "client")
+        args.insert(args.begin() + 1, {role, "--stats-format", "doca"});
+      else
+        args.insert(args.begin() + 1, role);
+    }
     args = ferry::app::apply_json_flags(app, args);
     std::vector<char*> cargs;
     for (auto& a : args) cargs.push_back(a.data());

@@ -21,11 +21,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <latch>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -446,16 +444,9 @@ class ProgressReporter {
   std::thread thread_;
 };
 
-void write_json(const std::string& path, const nlohmann::json& j) {
-  std::ofstream f(path);
-  if (!f) throw Error("cannot write --json-out file '" + path + "'");
-  f << j.dump(2) << "\n";
-  if (!f) throw Error("error writing --json-out file '" + path + "'");
-}
-
 }  // namespace
 
-int run_client(const ClientOptions& opts) {
+ClientReport run_client(const ClientOptions& opts) {
   validate(opts);
   const Plan plan = make_plan(opts);
   const std::uint32_t n = opts.thread_count;
@@ -482,63 +473,38 @@ int run_client(const ClientOptions& opts) {
     for (auto& t : threads) t.join();
   }
 
-  bool all_ok = true;
+  ClientReport report;
+  report.threads = n;
+  report.window = plan.window;
+  report.message_bytes = opts.message.size();
   for (std::uint32_t i = 0; i < n; ++i) {
     const ThreadResult& r = *results[i];
-    if (r.ok) continue;
-    all_ok = false;
-    // A thread stopped only because another one failed is not a second cause.
-    if (!r.aborted)
-      log::app().error("client thread {} failed: {}", i, r.error);
+    if (!r.ok && !r.aborted) report.failures.push_back("client thread " + std::to_string(i) + " failed: " + r.error);
   }
-  if (!all_ok) return 1;
+  // A thread that only stopped because another failed can leave no cause of its
+  // own; the run still failed.
+  if (report.failures.empty() &&
+      std::any_of(results.begin(), results.end(), [](const auto& r) { return !r->ok; }))
+    report.failures.push_back("a client thread stopped without a cause");
+  if (!report.ok()) return report;
 
   LatencyHistogram latency;
   std::uint64_t start = ~std::uint64_t{0};
   std::uint64_t end = 0;
-  std::uint64_t ops = 0;
   for (const auto& r : results) {
     latency.merge(r->latency);
     start = std::min(start, r->first_send_ns);
     end = std::max(end, r->last_recv_ns);
-    ops += r->responses;
+    report.operations += r->responses;
   }
-  const double duration_s = end > start ? double(end - start) / 1e9 : 0.0;
-  const double gib = double(std::uint64_t{1} << 30);
-  const double tx_bytes = double(ops) * double(opts.message.size());
-  const double rx_bytes = double(ops) * double(plan.expected.size() - wire::kRequestOverhead);
-  const auto rate = [&](double x) { return duration_s > 0 ? x / duration_s : 0.0; };
+  report.duration_s = end > start ? double(end - start) / 1e9 : 0.0;
+  report.tx_bytes = report.operations * opts.message.size();
+  report.rx_bytes = report.operations * (plan.expected.size() - wire::kRequestOverhead);
   const double us = 1e3;
-
-  std::printf("Duration (seconds): %2.06lf\n", duration_s);
-  std::printf("Operation count: %lu\n", static_cast<unsigned long>(ops));
-  std::printf("Tx Data rate: %.03lf GiB/s\n", rate(tx_bytes) / gib);
-  std::printf("Rx Data rate: %.03lf GiB/s\n", rate(rx_bytes) / gib);
-  std::printf("IO rate: %.03lf MIOP/s\n", rate(double(ops)) / 1e6);
-  std::printf("Latency (us): p50 %.2f p99 %.2f p99.9 %.2f max %.2f\n",
-              double(latency.percentile_ns(50)) / us, double(latency.percentile_ns(99)) / us,
-              double(latency.percentile_ns(99.9)) / us, double(latency.max_ns()) / us);
-  std::fflush(stdout);
-
-  if (!opts.json_out.empty()) {
-    nlohmann::json j;
-    j["duration_s"] = duration_s;
-    j["operations"] = ops;
-    j["tx_gib_s"] = rate(tx_bytes) / gib;
-    j["rx_gib_s"] = rate(rx_bytes) / gib;
-    j["miops"] = rate(double(ops)) / 1e6;
-    j["ops_per_s"] = rate(double(ops));
-    j["latency_us"] = {{"p50", double(latency.percentile_ns(50)) / us},
-                       {"p99", double(latency.percentile_ns(99)) / us},
-                       {"p999", double(latency.percentile_ns(99.9)) / us},
-                       {"max", double(latency.max_ns()) / us},
-                       {"mean", latency.mean_ns() / us}};
-    j["threads"] = n;
-    j["window"] = plan.window;
-    j["message_bytes"] = opts.message.size();
-    write_json(opts.json_out, j);
-  }
-  return 0;
+  report.latency_us = {double(latency.percentile_ns(50)) / us, double(latency.percentile_ns(99)) / us,
+                       double(latency.percentile_ns(99.9)) / us, double(latency.max_ns()) / us,
+                       latency.mean_ns() / us};
+  return report;
 }
 
 }  // namespace ferry::offload

@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -99,6 +101,38 @@ TEST(Pipeline, ClientBinaryValidatesAndReports) {
   EXPECT_EQ(stats.at("operations").get<std::uint64_t>(), 20000u);
   EXPECT_GT(stats.at("latency_us").at("p99").get<double>(), 0.0);
   std::filesystem::remove(json);
+}
+
+// Called by the reference's name, the client prints the reference's statistics
+// block, line for line, so that scripts parsing DOCA's output read Ferry's.
+TEST(Pipeline, ClientByItsDocaNamePrintsDocasStatisticsBlock) {
+  FerryServer server;
+  FerryOrchestrator orch(server.channel());
+  const auto dir = std::filesystem::temp_directory_path() / ("ferry-doca-name-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const auto doca_client = dir / "doca_dpu_gpu_remote_offload_client";
+  std::filesystem::create_symlink(ferry_bin(), doca_client);
+  const auto out_path = dir / "out.txt";
+  Subprocess p = Subprocess::spawn({doca_client.string(), "-p", std::to_string(server.port()), "-t", "2", "-i",
+                                    "300", "-m", "abcdef"},
+                                   out_path.string());
+  const auto st = p.wait(60);
+  std::ifstream in(out_path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(st && *st == 0) << server.log();
+  const std::string rule = "+================================================+";
+  ASSERT_EQ(lines.size(), 9u);
+  EXPECT_EQ(lines[0], rule);
+  EXPECT_EQ(lines[1], "| Stats");
+  EXPECT_EQ(lines[2], rule);
+  EXPECT_TRUE(std::regex_match(lines[3], std::regex(R"(\| Duration \(seconds\): \d+\.\d{6})"))) << lines[3];
+  EXPECT_EQ(lines[4], "| Operation count: 600");
+  EXPECT_TRUE(std::regex_match(lines[5], std::regex(R"(\| Tx Data rate: \d+\.\d{3} GiB/s)"))) << lines[5];
+  EXPECT_TRUE(std::regex_match(lines[6], std::regex(R"(\| Rx Data rate: \d+\.\d{3} GiB/s)"))) << lines[6];
+  EXPECT_TRUE(std::regex_match(lines[7], std::regex(R"(\| IO rate: \d+\.\d{3} MIOP/s)"))) << lines[7];
+  EXPECT_EQ(lines[8], rule);
 }
 
 TEST(Pipeline, ClientReportsAWrongExpectedResponse) {

@@ -1,8 +1,11 @@
 #pragma once
-// ferry client: the DOCA remote-offload client, usable as a load generator.
+// The DOCA remote-offload client (REFERENCE.md §1) as a closed-loop load
+// generator: each thread keeps a window of requests in flight on its own
+// connection and checks every response.
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ferry::offload {
 
@@ -15,13 +18,35 @@ struct ClientOptions {
   std::string expected_response;                // empty: the reverse of message
   bool expected_given = false;
   std::uint32_t max_concurrent_messages = 128;  // closed-loop window per connection
-  std::string json_out;                         // write statistics as JSON here when set
   double progress_interval_s = 1.0;             // progress line period on long runs; 0 = off
   double connect_timeout_s = 30.0;              // retry refused connections every 500 ms this long
 };
 
-// Runs the load and prints the reference's statistics lines plus latency
-// percentiles. Returns the process exit code (0 when every thread succeeded).
-int run_client(const ClientOptions& opts);
+struct ClientLatency {  // microseconds, over every response of every thread
+  double p50 = 0, p99 = 0, p999 = 0, max = 0, mean = 0;
+};
+
+struct ClientReport {
+  // One entry per thread that failed for its own reason (a thread stopped only
+  // because another failed is not listed); the statistics are void when any.
+  std::vector<std::string> failures;
+  double duration_s = 0;      // first request sent to last response received, all threads
+  std::uint64_t operations = 0;
+  std::uint64_t tx_bytes = 0;  // request payload bytes (the reference counts payload only)
+  std::uint64_t rx_bytes = 0;  // response payload bytes
+  ClientLatency latency_us;
+  std::uint32_t threads = 0;
+  std::uint32_t window = 0;
+  std::uint64_t message_bytes = 0;
+
+  bool ok() const { return failures.empty(); }
+  // Per second over duration_s; 0 for an empty run.
+  double per_second(double x) const { return duration_s > 0 ? x / duration_s : 0.0; }
+};
+
+// Runs the load to completion. Throws ferry::Error for options that cannot run
+// (no port, a bad address, a message over 64 MiB); a failed connection or a
+// wrong response is reported in ClientReport::failures.
+ClientReport run_client(const ClientOptions& opts);
 
 }  // namespace ferry::offload
