@@ -44,7 +44,10 @@ struct PendingPeer {
 
 class Server::Impl {
  public:
-  explicit Impl(ServerOptions opts) : opts_(std::move(opts)) { validate(); }
+  explicit Impl(ServerOptions opts) : opts_(std::move(opts)) {
+    validate();
+    if (!opts_.framing) opts_.framing = make_doca_wire_framing(opts_.max_message_length);
+  }
   ~Impl();
   void start();
   ServerStats stats() const;
@@ -336,7 +339,7 @@ void Server::Impl::start() {
     cfg.index = i;
     cfg.cpu = opts_.pin_threads ? opts_.cpus[i] : -1;
     cfg.max_concurrent_messages = opts_.max_concurrent_messages;
-    cfg.max_message_length = opts_.max_message_length;
+    cfg.framing = opts_.framing;
     cfg.max_clients = opts_.max_clients_per_thread;
     threads_.push_back(std::make_unique<ServerThread>(cfg));
     threads_.back()->start();

@@ -19,32 +19,12 @@ namespace ferry::offload {
 namespace {
 
 constexpr std::uint32_t kWakeMarker = 0xffffffffu;
-constexpr std::size_t kErrorSlack = 1024;  // room for one ferry_error beyond the responses
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr auto kClosingTime = std::chrono::seconds(10);
 constexpr std::uint32_t kPrefetchAhead = 4;
 
 std::uint64_t make_cookie(std::uint32_t slot, std::uint32_t generation) {
   return (std::uint64_t(slot) << 32) | generation;
-}
-
-std::string describe_frame_error(wire::FrameCheck check, const std::uint8_t* p,
-                                 std::uint32_t max_message_length) {
-  const wire::Header h = wire::decode_header(p);
-  switch (check) {
-    case wire::FrameCheck::WireSizeTooSmall:
-      return "wire_size " + std::to_string(h.wire_size) + " is below the 12-byte minimum";
-    case wire::FrameCheck::MessageTooLarge:
-      return "wire_size " + std::to_string(h.wire_size) + " exceeds 8 + --max-message-length " +
-             std::to_string(max_message_length);
-    case wire::FrameCheck::UnexpectedMsgId:
-      return "msg_id " + std::to_string(h.msg_id) + " is not client_request (4)";
-    case wire::FrameCheck::LengthMismatch:
-      return "length prefix " + std::to_string(wire::load_be32(p + wire::kHeaderSize)) +
-             " disagrees with wire_size " + std::to_string(h.wire_size) + " (which implies " +
-             std::to_string(h.wire_size - wire::kRequestOverhead) + ")";
-    default: return "malformed request";
-  }
 }
 
 }  // namespace
@@ -58,7 +38,8 @@ struct ServerThread::Connection {
   bool open = false;
   bool paused = false;     // no credit: reading stopped until a response frees one
   bool dirty = false;      // has unsent output queued (listed in dirty_)
-  bool closing = false;    // an error is queued: flush, then close
+  bool closing = false;    // an error is queued or the last response said so: flush, then close
+  bool discarding = false; // a response closed the connection: drop the ones after it
   bool lingering = false;  // write side shut: discard input until EOF or the deadline
   std::chrono::steady_clock::time_point close_deadline{};  // a closing client that never reads
   std::chrono::steady_clock::time_point linger_deadline{};
@@ -95,14 +76,15 @@ struct ServerThread::Command {
   std::string why;  // Bind: what unbinding tells the clients with requests in flight
 };
 
-ServerThread::ServerThread(const ServerThreadConfig& config) : config_(config) {
-  max_wire_ = static_cast<std::uint32_t>(wire::kHeaderSize) + config.max_message_length;
+ServerThread::ServerThread(const ServerThreadConfig& config) : config_(config), framing_(*config.framing) {
+  max_response_ = framing_.max_response_bytes();
+  reply_slack_ = framing_.max_reply_bytes();
   // Keep a connection's output buffer near 1 MiB even for large messages; the
   // window shrinks instead (documented in README "Limits").
-  const std::uint32_t by_memory = std::max<std::uint32_t>(1, (1u << 20) / max_wire_);
+  const auto by_memory = static_cast<std::uint32_t>(std::max<std::size_t>(1, (std::size_t{1} << 20) / max_response_));
   conn_window_ = std::min(config.max_concurrent_messages, by_memory);
-  out_capacity_ = std::size_t(conn_window_) * max_wire_ + kErrorSlack;
-  in_capacity_ = std::max<std::size_t>(16 * 1024, 2 * std::size_t(max_wire_));
+  out_capacity_ = std::size_t(conn_window_) * max_response_ + reply_slack_;
+  in_capacity_ = std::max<std::size_t>(16 * 1024, 2 * framing_.max_request_bytes());
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) throw_errno("epoll_create1");
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -354,26 +336,23 @@ bool ServerThread::can_post(const Connection& c) const {
   // Room for every in-flight response plus this one is reserved up front, so a
   // client that stops reading stalls only itself (its output buffer is bounded).
   return c.in_flight < conn_window_ && channel_in_flight_ < requests_.ring().capacity() &&
-         c.out_used() + std::size_t(c.in_flight + 1) * max_wire_ + kErrorSlack <= out_capacity_;
+         c.out_used() + std::size_t(c.in_flight + 1) * max_response_ + reply_slack_ <= out_capacity_;
 }
 
 void ServerThread::parse_requests(Connection& c) {
   std::size_t pos = 0;
   while (!c.closing && !draining_) {  // draining: requests already in flight finish, no new ones
-    std::uint32_t len = 0;
-    std::uint32_t frame = 0;
     const std::uint8_t* p = c.in.get() + pos;
-    const wire::FrameCheck check =
-        wire::check_request(p, c.in_len - pos, config_.max_message_length, &len, &frame);
-    if (check == wire::FrameCheck::NeedMore) break;
-    if (check != wire::FrameCheck::Ok) {
-      protocol_error(c, wire::to_error_code(check),
-                     describe_frame_error(check, p, config_.max_message_length));
+    const Framing::Scan scan = framing_.scan(p, c.in_len - pos);
+    if (scan.result == Framing::Scan::Result::NeedMore) break;
+    if (scan.result == Framing::Scan::Result::Reject) {
+      Framing::Rejection r = framing_.reject(p, c.in_len - pos);
+      refuse(c, std::move(r.reply), r.why);
       pos = c.in_len;
       break;
     }
     if (!bound_) {
-      protocol_error(c, wire::ErrorCode::NoWorkers, "no orchestrator is attached to the server");
+      refuse(c, Framing::Failure::NoWorkers, "no orchestrator is attached to the server");
       pos = c.in_len;
       break;
     }
@@ -381,9 +360,10 @@ void ServerThread::parse_requests(Connection& c) {
       pause(c);
       break;
     }
-    const Status s = requests_.try_push({p + wire::kRequestOverhead, len}, make_cookie(c.slot, c.generation));
+    const Status s = requests_.try_push({p + scan.payload_offset, scan.payload_size},
+                                        make_cookie(c.slot, c.generation));
     if (s == Status::TooLarge) {  // the orchestrator's slots are smaller than the flags promised
-      protocol_error(c, wire::ErrorCode::MessageTooLarge, "request does not fit the arena's slot size");
+      refuse(c, Framing::Failure::SlotTooSmall, "request does not fit the arena's slot size");
       pos = c.in_len;
       break;
     }
@@ -394,14 +374,14 @@ void ServerThread::parse_requests(Connection& c) {
     ++c.in_flight;
     if (channel_in_flight_++ == 0) note_unanswered_since(std::chrono::steady_clock::now());
     stats_.requests.fetch_add(1, std::memory_order_relaxed);
-    pos += frame;
+    pos += scan.frame_bytes;
   }
   if (pos > 0) {
     std::memmove(c.in.get(), c.in.get() + pos, c.in_len - pos);
     c.in_len -= pos;
   }
-  // Always refreshed: a protocol error can zero pos after requests were posted,
-  // and Server::drain() waits on this count.
+  // Always refreshed: a refusal can zero pos after requests were posted, and
+  // Server::drain() waits on this count.
   stats_.in_flight.store(channel_in_flight_, std::memory_order_relaxed);
 }
 
@@ -436,15 +416,18 @@ std::uint32_t ServerThread::drain_responses() {
     const auto slot = static_cast<std::uint32_t>(msg.cookie >> 32);
     const auto generation = static_cast<std::uint32_t>(msg.cookie);
     Connection* c = slot < connections_.size() ? connections_[slot].get() : nullptr;
-    if (c != nullptr && c->open && c->generation == generation && c->in_flight > 0) {
-      const std::size_t need = wire::kRequestOverhead + msg.payload.size;
+    if (c != nullptr && c->open && c->generation == generation && c->in_flight > 0 && c->discarding) {
+      // Answered after a response that closed the connection: never sent.
+      --c->in_flight;
+      stats_.dropped_responses.fetch_add(1, std::memory_order_relaxed);
+      if (c->in_flight == 0) mark_dirty(*c);  // the flush that follows shuts it down
+    } else if (c != nullptr && c->open && c->generation == generation && c->in_flight > 0) {
       --c->in_flight;
       // can_post() reserved room for this response when its request was posted.
-      if (std::uint8_t* dst = c->reserve(need, out_capacity_)) {
-        // The reference server answers with msg_id 4 (client_request); clients must accept 4 or 5.
-        wire::encode_data_prefix(dst, static_cast<std::uint32_t>(msg.payload.size), wire::MsgId::ClientRequest);
-        std::memcpy(dst + wire::kRequestOverhead, msg.payload.data, msg.payload.size);
-        c->out_tail += need;
+      if (std::uint8_t* dst = c->reserve(max_response_, out_capacity_)) {
+        const Framing::Written w = framing_.write_response(msg.payload, dst);
+        c->out_tail += w.bytes;
+        if (w.close_after) close_after_output(*c);
         if (c->in_flight == 0) queue_pending_error(*c);
         mark_dirty(*c);
       } else {
@@ -524,25 +507,37 @@ void ServerThread::update_interest(Connection& c) {
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev) == 0) c.registered = want;
 }
 
-void ServerThread::protocol_error(Connection& c, wire::ErrorCode code, const std::string& why) {
+void ServerThread::refuse(Connection& c, Framing::Failure failure, const std::string& why) {
+  refuse(c, framing_.failure_reply(failure, why), why);
+}
+
+void ServerThread::refuse(Connection& c, std::string reply, const std::string& why) {
   stats_.protocol_errors.fetch_add(1, std::memory_order_relaxed);
   if (const long long held = warn_throttle_.pass(); held >= 0)
-    log::app().warn("thread {}: client {}: {}; answering ferry_error {} and closing{}", config_.index, c.peer,
-                    why, wire::to_string(code), log::suppressed_note(held));
+    log::app().warn("thread {}: client {}: {}; answering and closing{}", config_.index, c.peer, why,
+                    log::suppressed_note(held));
   c.closing = true;
   c.close_deadline = std::chrono::steady_clock::now() + kClosingTime;
   c.in_len = 0;
-  c.pending_error = wire::encode_error(code, why);
+  c.pending_error = std::move(reply);
   if (c.in_flight == 0) queue_pending_error(c);
   mark_dirty(c);
   update_interest(c);
 }
 
+void ServerThread::close_after_output(Connection& c) {
+  c.closing = true;
+  c.discarding = true;
+  c.close_deadline = std::chrono::steady_clock::now() + kClosingTime;
+  c.in_len = 0;
+  update_interest(c);
+}
+
 void ServerThread::queue_pending_error(Connection& c) {
   if (c.pending_error.empty()) return;
-  // The slack kept beyond the responses' reservation (kErrorSlack) holds one
-  // ferry_error; a longer reason is cut rather than overrun the buffer.
-  const std::size_t n = std::min(c.pending_error.size(), kErrorSlack);
+  // The slack kept beyond the responses' reservation holds one reply; a longer
+  // one is cut rather than overrun the buffer.
+  const std::size_t n = std::min(c.pending_error.size(), reply_slack_);
   if (std::uint8_t* dst = c.reserve(n, out_capacity_)) {
     std::memcpy(dst, c.pending_error.data(), n);
     c.out_tail += n;
@@ -574,7 +569,11 @@ void ServerThread::fail_in_flight(const std::string& why) {
     Connection& c = *cp;
     const std::uint32_t lost = c.in_flight;
     c.in_flight = 0;  // their responses will never come
-    protocol_error(c, wire::ErrorCode::NoWorkers, why + " (" + std::to_string(lost) + " of this client's requests)");
+    if (c.discarding) {  // they would have been dropped anyway
+      mark_dirty(c);
+      continue;
+    }
+    refuse(c, Framing::Failure::WorkersLost, why + " (" + std::to_string(lost) + " of this client's requests)");
   }
   channel_in_flight_ = 0;
   note_unanswered_since({});

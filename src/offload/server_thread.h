@@ -14,7 +14,7 @@
 #include "core/log.h"
 #include "ferry/core/arena.h"
 #include "ferry/core/slot_ring.h"
-#include "ferry/core/wire.h"
+#include "ferry/offload/framing.h"
 
 namespace ferry::offload {
 
@@ -22,8 +22,8 @@ struct ServerThreadConfig {
   std::uint32_t index = 0;
   int cpu = -1;  // -1: unpinned
   std::uint32_t max_concurrent_messages = 128;
-  std::uint32_t max_message_length = 256;
   std::uint32_t max_clients = 1024;
+  std::shared_ptr<const Framing> framing;  // shared by every thread; required
 };
 
 struct ServerThreadStats {
@@ -91,14 +91,20 @@ class ServerThread {
   void resume_paused();
   void flush(Connection& c);
   void update_interest(Connection& c);
-  void protocol_error(Connection& c, wire::ErrorCode code, const std::string& why);
+  // Queues reply (sent once the connection's in-flight responses are out), then closes.
+  void refuse(Connection& c, std::string reply, const std::string& why);
+  void refuse(Connection& c, Framing::Failure failure, const std::string& why);
+  // A response said the connection ends with it: stop reading, send what is queued, close.
+  void close_after_output(Connection& c);
   void close_connection(Connection& c, const char* why);
   void fail_in_flight(const std::string& why);
   void note_unanswered_since(std::chrono::steady_clock::time_point t);
   std::uint32_t open_connection(int fd);
 
   ServerThreadConfig config_;
-  std::uint32_t max_wire_;       // 8 + max_message_length
+  const Framing& framing_;
+  std::size_t max_response_;     // framing_.max_response_bytes()
+  std::size_t reply_slack_;      // room kept for one refusal beyond the responses
   std::uint32_t conn_window_;    // requests one connection may have in flight
   std::size_t out_capacity_;     // bytes: conn_window_ responses of the largest size
   std::size_t in_capacity_;

@@ -93,6 +93,32 @@ std::optional<Frame> RawClient::read_frame(double timeout_s) {
   return f;
 }
 
+std::string RawClient::read_bytes(std::size_t n, double timeout_s) {
+  std::string out(n, '\0');
+  if (n != 0 && !read_exact(reinterpret_cast<std::uint8_t*>(out.data()), n, timeout_s))
+    throw std::runtime_error("connection closed before any of " + std::to_string(n) + " bytes");
+  return out;
+}
+
+std::string RawClient::read_to_end(double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) throw std::runtime_error("timed out waiting for the server to close");
+    pollfd pf{fd_, POLLIN, 0};
+    if (poll(&pf, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t r = recv(fd_, buf, sizeof(buf), 0);
+    if (r == 0 || (r < 0 && errno == ECONNRESET)) return out;
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      throw std::runtime_error("recv failed");
+    }
+    out.append(buf, static_cast<std::size_t>(r));
+  }
+}
+
 bool RawClient::closed_by_peer(double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   char buf[4096];

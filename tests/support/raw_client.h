@@ -31,6 +31,10 @@ class RawClient {
   std::size_t try_send(const std::string& bytes);
   // The next whole frame, or nullopt on EOF; throws on timeout.
   std::optional<Frame> read_frame(double timeout_s = 10.0);
+  // Exactly n bytes of whatever the server sends; throws on timeout or EOF first.
+  std::string read_bytes(std::size_t n, double timeout_s = 10.0);
+  // Everything until the server closes the connection; throws on timeout.
+  std::string read_to_end(double timeout_s = 10.0);
   // True once the server has closed the connection (EOF) within timeout_s.
   bool closed_by_peer(double timeout_s = 10.0);
   void close();

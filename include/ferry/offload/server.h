@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ferry/core/peer_policy.h"
+#include "ferry/offload/framing.h"
 
 namespace ferry::offload {
 
@@ -32,6 +33,9 @@ struct ServerOptions {
   double request_timeout_s = 30.0;
   PeerPolicy control_peers;  // who besides our own uid may attach as the orchestrator
   bool pin_threads = true;
+  // The clients' protocol. Null: the DOCA wire with max_message_length. Another
+  // framing keeps max_message_length as the arena's slot payload bound.
+  std::shared_ptr<const Framing> framing;
 };
 
 struct ServerStats {
