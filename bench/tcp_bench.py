@@ -419,7 +419,7 @@ def main():
                     help="extra flags for `ferry orchestrator` (e.g. \"--worker-prefetch 0\")")
     ap.add_argument("--systems", default="echo,ferry",
                     help="which servers to run: echo, ferry or both")
-    ap.add_argument("--out", default="docs/bench/tcp.json", help="JSON output path")
+    ap.add_argument("--out", default="bench/results/tcp.json", help="JSON output path")
     ap.add_argument("--timeout", type=float, default=300, help="seconds one client run may take")
     ap.add_argument("--start-timeout", type=float, default=30,
                     help="seconds a server may take to write its port file")

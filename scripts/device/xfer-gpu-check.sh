@@ -3,8 +3,8 @@
 # real CUDA IPC, then `ferry kv bench` (4 GiB per block size and direction,
 # DRAM tier) beside the cudaMemcpyAsync-loop, cudaMemcpyBatchAsync and copy-kernel
 # baselines, once with each of the agent's device copy modes worth comparing:
-# auto (the default: the kernel below --kernel-below 64 MiB, so the same as
-# kernel at the bench's sizes) and batch; COPY_MODES="auto batch kernel" adds
+# auto (the default: the copy kernel for small blocks, the copy engines with
+# the kernel checksumming from --engines-from) and batch; COPY_MODES="auto batch kernel" adds
 # kernel. The agent's loop mode is left out (it lost to batch everywhere); the
 # application's cudaMemcpyAsync loop stays among the batch run's baselines.
 # Also the hung-kernel test on the GPU launch methods (issue 3). Results go to

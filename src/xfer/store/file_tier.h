@@ -97,10 +97,8 @@ struct FileTierOptions {
   // depth (so no more operations are in flight than qd). Through the page
   // cache, I/O is a CPU copy: a get's read is copied inline and its checksum is
   // a second pass over the bytes; a pack's writes all go to one io_uring worker,
-  // since writes to one file take its lock. One thread read 64 KiB objects at
-  // 0.69x of fio's single thread, and wrote at 0.72-0.90x; two threads reached
-  // 1.07-1.32x for gets, and with a pack per thread 1.18x for puts
-  // (docs/bench/store.md).
+  // since writes to one file take its lock. One thread therefore falls short of
+  // fio's single thread, and two match or pass it (docs/bench/store.md).
   // A call is split only while no other put or get runs (an agent's copy
   // threads already call in parallel), into parts of at least 4 objects, and
   // a put only into packs that are not small and when no key comes twice.
