@@ -7,6 +7,7 @@ set(FERRY_EXPORTED
   ferry_core:core
   ferry_worker:worker
   ferry_offload:offload
+  ferry_http:http
   ferry_xfer_types:xfer_types
   ferry_xfer_gpu:xfer_gpu
   ferry_xfer:xfer

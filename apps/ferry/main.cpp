@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Ferry: GPU/DPU offload systems on ordinary machines.\n"
                "Remote request offload: start 'ferry server', then 'ferry orchestrator', then clients;\n"
                "or run 'ferry demo' to see all three at work.\n"
-               "KV-cache offload: start 'ferry agent --tier dram:1GiB', then use 'ferry kv' or the xfer API."};
+               "KV-cache offload: start 'ferry agent --tier dram:1GiB', then use 'ferry kv' or the xfer API.\n"
+               "HTTP: 'ferry http --port 8080 --cpu 0' serves pages with the parsing on the workers."};
   app.require_subcommand(1);
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   ferry::app::register_bench(app, general, command);
   ferry::app::register_agent(app, general, command);
   ferry::app::register_kv(app, general, command);
+  ferry::app::register_http(app, general, command);
 
   try {
     std::vector<std::string> args(argv, argv + argc);

@@ -52,9 +52,14 @@ class DocaWireFraming final : public Framing {
   }
 
   std::string failure_reply(Failure failure, const std::string& why) const override {
-    const wire::ErrorCode code =
-        failure == Failure::SlotTooSmall ? wire::ErrorCode::MessageTooLarge : wire::ErrorCode::NoWorkers;
-    return wire::encode_error(code, why);
+    switch (failure) {
+      case Failure::SlotTooSmall: return wire::encode_error(wire::ErrorCode::MessageTooLarge, why);
+      case Failure::ServerFull: return wire::encode_error(wire::ErrorCode::ServerFull, why);
+      case Failure::ReadTimeout: return wire::encode_error(wire::ErrorCode::ProtocolError, why);
+      case Failure::NoWorkers:
+      case Failure::WorkersLost: break;
+    }
+    return wire::encode_error(wire::ErrorCode::NoWorkers, why);
   }
 
   std::size_t max_request_bytes() const noexcept override { return wire::kHeaderSize + max_message_length_; }

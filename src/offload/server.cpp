@@ -100,6 +100,8 @@ void Server::Impl::validate() const {
   (void)Arena::ring_capacity_for(opts_.max_concurrent_messages);
   if (opts_.max_clients_per_thread == 0) throw Error("--max-clients-per-thread must be at least 1");
   if (opts_.request_timeout_s < 0) throw Error("--request-timeout must be 0 (off) or more seconds");
+  if (opts_.read_timeout_s < 0 || opts_.idle_timeout_s < 0)
+    throw Error("read and idle timeouts must be 0 (off) or more seconds");
 }
 
 ServerThread* Server::Impl::least_loaded() {
@@ -133,8 +135,8 @@ void Server::Impl::accept_clients() {
       if (const long long held = accept_throttle_.pass(); held >= 0)
         log::app().warn("rejecting client {}: every data-path thread serves --max-clients-per-thread {} clients{}",
                         peer, opts_.max_clients_per_thread, log::suppressed_note(held));
-      const std::string err = wire::encode_error(wire::ErrorCode::ServerFull,
-                                                 "server is full: every data-path thread is at its client limit");
+      const std::string err = opts_.framing->failure_reply(
+          Framing::Failure::ServerFull, "server is full: every data-path thread is at its client limit");
       (void)!send(fd, err.data(), err.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       ::close(fd);
       continue;
@@ -341,6 +343,8 @@ void Server::Impl::start() {
     cfg.max_concurrent_messages = opts_.max_concurrent_messages;
     cfg.framing = opts_.framing;
     cfg.max_clients = opts_.max_clients_per_thread;
+    cfg.read_timeout = std::chrono::duration<double>(opts_.read_timeout_s);
+    cfg.idle_timeout = std::chrono::duration<double>(opts_.idle_timeout_s);
     threads_.push_back(std::make_unique<ServerThread>(cfg));
     threads_.back()->start();
   }

@@ -43,6 +43,8 @@ struct ServerThread::Connection {
   bool lingering = false;  // write side shut: discard input until EOF or the deadline
   std::chrono::steady_clock::time_point close_deadline{};  // a closing client that never reads
   std::chrono::steady_clock::time_point linger_deadline{};
+  std::chrono::steady_clock::time_point last_activity{};  // bytes read or written
+  std::chrono::steady_clock::time_point partial_since{};  // input holds part of a request since then
   std::string pending_error;  // sent once every in-flight response is out
   std::string peer;
   std::unique_ptr<std::uint8_t[]> in;
@@ -212,6 +214,7 @@ std::uint32_t ServerThread::open_connection(int fd) {
   c.generation = generation;
   c.open = true;
   c.peer = net::peer_name(fd);
+  c.last_activity = now_;
   // Default-initialised (not zeroed): the kernel commits pages only as they are used.
   c.in.reset(new std::uint8_t[in_capacity_]);
   c.out.reset(new std::uint8_t[out_capacity_]);
@@ -242,6 +245,7 @@ void ServerThread::run() {
   // gives the core away when the workers are slow rather than spin against them.
   Backoff backoff(1000, 100, 20'000);
   auto last_linger_check = std::chrono::steady_clock::now();
+  now_ = last_linger_check;
   while (running_.load(std::memory_order_relaxed)) {
     if (has_commands_.load(std::memory_order_acquire)) process_commands();
     const bool polling = bound_ && channel_in_flight_ > 0;
@@ -263,13 +267,10 @@ void ServerThread::run() {
     flush_dirty();
     if (!paused_.empty()) resume_paused();
 
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_linger_check > std::chrono::milliseconds(100)) {
-      last_linger_check = now;
-      for (auto& c : connections_)
-        if (c && c->open && c->lingering && now > c->linger_deadline) close_connection(*c, nullptr);
-        else if (c && c->open && c->closing && !c->lingering && now > c->close_deadline)
-          close_connection(*c, "its error response was not read within 10 s");
+    now_ = std::chrono::steady_clock::now();
+    if (now_ - last_linger_check > std::chrono::milliseconds(100)) {
+      last_linger_check = now_;
+      check_deadlines(now_);
     }
     if (progress) {
       backoff.reset();
@@ -310,7 +311,9 @@ void ServerThread::read_from(Connection& c) {
     if (c.closing || c.paused || draining_ || c.in_len == in_capacity_) return;
     const ssize_t r = recv(c.fd, c.in.get() + c.in_len, in_capacity_ - c.in_len, 0);
     if (r > 0) {
+      if (c.in_len == 0) c.partial_since = now_;
       c.in_len += static_cast<std::size_t>(r);
+      c.last_activity = now_;
       parse_requests(c);
       continue;
     }
@@ -379,6 +382,7 @@ void ServerThread::parse_requests(Connection& c) {
   if (pos > 0) {
     std::memmove(c.in.get(), c.in.get() + pos, c.in_len - pos);
     c.in_len -= pos;
+    c.partial_since = now_;  // what is left begins the next request
   }
   // Always refreshed: a refusal can zero pos after requests were posted, and
   // Server::drain() waits on this count.
@@ -475,6 +479,7 @@ void ServerThread::flush(Connection& c) {
     const ssize_t r = send(c.fd, c.out.get() + c.out_head, c.out_used(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (r > 0) {
       c.out_head += static_cast<std::size_t>(r);
+      c.last_activity = now_;
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
@@ -549,6 +554,27 @@ void ServerThread::mark_dirty(Connection& c) {
   if (c.dirty) return;
   c.dirty = true;
   dirty_.push_back(c.slot);
+}
+
+void ServerThread::check_deadlines(std::chrono::steady_clock::time_point now) {
+  const bool reads = config_.read_timeout.count() > 0;
+  const bool idles = config_.idle_timeout.count() > 0;
+  for (auto& cp : connections_) {
+    if (!cp || !cp->open) continue;
+    Connection& c = *cp;
+    if (c.lingering) {
+      if (now > c.linger_deadline) close_connection(c, nullptr);
+    } else if (c.closing) {
+      if (now > c.close_deadline) close_connection(c, "its error response was not read within 10 s");
+    } else if (reads && c.in_len > 0 && !c.paused && now - c.partial_since > config_.read_timeout) {
+      // Paused connections are excluded: their request is whole, waiting for credit.
+      refuse(c, Framing::Failure::ReadTimeout, "request not complete within the read timeout");
+    } else if (idles && c.in_len == 0 && c.in_flight == 0 && c.out_used() == 0 &&
+               now - c.last_activity > config_.idle_timeout) {
+      log::app().debug("thread {}: closing idle client {}", config_.index, c.peer);
+      close_connection(c, nullptr);
+    }
+  }
 }
 
 void ServerThread::note_unanswered_since(std::chrono::steady_clock::time_point t) {

@@ -24,6 +24,8 @@ struct ServerThreadConfig {
   std::uint32_t max_concurrent_messages = 128;
   std::uint32_t max_clients = 1024;
   std::shared_ptr<const Framing> framing;  // shared by every thread; required
+  std::chrono::duration<double> read_timeout{0};  // a begun request must complete within this; 0: off
+  std::chrono::duration<double> idle_timeout{0};  // close a connection idle this long; 0: off
 };
 
 struct ServerThreadStats {
@@ -99,6 +101,8 @@ class ServerThread {
   void close_connection(Connection& c, const char* why);
   void fail_in_flight(const std::string& why);
   void note_unanswered_since(std::chrono::steady_clock::time_point t);
+  // Every 100 ms: closes connections past their linger, closing, read or idle deadlines.
+  void check_deadlines(std::chrono::steady_clock::time_point now);
   std::uint32_t open_connection(int fd);
 
   ServerThreadConfig config_;
@@ -124,6 +128,7 @@ class ServerThread {
   std::vector<std::uint32_t> free_slots_;
   std::vector<std::uint32_t> paused_;
   std::vector<std::uint32_t> dirty_;
+  std::chrono::steady_clock::time_point now_;  // this loop turn's clock, for activity stamps
   bool bound_ = false;
   bool draining_ = false;
   RingProducer requests_;

@@ -47,6 +47,8 @@ class Framing {
     NoWorkers,    // no orchestrator attached
     WorkersLost,  // the orchestrator went away with requests in flight
     SlotTooSmall, // the request's payload is larger than the arena's slots
+    ServerFull,   // every data-path thread is at its client limit
+    ReadTimeout,  // a request begun was not complete within the read timeout
   };
   // The reply before closing (at most max_reply_bytes(); longer ones are cut).
   virtual std::string failure_reply(Failure failure, const std::string& why) const = 0;

@@ -31,6 +31,12 @@ struct ServerOptions {
   // deadlocked orchestrator: it is detached and those clients get no_workers.
   // 0: wait forever.
   double request_timeout_s = 30.0;
+  // A client whose request has begun but is not complete after read_timeout_s
+  // gets the framing's ReadTimeout reply and is closed (slow-header attacks);
+  // one with nothing in flight and nothing sent for idle_timeout_s is closed.
+  // 0: never.
+  double read_timeout_s = 0;
+  double idle_timeout_s = 0;
   PeerPolicy control_peers;  // who besides our own uid may attach as the orchestrator
   bool pin_threads = true;
   // The clients' protocol. Null: the DOCA wire with max_message_length. Another

@@ -1,0 +1,47 @@
+#pragma once
+// The files `ferry http` serves, loaded once at start: the built-in pages, and
+// every regular file under --root. The workers get the index (content_view.h);
+// the bodies stay here, in host memory the proxy threads read.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "http/content_view.h"
+
+namespace ferry::http {
+
+class Content {
+ public:
+  // The built-in /index.html and /contacts.html, then every regular file under
+  // root (when not empty), which replaces a built-in page of the same path.
+  // Symbolic links are skipped, so nothing outside root is served. Throws
+  // ferry::Error naming the file that cannot be read.
+  static Content load(const std::string& root, std::uint64_t max_file_bytes);
+
+  // The index with host pointers (the CPU backend's); valid while this lives.
+  ContentView view() const;
+  const std::vector<ContentEntry>& entries() const { return entries_; }
+  const std::vector<std::uint32_t>& buckets() const { return buckets_; }
+  const std::vector<std::uint8_t>& strings() const { return strings_; }
+
+  const std::string& page(std::uint32_t i) const { return pages_[i]; }
+  std::size_t size() const { return pages_.size(); }
+  std::uint64_t largest_page() const;
+  std::uint64_t total_bytes() const;
+
+  // Content-Type by file extension, as nginx's mime.types would give it.
+  static std::string type_for(const std::string& path);
+
+ private:
+  void add(const std::string& path, std::string body);
+  void build_index();
+
+  std::vector<std::string> paths_;
+  std::vector<std::string> pages_;
+  std::vector<ContentEntry> entries_;
+  std::vector<std::uint32_t> buckets_;
+  std::vector<std::uint8_t> strings_;
+};
+
+}  // namespace ferry::http

@@ -1,0 +1,49 @@
+#pragma once
+// The served files as the workers see them: path -> (Content-Type, length,
+// page number), in a hash table the CPU and the GPU both read. The bodies stay
+// in the proxy's page store (page_store.h): a worker only names the page.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ferry/core/host_device.h"
+
+namespace ferry::http {
+
+struct ContentEntry {
+  std::uint32_t path_offset = 0, path_len = 0;  // in ContentView::strings
+  std::uint32_t type_offset = 0, type_len = 0;
+  std::uint64_t body_len = 0;
+  std::uint32_t page = 0;
+  std::uint32_t reserved = 0;
+};
+
+FERRY_HOST_DEVICE inline std::uint32_t fnv1a(const std::uint8_t* p, std::size_t n) {
+  std::uint32_t h = 2166136261u;
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+// Trivially copyable: the GPU handler holds one by value, with device pointers.
+struct ContentView {
+  const ContentEntry* entries = nullptr;
+  const std::uint32_t* buckets = nullptr;  // entry index + 1; 0 = empty
+  const std::uint8_t* strings = nullptr;
+  std::uint32_t bucket_mask = 0;            // buckets: a power of two, at most half full
+
+  FERRY_HOST_DEVICE const ContentEntry* find(const std::uint8_t* path, std::size_t n) const {
+    if (buckets == nullptr) return nullptr;
+    for (std::uint32_t b = fnv1a(path, n) & bucket_mask;; b = (b + 1) & bucket_mask) {
+      const std::uint32_t slot = buckets[b];
+      if (slot == 0) return nullptr;
+      const ContentEntry& e = entries[slot - 1];
+      if (e.path_len == n) {
+        bool same = true;
+        for (std::size_t i = 0; i < n && same; ++i) same = strings[e.path_offset + i] == path[i];
+        if (same) return &e;
+      }
+    }
+  }
+};
+
+}  // namespace ferry::http

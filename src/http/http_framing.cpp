@@ -1,0 +1,135 @@
+#include "http/http_framing.h"
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+
+#include "http/reply.h"
+
+namespace ferry::http {
+
+void write_http_date(std::uint8_t* dst) noexcept {
+  thread_local std::time_t cached_second = -1;
+  thread_local char cached[64];  // 29 used; room for what the compiler cannot rule out
+  const std::time_t now = std::time(nullptr);
+  if (now != cached_second) {
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    static const char* const kDays[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char* const kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                          "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    // Not strftime: the names must be English whatever the locale.
+    std::snprintf(cached, sizeof(cached), "%s, %02d %s %04d %02d:%02d:%02d GMT", kDays[tm.tm_wday], tm.tm_mday,
+                  kMonths[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    cached_second = now;
+  }
+  std::memcpy(dst, cached, kDateLen);
+}
+
+HttpFraming::HttpFraming(Limits limits, std::uint32_t slot_payload, std::shared_ptr<const Content> content,
+                         std::shared_ptr<Metrics> metrics)
+    : limits_(limits), content_(std::move(content)), metrics_(std::move(metrics)) {
+  max_request_bytes_ = http::max_request_bytes(limits_);
+  max_response_bytes_ = std::max<std::size_t>({std::size_t(slot_payload), kMaxHead + content_->largest_page(),
+                                               kMaxHead + kMaxMetrics});
+}
+
+offload::Framing::Scan HttpFraming::scan(const std::uint8_t* p, std::size_t n) const noexcept {
+  const MessageScan s = scan_message(p, n, limits_);
+  switch (s.result) {
+    case MessageScan::Result::NeedMore: return {};
+    case MessageScan::Result::Reject: return {Scan::Result::Reject, 0, 0, 0};
+    case MessageScan::Result::Complete: break;
+  }
+  // Only the head goes to a worker: the served methods take no body, and the
+  // proxy has already checked the body's framing and size.
+  return {Scan::Result::Request, s.frame_bytes, s.head_start, s.head_bytes};
+}
+
+std::string HttpFraming::error_response(std::uint16_t status, const std::string& why) {
+  const std::string body = std::to_string(status) + " " + reason_phrase(status) + ": " + why + "\n";
+  std::string out(kMaxHead + body.size(), '\0');
+  HeadWriter w(reinterpret_cast<std::uint8_t*>(out.data()), kMaxHead);
+  const std::size_t date_at =
+      write_head(w, status, reinterpret_cast<const std::uint8_t*>("text/plain"), 10, body.size(), false);
+  write_http_date(reinterpret_cast<std::uint8_t*>(out.data()) + date_at);
+  out.resize(w.size());
+  return out + body;
+}
+
+offload::Framing::Rejection HttpFraming::reject(const std::uint8_t* p, std::size_t n) const {
+  const MessageScan s = scan_message(p, n, limits_);
+  const Verdict v = s.result == MessageScan::Result::Reject ? s.verdict : Verdict{400, "malformed request"};
+  std::string reply = error_response(v.status, v.why);
+  metrics_->count(v.status, reply.size());
+  return {std::move(reply), std::to_string(v.status) + " " + v.why};
+}
+
+std::string HttpFraming::failure_reply(Failure failure, const std::string& why) const {
+  const std::uint16_t status = failure == Failure::SlotTooSmall ? 431 : 503;
+  std::string reply = error_response(status, why);
+  metrics_->count(status, reply.size());
+  return reply;
+}
+
+offload::Framing::Written HttpFraming::write_response(ByteView out, std::uint8_t* dst) const noexcept {
+  ReplyMeta m;
+  const auto fail = [&](const char* why) {
+    // A reply the proxy cannot read is a worker bug; the client gets a 500.
+    const std::string r = error_response(500, why);
+    const std::size_t n = std::min(r.size(), max_response_bytes_);
+    std::memcpy(dst, r.data(), n);
+    metrics_->count(500, n);
+    return Written{n, true};
+  };
+  if (out.size < sizeof(m)) return fail("worker reply shorter than its header");
+  std::memcpy(&m, out.data, sizeof(m));
+  const bool no_body = (m.flags & kReplyNoBody) != 0;
+  const bool close = (m.flags & kReplyClose) != 0;
+
+  if (m.kind == ReplyKind::Metrics) {
+    try {
+      const std::string body = metrics_->render();
+      if (body.size() > kMaxMetrics) return fail("metrics larger than their room");
+      HeadWriter w(dst, kMaxHead);
+      const std::size_t date_at = write_head(w, 200, reinterpret_cast<const std::uint8_t*>("text/plain; version=0.0.4"),
+                                             25, body.size(), !close);
+      write_http_date(dst + date_at);
+      std::size_t n = w.size();
+      if (!no_body) {
+        std::memcpy(dst + n, body.data(), body.size());
+        n += body.size();
+      }
+      metrics_->count(200, n);
+      return {n, close};
+    } catch (...) {
+      return fail("cannot render the metrics");
+    }
+  }
+
+  const std::size_t rest = out.size - sizeof(m);
+  if (m.head_len > rest || m.head_len > kMaxHead || m.date_at + kDateLen > m.head_len)
+    return fail("worker reply head out of bounds");
+  std::memcpy(dst, out.data + sizeof(m), m.head_len);
+  write_http_date(dst + m.date_at);
+  std::size_t n = m.head_len;
+  if (m.kind == ReplyKind::Inline) {
+    const std::size_t body = rest - m.head_len;
+    if (n + body > max_response_bytes_) return fail("inline body larger than its room");
+    std::memcpy(dst + n, out.data + sizeof(m) + m.head_len, body);
+    n += body;
+  } else if (m.kind == ReplyKind::Page) {
+    if (m.page >= content_->size()) return fail("worker named a page that does not exist");
+    if (!no_body) {
+      const std::string& page = content_->page(m.page);
+      std::memcpy(dst + n, page.data(), page.size());
+      n += page.size();
+    }
+  } else {
+    return fail("unknown worker reply kind");
+  }
+  metrics_->count(m.status, n);
+  return {n, close};
+}
+
+}  // namespace ferry::http

@@ -1,0 +1,48 @@
+#pragma once
+// HTTP/1.1 as a framing of the server threads (ferry/offload/framing.h): the
+// proxy finds where each request ends (message_scan.h) and forwards its head to
+// a worker; it writes the worker's reply (reply.h) with the current date, the
+// page from the page store, or the metrics it renders. Requests it cannot frame
+// get their status here, with Connection: close.
+
+#include <memory>
+
+#include "ferry/offload/framing.h"
+#include "http/content.h"
+#include "http/message_scan.h"
+#include "http/metrics.h"
+
+namespace ferry::http {
+
+class HttpFraming final : public offload::Framing {
+ public:
+  // Largest reply head a worker writes, and what the proxy renders for /metrics.
+  static constexpr std::size_t kMaxHead = 1024;
+  static constexpr std::size_t kMaxMetrics = 16384;
+
+  HttpFraming(Limits limits, std::uint32_t slot_payload, std::shared_ptr<const Content> content,
+              std::shared_ptr<Metrics> metrics);
+
+  Scan scan(const std::uint8_t* data, std::size_t size) const noexcept override;
+  Rejection reject(const std::uint8_t* data, std::size_t size) const override;
+  std::string failure_reply(Failure failure, const std::string& why) const override;
+  std::size_t max_request_bytes() const noexcept override { return max_request_bytes_; }
+  std::size_t max_response_bytes() const noexcept override { return max_response_bytes_; }
+  Written write_response(ByteView worker_output, std::uint8_t* dst) const noexcept override;
+
+  // A whole response the proxy makes itself (a refusal): Connection: close.
+  static std::string error_response(std::uint16_t status, const std::string& why);
+
+ private:
+  Limits limits_;
+  std::shared_ptr<const Content> content_;
+  std::shared_ptr<Metrics> metrics_;
+  std::size_t max_request_bytes_;
+  std::size_t max_response_bytes_;
+};
+
+// The current time as an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"),
+// 29 characters, formatted once a second per thread.
+void write_http_date(std::uint8_t* dst) noexcept;
+
+}  // namespace ferry::http

@@ -1,0 +1,54 @@
+#include "http/metrics.h"
+
+namespace ferry::http {
+namespace {
+
+std::size_t this_threads_shard() noexcept {
+  static std::atomic<std::size_t> next{0};
+  thread_local const std::size_t shard = next.fetch_add(1, std::memory_order_relaxed);
+  return shard;
+}
+
+}  // namespace
+
+std::size_t Metrics::index_of(std::uint16_t status) noexcept {
+  for (std::size_t i = 0; i + 1 < kStatuses.size(); ++i)
+    if (kStatuses[i] == status) return i;
+  return kStatuses.size() - 1;
+}
+
+void Metrics::count(std::uint16_t status, std::uint64_t bytes) noexcept {
+  Shard& s = shards_[this_threads_shard() % kShards];
+  s.by_status[index_of(status)].fetch_add(1, std::memory_order_relaxed);
+  s.bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+std::uint64_t Metrics::responses(std::uint16_t status) const noexcept {
+  std::uint64_t n = 0;
+  for (const auto& s : shards_) n += s.by_status[index_of(status)].load(std::memory_order_relaxed);
+  return n;
+}
+
+std::string Metrics::render() const {
+  std::string out;
+  out += "# HELP ferry_http_responses_total HTTP responses sent, by status code.\n";
+  out += "# TYPE ferry_http_responses_total counter\n";
+  for (std::size_t i = 0; i < kStatuses.size(); ++i) {
+    std::uint64_t n = 0;
+    for (const auto& s : shards_) n += s.by_status[i].load(std::memory_order_relaxed);
+    out += "ferry_http_responses_total{code=\"";
+    out += kStatuses[i] != 0 ? std::to_string(kStatuses[i]) : "other";
+    out += "\"} " + std::to_string(n) + "\n";
+  }
+  std::uint64_t bytes = 0;
+  for (const auto& s : shards_) bytes += s.bytes.load(std::memory_order_relaxed);
+  out += "# HELP ferry_http_response_bytes_total Bytes of HTTP responses sent, heads included.\n";
+  out += "# TYPE ferry_http_response_bytes_total counter\n";
+  out += "ferry_http_response_bytes_total " + std::to_string(bytes) + "\n";
+  out += "# HELP ferry_http_open_connections Client connections open now.\n";
+  out += "# TYPE ferry_http_open_connections gauge\n";
+  out += "ferry_http_open_connections " + std::to_string(open_connections_ ? open_connections_() : 0) + "\n";
+  return out;
+}
+
+}  // namespace ferry::http

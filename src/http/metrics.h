@@ -1,0 +1,37 @@
+#pragma once
+// What `GET /metrics` reports, in the Prometheus text format: responses by
+// status, bytes sent, open connections. Counted by the proxy threads as they
+// write responses; sharded so that threads do not share the lines they write.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace ferry::http {
+
+class Metrics {
+ public:
+  static constexpr std::array<std::uint16_t, 12> kStatuses = {200, 400, 404, 408, 413, 414,
+                                                              431, 500, 501, 503, 505, 0};  // 0: any other
+
+  void count(std::uint16_t status, std::uint64_t bytes) noexcept;
+  // Where the open-connection gauge comes from (the server's statistics); set before serving.
+  void set_open_connections(std::function<std::uint64_t()> source) { open_connections_ = std::move(source); }
+  std::string render() const;
+  std::uint64_t responses(std::uint16_t status) const noexcept;
+
+ private:
+  static constexpr std::size_t kShards = 8;
+  struct alignas(64) Shard {
+    std::array<std::atomic<std::uint64_t>, kStatuses.size()> by_status{};
+    std::atomic<std::uint64_t> bytes{0};
+  };
+  static std::size_t index_of(std::uint16_t status) noexcept;
+
+  std::array<Shard, kShards> shards_;
+  std::function<std::uint64_t()> open_connections_;
+};
+
+}  // namespace ferry::http
