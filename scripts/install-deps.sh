@@ -15,6 +15,8 @@ packages=(
   libhiredis-dev redis-server redis-tools  # the redis tier, its tests' server, redis-benchmark (xfer/)
   fio                   # the file tier's baseline benchmark (xfer/)
   openmpi-bin libopenmpi-dev  # the router's transport and its tests' mpirun (route/)
+  curl                  # a real HTTP client in ferry http's end-to-end tests
+  node-llhttp           # llhttp's C sources: the HTTP parser's differential test (compiled into that test only)
 )
 # --fuzz (make fuzz): clang for libFuzzer (-fsanitize=fuzzer), and libFuzzer's
 # runtime (libclang_rt.fuzzer*.a), which Debian 12 ships apart in libclang-rt-dev:

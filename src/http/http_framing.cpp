@@ -66,7 +66,9 @@ offload::Framing::Rejection HttpFraming::reject(const std::uint8_t* p, std::size
 }
 
 std::string HttpFraming::failure_reply(Failure failure, const std::string& why) const {
-  const std::uint16_t status = failure == Failure::SlotTooSmall ? 431 : 503;
+  std::uint16_t status = 503;  // no workers, workers lost, server full: try again later
+  if (failure == Failure::SlotTooSmall) status = 431;
+  if (failure == Failure::ReadTimeout) status = 408;
   std::string reply = error_response(status, why);
   metrics_->count(status, reply.size());
   return reply;

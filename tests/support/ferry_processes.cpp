@@ -119,6 +119,44 @@ FerryServer::~FerryServer() {
 
 std::string FerryServer::log() const { return read_file(dir_ + "/server.log"); }
 
+FerryHttp::FerryHttp(std::vector<std::string> extra, int threads) {
+  dir_ = (std::filesystem::temp_directory_path() / ("ferry-http-test-" + unique_suffix())).string();
+  std::filesystem::create_directories(dir_);
+  const std::string port_file = dir_ + "/port";
+  const auto& b = backend_under_test();
+  std::vector<std::string> argv = {ferry_bin(), "http", "-p", "0", "--listen-address", "127.0.0.1",
+                                   "--port-file", port_file, "--no-pin", "--backend", b.backend};
+  if (b.backend == "cuda") {
+    argv.push_back("--launch");
+    argv.push_back(b.launch);
+  }
+  for (int i = 0; i < threads; ++i) {
+    argv.push_back("--cpu");
+    argv.push_back(std::to_string(i % std::max(1u, std::thread::hardware_concurrency())));
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  proc_ = spawn_logged(argv, dir_ + "/http.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(port_file);
+    unsigned p = 0;
+    if (in >> p && p != 0) {
+      port_ = static_cast<std::uint16_t>(p);
+      return;
+    }
+    if (proc_.wait(0.0)) throw std::runtime_error("ferry http exited at start-up:\n" + log());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw std::runtime_error("ferry http did not start:\n" + log());
+}
+
+FerryHttp::~FerryHttp() {
+  proc_.kill();
+  std::filesystem::remove_all(dir_);
+}
+
+std::string FerryHttp::log() const { return read_file(dir_ + "/http.log"); }
+
 FerryOrchestrator::FerryOrchestrator(const std::string& channel, std::vector<std::string> extra, int threads,
                                      std::optional<uid_t> as_user) {
   log_path_ = (std::filesystem::temp_directory_path() / ("ferry-test-" + channel + "-orch-" + unique_suffix() + ".log"))

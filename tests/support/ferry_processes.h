@@ -56,6 +56,23 @@ class FerryOrchestrator {
   Subprocess proc_;
 };
 
+// `ferry http` on a free port with the backend under test (cpu, or cuda with
+// its launch method), unpinned; extra flags go last, so they win. The
+// constructor returns once it serves.
+class FerryHttp {
+ public:
+  explicit FerryHttp(std::vector<std::string> extra = {}, int threads = 1);
+  ~FerryHttp();
+  std::uint16_t port() const { return port_; }
+  Subprocess& process() { return proc_; }
+  std::string log() const;
+
+ private:
+  std::string dir_;
+  std::uint16_t port_ = 0;
+  Subprocess proc_;
+};
+
 // Flags every FerryAgent gets after its defaults (the xfer e2e binary's
 // --copy=kernel becomes {"--copy", "kernel"}), set by the test's main().
 std::vector<std::string>& agent_flags_under_test();
