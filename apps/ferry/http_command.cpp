@@ -31,6 +31,9 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
   sub->add_option("--launch", launch, "cuda launch method: persistent, burst, graph or memops")
       ->check(CLI::IsMember({"persistent", "burst", "graph", "memops"}))
       ->capture_default_str();
+  sub->add_option("--worker-threads", o.worker.threads,
+                  "cpu backend: worker threads, each serving proxy threads' channels in turn; 0 = one per --cpu")
+      ->capture_default_str();
   sub->add_option("--worker-cpu", o.worker.cpus, "cpu backend: cores to pin worker threads to (comma-separated)")
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

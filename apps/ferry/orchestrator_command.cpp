@@ -50,6 +50,9 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
                   "this long; busy channels gain the idle ones' PCIe reads)")
       ->check(CLI::Range(0u, 1000u))
       ->capture_default_str();
+  sub->add_option("--worker-threads", o.worker.threads,
+                  "cpu backend: worker threads, each serving channels in turn; 0 = one per channel")
+      ->capture_default_str();
   sub->add_option("--worker-cpu", o.worker.cpus, "cpu backend: cores to pin worker threads to (comma-separated)")
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 
 #include "core/log.h"
@@ -11,9 +12,12 @@ CpuWorkers::~CpuWorkers() { stop(); }
 
 void CpuWorkers::start() {
   if (arena_ == nullptr) throw Error("CPU backend started before prepare()");
-  const std::uint32_t n = arena_->num_channels();
+  const std::uint32_t channels = arena_->num_channels();
+  const std::uint32_t n = options_.threads == 0 ? channels : std::min(options_.threads, channels);
   for (std::uint32_t i = 0; i < n; ++i) {
-    threads_.emplace_back([this, i] {
+    std::vector<std::uint32_t> mine;
+    for (std::uint32_t c = i; c < channels; c += n) mine.push_back(c);
+    threads_.emplace_back([this, i, mine] {
       if (!options_.cpus.empty()) {
         try {
           net::pin_current_thread(options_.cpus[i % options_.cpus.size()]);
@@ -21,7 +25,7 @@ void CpuWorkers::start() {
           log::sdk().warn("worker {}: {}; running unpinned", i, e.what());
         }
       }
-      serve(i);
+      serve(mine);
       ++exited_;  // stop() waits for this, not for join(): a handler that never returns must not hang it
     });
   }
@@ -58,8 +62,10 @@ std::string CpuWorkers::failure() const {
 std::uint64_t CpuWorkers::handled() const { return arena_control::total_handled(*arena_); }
 
 std::string CpuWorkers::describe() const {
-  return std::string("cpu backend, ") + std::to_string(arena_ ? arena_->num_channels() : 0) +
-         " worker thread(s), handler " + handler_name_;
+  const std::uint32_t channels = arena_ ? arena_->num_channels() : 0;
+  const std::uint32_t n = options_.threads == 0 ? channels : std::min(options_.threads, channels);
+  return std::string("cpu backend, ") + std::to_string(n) + " worker thread(s) for " + std::to_string(channels) +
+         " channel(s), handler " + handler_name_;
 }
 
 }  // namespace ferry::worker

@@ -26,14 +26,17 @@ struct UpperWithSuffix {
   }
 };
 
-TEST(UserHandler, ServedByTheCpuBackendOnEveryChannel) {
+// Serves every channel of an arena through `threads` worker threads (0: one per
+// channel) and checks each response, in order, on each channel.
+void check_every_channel_served(std::uint32_t channels, std::uint32_t threads) {
   ferry::ArenaParams params;
-  params.num_channels = 2;
+  params.num_channels = channels;
   params.max_concurrent_messages = 64;
   params.max_message_length = 256;
   ferry::Arena arena = ferry::Arena::create(params, "user-handler-test");
 
   ferry::worker::WorkerOptions options;
+  options.threads = threads;
   auto backend = ferry::worker::make_cpu_backend(options, UpperWithSuffix{'?'});
   backend->prepare(arena);
   backend->start();
@@ -64,7 +67,14 @@ TEST(UserHandler, ServedByTheCpuBackendOnEveryChannel) {
   }
   EXPECT_EQ(backend->failure(), "");
   backend->stop();
-  EXPECT_EQ(backend->handled(), 80u);
+  EXPECT_EQ(backend->handled(), 40u * channels);
+}
+
+TEST(UserHandler, ServedByTheCpuBackendOnEveryChannel) { check_every_channel_served(2, 0); }
+
+TEST(UserHandler, OneWorkerThreadServesSeveralChannels) {
+  check_every_channel_served(3, 1);
+  check_every_channel_served(5, 2);
 }
 
 }  // namespace

@@ -22,6 +22,9 @@ struct WorkerOptions {
   BackendKind backend = BackendKind::Cpu;
   LaunchMethod launch = LaunchMethod::Cpu;
   std::vector<int> cpus;           // CPU backend: pin worker i to cpus[i % size]; empty = unpinned
+  // CPU backend: worker threads; 0 = one per channel. Fewer threads than
+  // channels each serve several channels in turn (channel c by thread c % threads).
+  std::uint32_t threads = 0;
   std::string gpu;                 // CUDA backend: PCI address or device index; empty = device 0
   std::uint32_t burst = 32;        // burst/graph/memops: most requests per launch
   std::uint32_t burst_timeout_us = 20;

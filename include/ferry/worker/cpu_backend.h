@@ -1,5 +1,7 @@
 #pragma once
-// The CPU backend: one thread per channel runs a handler of the caller's type.
+// The CPU backend: worker threads run a handler of the caller's type, one
+// thread per channel or, with WorkerOptions::threads, fewer threads that each
+// serve several channels in turn.
 //
 //   struct Upper { FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out) const; };
 //   auto backend = ferry::worker::make_cpu_backend(options, Upper{});
@@ -40,8 +42,8 @@ class CpuWorkers : public Backend {
   bool stuck() const override { return stuck_; }
 
  protected:
-  // Serves one channel until the arena's stop flag is set; runs on its own thread.
-  virtual void serve(std::uint32_t channel_index) = 0;
+  // Serves these channels until the arena's stop flag is set; runs on its own thread.
+  virtual void serve(const std::vector<std::uint32_t>& channels) = 0;
   // Records the first failure; later ones are dropped.
   void fail(const std::string& why);
   Arena* arena() const { return arena_; }
@@ -73,45 +75,65 @@ class CpuBackend final : public CpuWorkers {
   // The worker error a CPU worker reports (ArenaHeader::worker_error).
   static constexpr std::uint32_t kCreditRuleBroken = 1;
 
-  void serve(std::uint32_t channel_index) override {
-    ArenaHeader* header = arena()->header();
-    const Channel ch = arena()->channel(channel_index);
-    RingConsumer requests(ch.requests);
-    RingProducer responses(ch.responses);
+  struct Lane {
+    std::uint32_t index;
+    ChannelHeader* header;
+    RingConsumer requests;
+    RingProducer responses;
     std::uint64_t handled = 0;
-    std::uint32_t unpublished = 0;
+  };
+
+  void serve(const std::vector<std::uint32_t>& channels) override {
+    ArenaHeader* header = arena()->header();
+    std::vector<Lane> lanes;
+    for (std::uint32_t c : channels) {
+      const Channel ch = arena()->channel(c);
+      lanes.push_back(Lane{c, ch.header, RingConsumer(ch.requests), RingProducer(ch.responses)});
+    }
     Backoff backoff;
-
-    auto publish_progress = [&] {
-      requests.release();
-      arena_control::publish_handled(*ch.header, handled);
-      unpublished = 0;
-    };
-
     while (!arena_control::stop_requested(*header)) {
-      SlotMessage msg;
-      if (!requests.try_peek(&msg)) {
-        if (unpublished != 0) publish_progress();
-        backoff.idle();
-        continue;
+      bool any = false;
+      for (Lane& lane : lanes) {
+        const int n = serve_burst(lane);
+        if (n < 0) {
+          (void)arena_control::report_error(*header, kCreditRuleBroken);
+          return;
+        }
+        any |= n > 0;
       }
-      backoff.reset();
-      MutableByteView out = responses.try_claim();
+      if (any)
+        backoff.reset();
+      else
+        backoff.idle();
+    }
+  }
+
+  // Answers up to kPublishEvery requests of one channel, then publishes the
+  // request tail and the progress counter. Returns how many, or -1 when the
+  // server broke the credit rule.
+  int serve_burst(Lane& lane) {
+    SlotMessage msg;
+    std::uint32_t n = 0;
+    while (n < kPublishEvery && lane.requests.try_peek(&msg)) {
+      MutableByteView out = lane.responses.try_claim();
       if (out.data == nullptr) {
         // The server keeps no more requests in flight than the response ring
         // holds, so a full response ring means the protocol was broken.
-        fail("channel " + std::to_string(channel_index) +
+        fail("channel " + std::to_string(lane.index) +
              ": response ring full with a request pending (server broke the credit rule)");
-        (void)arena_control::report_error(*header, kCreditRuleBroken);
-        return;
+        return -1;
       }
       const std::size_t len = handler_(msg.payload, out);
-      responses.publish(static_cast<std::uint32_t>(len), msg.cookie);
-      requests.advance();
-      ++handled;
-      if (++unpublished == kPublishEvery) publish_progress();
+      lane.responses.publish(static_cast<std::uint32_t>(len), msg.cookie);
+      lane.requests.advance();
+      ++n;
     }
-    publish_progress();
+    if (n > 0) {
+      lane.handled += n;
+      lane.requests.release();
+      arena_control::publish_handled(*lane.header, lane.handled);
+    }
+    return static_cast<int>(n);
   }
 
   Handler handler_;
