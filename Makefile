@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CUDA_PATH ?= /usr/local/cuda
 export PATH := $(PATH):$(CUDA_PATH)/bin
 
-.PHONY: deps deps-fuzz build demo test test-gpu sanitize asan tsan fuzz bench-tcp bench-route format clean
+.PHONY: deps deps-fuzz deps-bench build demo test test-gpu sanitize asan tsan fuzz bench-tcp bench-http bench-route format clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -13,6 +13,10 @@ deps:
 # The same, plus clang and libFuzzer's runtime (only `make fuzz` needs them).
 deps-fuzz:
 	bash scripts/install-deps.sh --fuzz
+
+# The same, plus wrk and nginx (the HTTP benchmark's client and baseline).
+deps-bench:
+	bash scripts/install-deps.sh --bench
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -79,6 +83,11 @@ fuzz: deps-fuzz
 
 bench-tcp: build
 	python3 bench/tcp_bench.py --build-dir $(BUILD)
+
+# ferry http against nginx, wrk on the same machine; on a machine with more cores
+# give them apart (bench/http_bench.py --help).
+bench-http: build deps-bench
+	python3 bench/http_bench.py --build-dir $(BUILD)
 
 # Message routing: every app in every mode (small sizes; scripts/device/route-device.sh runs the full one).
 bench-route: build

@@ -24,6 +24,10 @@ packages=(
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(clang libclang-rt-dev)
 fi
+# --bench (make bench-http): wrk, and nginx (the light build) as the baseline.
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(wrk nginx-light)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -309,12 +309,17 @@ void ServerThread::read_from(Connection& c) {
       return;
     }
     if (c.closing || c.paused || draining_ || c.in_len == in_capacity_) return;
-    const ssize_t r = recv(c.fd, c.in.get() + c.in_len, in_capacity_ - c.in_len, 0);
+    const std::size_t room = in_capacity_ - c.in_len;
+    const ssize_t r = recv(c.fd, c.in.get() + c.in_len, room, 0);
     if (r > 0) {
       if (c.in_len == 0) c.partial_since = now_;
       c.in_len += static_cast<std::size_t>(r);
       c.last_activity = now_;
       parse_requests(c);
+      // Less than asked for: the socket was drained. Epoll is level-triggered,
+      // so bytes that arrive later are reported again; another recv now would
+      // mostly return EAGAIN, one system call a request for nothing.
+      if (static_cast<std::size_t>(r) < room) return;
       continue;
     }
     if (r == 0) {
