@@ -184,6 +184,28 @@ def json_flags():
     }
 
 
+# --- HTTP (http_fuzz): one byte (odd: small limits), then the stream.
+def http():
+    big, small = b"\x00", b"\x01"
+    get = b"GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n"
+    return {
+        "get": big + get,
+        "pipelined": big + get + b"HEAD /contacts.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "browser": big + b"GET /a/b/../c.html?q=1 HTTP/1.1\r\nHost: example.com\r\nUser-Agent: Mozilla/5.0\r\n"
+                         b"Accept: text/html,*/*;q=0.8\r\nAccept-Encoding: gzip\r\nCookie: a=b; c=d\r\n\r\n",
+        "http10": big + b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+        "leading_crlf_lf_only": big + b"\r\n\nGET /health HTTP/1.1\nHost: x\n\n",
+        "content_length": big + b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+        "chunked": big + b"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"5;e=1\r\nhello\r\n0\r\nTrailer: v\r\n\r\n",
+        "smuggle": big + b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        "encoded": big + b"GET /%2e%2e/%00/%zz/%41 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "absolute": big + b"GET http://example.com/metrics HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        "obs_fold": big + b"GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n  b\r\n\r\n",
+        "small_limits": small + b"GET /" + b"a" * 80 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+    }
+
+
 def main():
     corpora = {
         "wire_fuzz": wire(),
@@ -191,6 +213,7 @@ def main():
         "xfer_protocol_fuzz": xfer_protocol(),
         "resp_fuzz": resp(),
         "json_flags_fuzz": json_flags(),
+        "http_fuzz": http(),
     }
     for target, seeds in corpora.items():
         d = os.path.join(HERE, "corpus", target)

@@ -1,0 +1,246 @@
+// The HTTP pieces one by one: the proxy's message scan, the workers' head
+// parser and path normalisation, the content index, and the proxy's writing of
+// a worker's reply.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "http/content.h"
+#include "http/http_framing.h"
+#include "http/http_handler.h"
+#include "http/message_scan.h"
+#include "http/request_parser.h"
+
+namespace ferry::http {
+namespace {
+
+const std::uint8_t* u8(const std::string& s) { return reinterpret_cast<const std::uint8_t*>(s.data()); }
+
+MessageScan scan(const std::string& s, Limits l = {}) { return scan_message(u8(s), s.size(), l); }
+
+TEST(MessageScan, WaitsForTheWholeHeadAndBody) {
+  const std::string get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (std::size_t k = 0; k < get.size(); ++k)
+    EXPECT_EQ(scan(get.substr(0, k)).result, MessageScan::Result::NeedMore) << k;
+  const MessageScan s = scan(get + "GET /next");
+  ASSERT_EQ(s.result, MessageScan::Result::Complete);
+  EXPECT_EQ(s.frame_bytes, get.size());
+  EXPECT_EQ(s.head_bytes, get.size());
+
+  const std::string post = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
+  EXPECT_EQ(scan(post.substr(0, post.size() - 1)).result, MessageScan::Result::NeedMore);
+  const MessageScan p = scan(post);
+  ASSERT_EQ(p.result, MessageScan::Result::Complete);
+  EXPECT_EQ(p.frame_bytes, post.size());
+  EXPECT_EQ(p.head_bytes, post.size() - 5);
+}
+
+TEST(MessageScan, SkipsLeadingEmptyLinesAndAcceptsBareLf) {
+  const MessageScan s = scan("\r\n\nGET / HTTP/1.1\nHost: x\n\n");
+  ASSERT_EQ(s.result, MessageScan::Result::Complete);
+  EXPECT_EQ(s.head_start, 3u);
+  EXPECT_EQ(s.frame_bytes, 3u + 24u);
+}
+
+TEST(MessageScan, FramesChunkedBodiesWithExtensionsAndTrailers) {
+  const std::string head = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string body = "4;name=value\r\nwiki\r\n5\r\npedia\r\n0\r\nExpires: never\r\n\r\n";
+  for (std::size_t k = 0; k < body.size(); ++k)
+    ASSERT_EQ(scan(head + body.substr(0, k)).result, MessageScan::Result::NeedMore) << k;
+  const MessageScan s = scan(head + body + "GET");
+  ASSERT_EQ(s.result, MessageScan::Result::Complete);
+  EXPECT_EQ(s.frame_bytes, head.size() + body.size());
+  EXPECT_EQ(scan(head + "4\r\nwikiXX").result, MessageScan::Result::Reject);  // no CRLF after the data
+  EXPECT_EQ(scan(head + "zz\r\n").verdict.status, 400);
+}
+
+TEST(MessageScan, RefusesWhatWouldLetProxyAndWorkerDisagree) {
+  const std::string host = "POST / HTTP/1.1\r\nHost: x\r\n";
+  EXPECT_EQ(scan(host + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n").verdict.status, 400);
+  EXPECT_EQ(scan(host + "Transfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n").verdict.status, 400);
+  EXPECT_EQ(scan(host + "Content-Length: 1\r\nContent-Length: 1\r\n\r\nx").verdict.status, 400);
+  EXPECT_EQ(scan(host + "Content-Length: +1\r\n\r\nx").verdict.status, 400);
+  EXPECT_EQ(scan(host + "Content-Length: 1 1\r\n\r\nx").verdict.status, 400);
+  EXPECT_EQ(scan(host + "Content-Length: 99999999999999999999999\r\n\r\n").verdict.status, 400);
+  EXPECT_EQ(scan(host + "Transfer-Encoding: gzip, chunked\r\n\r\n").verdict.status, 400);
+  EXPECT_EQ(scan(host + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n").verdict.status, 400);
+  EXPECT_EQ(scan(host + "Transfer-Encoding\t: chunked\r\n\r\n").verdict.status, 400);
+  EXPECT_EQ(scan("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n").verdict.status, 400);
+  // Case and surrounding whitespace are not obfuscation.
+  EXPECT_EQ(scan(host + "transfer-ENCODING:  Chunked \r\n\r\n0\r\n\r\n").result, MessageScan::Result::Complete);
+}
+
+TEST(MessageScan, LimitsGiveTheirStatusWithoutWaitingForTheRest) {
+  Limits l;
+  l.max_request_line = 32;
+  l.max_head = 128;
+  l.max_body = 10;
+  EXPECT_EQ(scan("GET /" + std::string(40, 'a'), l).verdict.status, 414);
+  EXPECT_EQ(scan("GET / HTTP/1.1\r\nX: " + std::string(200, 'b'), l).verdict.status, 431);
+  EXPECT_EQ(scan("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", l).verdict.status, 413);
+  EXPECT_EQ(scan("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nb\r\n", l).verdict.status, 413);
+  EXPECT_EQ(scan("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n", l).result, MessageScan::Result::NeedMore);
+}
+
+Verdict parse(const std::string& head, RequestHead* r) { return parse_request_head(u8(head), head.size(), r); }
+
+TEST(RequestParser, ReadsTheRequestLineAndFields) {
+  RequestHead r;
+  const std::string h = "HEAD /a/b?x=1&y HTTP/1.1\r\nHost: h\r\nConnection: Keep-Alive, close\r\n\r\n";
+  ASSERT_EQ(parse(h, &r).status, 200);
+  EXPECT_EQ(r.method, Method::Head);
+  EXPECT_TRUE(r.http11);
+  EXPECT_FALSE(r.keep_alive);
+  EXPECT_EQ(h.substr(r.path, r.path_len), "/a/b");
+  EXPECT_EQ(h.substr(r.query, r.query_len), "x=1&y");
+
+  ASSERT_EQ(parse("GET http://example.com:80/p HTTP/1.1\r\nHost: example.com\r\n\r\n", &r).status, 200);
+  EXPECT_EQ(r.path_len, 2u);
+  ASSERT_EQ(parse("GET / HTTP/1.0\r\n\r\n", &r).status, 200);
+  EXPECT_FALSE(r.http11);
+  EXPECT_FALSE(r.keep_alive);
+  ASSERT_EQ(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", &r).status, 200);
+  EXPECT_TRUE(r.keep_alive);
+  ASSERT_EQ(parse("GET / HTTP/1.9\r\nHost: h\r\n\r\n", &r).status, 200) << "1.x is answered as 1.1";
+}
+
+TEST(RequestParser, GivesEachMalformedPartItsStatus) {
+  RequestHead r;
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"GET / HTTP/1.1\r\n\r\n", 400},                        // no Host
+      {"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400},  // two
+      {"GET  / HTTP/1.1\r\nHost: a\r\n\r\n", 400},            // two spaces
+      {"GET / HTTP/1.1 \r\nHost: a\r\n\r\n", 400},
+      {"GET / HTTP/1.1\r\nHost: a\r\nX : b\r\n\r\n", 400},
+      {"GET / HTTP/1.1\r\nHost: a\r\nX: b\r\n\tc\r\n\r\n", 400},
+      {"GET / HTTP/1.1\r\nHost: a\r\nX: \x01\r\n\r\n", 400},
+      {"GET / HTTP/1.1\r\nHost: a\r\n: b\r\n\r\n", 400},
+      {"GET / HTTP/1.1\r\nHost: a\r\nX\r\n\r\n", 400},
+      {"GET a HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+      {"GET ftp://x/ HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+      {"GET * HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+      {"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", 404},
+      {"CONNECT a:443 HTTP/1.1\r\nHost: a\r\n\r\n", 404},
+      {"get / HTTP/1.1\r\nHost: a\r\n\r\n", 501},
+      {"GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505},
+      {"GET / HTTP/1.10\r\nHost: a\r\n\r\n", 400},
+      {"GET / http/1.1\r\nHost: a\r\n\r\n", 400},
+  };
+  for (const auto& [head, status] : cases) EXPECT_EQ(parse(head, &r).status, status) << head;
+}
+
+std::string normalized(const std::string& path, int* status) {
+  std::vector<std::uint8_t> out(path.size() + 1);
+  std::size_t n = 0;
+  *status = normalize_path(u8(path), path.size(), out.data(), &n).status;
+  return *status == 200 ? std::string(reinterpret_cast<const char*>(out.data()), n) : "";
+}
+
+TEST(NormalizePath, DecodesAndRemovesDotSegmentsWithoutLeavingTheRoot) {
+  const std::vector<std::pair<std::string, std::string>> ok = {
+      {"/", "/"},           {"/a/b", "/a/b"},        {"/a/./b", "/a/b"},       {"/a/../b", "/b"},
+      {"/a/b/..", "/a/"},   {"/a/.", "/a/"},         {"/%41%62", "/Ab"},       {"/a%2fb", "/a/b"},
+      {"/a/%2e%2E/b", "/b"}, {"/a//b", "/a//b"},     {"/..a/b..", "/..a/b.."},
+  };
+  for (const auto& [in, out] : ok) {
+    int status = 0;
+    EXPECT_EQ(normalized(in, &status), out) << in;
+    EXPECT_EQ(status, 200) << in;
+  }
+  for (const std::string bad : {"/..", "/../a", "/a/../..", "/%2e%2e/x", "/%2e%2e%2f", "/a%00", "/%", "/%4", "/%g0",
+                                "a", ""}) {
+    int status = 0;
+    normalized(bad, &status);
+    EXPECT_EQ(status, 400) << bad;
+  }
+}
+
+TEST(Content, IndexFindsEveryPageWithItsType) {
+  const Content c = Content::load("", 1 << 20);
+  const ContentView v = c.view();
+  const ContentEntry* e = v.find(u8(std::string("/contacts.html")), 14);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(v.strings) + e->type_offset, e->type_len), "text/html");
+  EXPECT_EQ(e->body_len, c.page(e->page).size());
+  EXPECT_EQ(v.find(u8(std::string("/nope")), 5), nullptr);
+  EXPECT_EQ(Content::type_for("/a/B.PNG"), "image/png");
+  EXPECT_EQ(Content::type_for("/noext"), "application/octet-stream");
+}
+
+// A worker's reply through the proxy's framing: what the client receives.
+std::string through_proxy(const std::string& request, const std::shared_ptr<const Content>& content,
+                          bool* close = nullptr) {
+  HttpHandler h{content->view()};
+  std::vector<std::uint8_t> slot(4096);
+  const std::size_t n = h(ByteView{u8(request), request.size()}, MutableByteView{slot.data(), slot.size()});
+  HttpFraming framing({}, 4096, content, std::make_shared<Metrics>());
+  std::vector<std::uint8_t> out(framing.max_response_bytes());
+  const auto w = framing.write_response(ByteView{slot.data(), n}, out.data());
+  if (close != nullptr) *close = w.close_after;
+  return std::string(reinterpret_cast<const char*>(out.data()), w.bytes);
+}
+
+TEST(HttpFraming, WritesTheWorkersHeadWithTheDateAndThePage) {
+  const auto content = std::make_shared<const Content>(Content::load("", 1 << 20));
+  bool close = true;
+  const std::string r = through_proxy("GET /contacts.html HTTP/1.1\r\nHost: a\r\n\r\n", content, &close);
+  EXPECT_FALSE(close);
+  EXPECT_TRUE(std::regex_search(r, std::regex("^HTTP/1.1 200 OK\r\nServer: ferry\r\nDate: [A-Z][a-z]{2}, \\d\\d [A-Z][a-z]{2} "
+                                              "\\d{4} \\d\\d:\\d\\d:\\d\\d GMT\r\nContent-Type: text/html\r\n")))
+      << r;
+  const std::string& page = content->page(content->view().find(u8(std::string("/contacts.html")), 14)->page);
+  EXPECT_NE(r.find("Content-Length: " + std::to_string(page.size()) + "\r\n"), std::string::npos);
+  EXPECT_EQ(r.substr(r.size() - page.size()), page);
+  const std::string head = through_proxy("HEAD /contacts.html HTTP/1.1\r\nHost: a\r\n\r\n", content);
+  EXPECT_EQ(head.find("<html>"), std::string::npos);
+  EXPECT_EQ(head.substr(head.size() - 4), "\r\n\r\n");
+  const std::string missing = through_proxy("GET /nope HTTP/1.1\r\nHost: a\r\n\r\n", content, &close);
+  EXPECT_TRUE(close);
+  EXPECT_EQ(missing.rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u);
+  EXPECT_NE(missing.find("Connection: close"), std::string::npos);
+}
+
+TEST(HttpFraming, AReplyItCannotTrustBecomesA500) {
+  const auto content = std::make_shared<const Content>(Content::load("", 1 << 20));
+  HttpFraming framing({}, 4096, content, std::make_shared<Metrics>());
+  std::vector<std::uint8_t> out(framing.max_response_bytes());
+  ReplyMeta m;
+  m.kind = ReplyKind::Page;
+  m.page = 99;  // no such page
+  m.head_len = 40;
+  m.date_at = 5;
+  std::vector<std::uint8_t> reply(sizeof(m) + 40, 'x');
+  std::memcpy(reply.data(), &m, sizeof(m));
+  auto w = framing.write_response(ByteView{reply.data(), reply.size()}, out.data());
+  EXPECT_TRUE(w.close_after);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data()), 25), "HTTP/1.1 500 Internal Ser");
+  m.kind = ReplyKind::Inline;
+  m.head_len = 4000;  // beyond the reply
+  std::memcpy(reply.data(), &m, sizeof(m));
+  w = framing.write_response(ByteView{reply.data(), reply.size()}, out.data());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data()), 12), "HTTP/1.1 500");
+  w = framing.write_response(ByteView{reply.data(), 3}, out.data());  // shorter than the meta
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data()), 12), "HTTP/1.1 500");
+}
+
+TEST(Metrics, CountsByStatusInThePrometheusFormat) {
+  Metrics m;
+  m.count(200, 100);
+  m.count(200, 50);
+  m.count(404, 10);
+  m.count(418, 1);
+  m.set_open_connections([] { return 7; });
+  const std::string text = m.render();
+  EXPECT_NE(text.find("ferry_http_responses_total{code=\"200\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("ferry_http_responses_total{code=\"404\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("ferry_http_responses_total{code=\"other\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("ferry_http_response_bytes_total 161\n"), std::string::npos);
+  EXPECT_NE(text.find("ferry_http_open_connections 7\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ferry::http
