@@ -58,6 +58,8 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
   sub->add_option("--idle-timeout", o.idle_timeout_s, "Seconds a keep-alive connection may stay idle; 0: forever")
       ->capture_default_str();
   sub->add_option("--port-file", o.port_file, "Write the bound port to this file once serving");
+  sub->add_option("--access-log", o.access_log,
+                  "Append a line per response in the common log format to this file ('-': stdout); off by default");
   sub->add_flag("--no-pin", no_pin, "Do not pin proxy threads to their --cpu cores");
   sub->callback([&command] {
     command.role = "http";

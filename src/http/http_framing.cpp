@@ -27,8 +27,8 @@ void write_http_date(std::uint8_t* dst) noexcept {
 }
 
 HttpFraming::HttpFraming(Limits limits, std::uint32_t slot_payload, std::shared_ptr<const Content> content,
-                         std::shared_ptr<Metrics> metrics)
-    : limits_(limits), content_(std::move(content)), metrics_(std::move(metrics)) {
+                         std::shared_ptr<Metrics> metrics, std::shared_ptr<AccessLog> access_log)
+    : limits_(limits), content_(std::move(content)), metrics_(std::move(metrics)), access_log_(std::move(access_log)) {
   max_request_bytes_ = http::max_request_bytes(limits_);
   max_response_bytes_ = std::max<std::size_t>({std::size_t(slot_payload), kMaxHead + content_->largest_page(),
                                                kMaxHead + kMaxMetrics});
@@ -74,20 +74,31 @@ std::string HttpFraming::failure_reply(Failure failure, const std::string& why) 
   return reply;
 }
 
-offload::Framing::Written HttpFraming::write_response(ByteView out, std::uint8_t* dst) const noexcept {
+offload::Framing::Written HttpFraming::write_response(ByteView out, std::uint8_t* dst,
+                                                     const Client& client) const noexcept {
   ReplyMeta m;
+  std::string_view line;
+  const auto done = [&](std::uint16_t status, std::size_t bytes, std::size_t body, bool close) {
+    metrics_->count(status, bytes);
+    if (access_log_) access_log_->write(client.peer, line, status, body);
+    return Written{bytes, close, m.handle_ns};
+  };
   const auto fail = [&](const char* why) {
     // A reply the proxy cannot read is a worker bug; the client gets a 500.
     const std::string r = error_response(500, why);
     const std::size_t n = std::min(r.size(), max_response_bytes_);
     std::memcpy(dst, r.data(), n);
-    metrics_->count(500, n);
-    return Written{n, true};
+    return done(500, n, 0, true);
   };
   if (out.size < sizeof(m)) return fail("worker reply shorter than its header");
   std::memcpy(&m, out.data, sizeof(m));
   const bool no_body = (m.flags & kReplyNoBody) != 0;
   const bool close = (m.flags & kReplyClose) != 0;
+  std::size_t rest = out.size - sizeof(m);
+  if (m.line_len > rest || m.line_len > kMaxLoggedLine) return fail("worker reply's request line out of bounds");
+  line = std::string_view(reinterpret_cast<const char*>(out.data) + sizeof(m), m.line_len);
+  const std::uint8_t* head = out.data + sizeof(m) + m.line_len;
+  rest -= m.line_len;
 
   if (m.kind == ReplyKind::Metrics) {
     try {
@@ -102,36 +113,33 @@ offload::Framing::Written HttpFraming::write_response(ByteView out, std::uint8_t
         std::memcpy(dst + n, body.data(), body.size());
         n += body.size();
       }
-      metrics_->count(200, n);
-      return {n, close};
+      return done(200, n, no_body ? 0 : body.size(), close);
     } catch (...) {
       return fail("cannot render the metrics");
     }
   }
 
-  const std::size_t rest = out.size - sizeof(m);
   if (m.head_len > rest || m.head_len > kMaxHead || m.date_at + kDateLen > m.head_len)
     return fail("worker reply head out of bounds");
-  std::memcpy(dst, out.data + sizeof(m), m.head_len);
+  std::memcpy(dst, head, m.head_len);
   write_http_date(dst + m.date_at);
   std::size_t n = m.head_len;
+  std::size_t body = 0;
   if (m.kind == ReplyKind::Inline) {
-    const std::size_t body = rest - m.head_len;
+    body = rest - m.head_len;
     if (n + body > max_response_bytes_) return fail("inline body larger than its room");
-    std::memcpy(dst + n, out.data + sizeof(m) + m.head_len, body);
-    n += body;
+    std::memcpy(dst + n, head + m.head_len, body);
   } else if (m.kind == ReplyKind::Page) {
     if (m.page >= content_->size()) return fail("worker named a page that does not exist");
     if (!no_body) {
       const std::string& page = content_->page(m.page);
       std::memcpy(dst + n, page.data(), page.size());
-      n += page.size();
+      body = page.size();
     }
   } else {
     return fail("unknown worker reply kind");
   }
-  metrics_->count(m.status, n);
-  return {n, close};
+  return done(m.status, n + body, body, close);
 }
 
 }  // namespace ferry::http

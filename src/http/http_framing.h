@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "ferry/offload/framing.h"
+#include "http/access_log.h"
 #include "http/content.h"
 #include "http/message_scan.h"
 #include "http/metrics.h"
@@ -20,15 +21,16 @@ class HttpFraming final : public offload::Framing {
   static constexpr std::size_t kMaxHead = 1024;
   static constexpr std::size_t kMaxMetrics = 16384;
 
+  // access_log may be null (no log).
   HttpFraming(Limits limits, std::uint32_t slot_payload, std::shared_ptr<const Content> content,
-              std::shared_ptr<Metrics> metrics);
+              std::shared_ptr<Metrics> metrics, std::shared_ptr<AccessLog> access_log = nullptr);
 
   Scan scan(const std::uint8_t* data, std::size_t size) const noexcept override;
   Rejection reject(const std::uint8_t* data, std::size_t size) const override;
   std::string failure_reply(Failure failure, const std::string& why) const override;
   std::size_t max_request_bytes() const noexcept override { return max_request_bytes_; }
   std::size_t max_response_bytes() const noexcept override { return max_response_bytes_; }
-  Written write_response(ByteView worker_output, std::uint8_t* dst) const noexcept override;
+  Written write_response(ByteView worker_output, std::uint8_t* dst, const Client& client) const noexcept override;
 
   // A whole response the proxy makes itself (a refusal): Connection: close.
   static std::string error_response(std::uint16_t status, const std::string& why);
@@ -37,6 +39,7 @@ class HttpFraming final : public offload::Framing {
   Limits limits_;
   std::shared_ptr<const Content> content_;
   std::shared_ptr<Metrics> metrics_;
+  std::shared_ptr<AccessLog> access_log_;
   std::size_t max_request_bytes_;
   std::size_t max_response_bytes_;
 };

@@ -23,89 +23,141 @@ struct HttpHandler {
   ContentView content;
 
   FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out) const {
+    Reply reply{out, worker_clock_ns(), in.data, request_line_length(in)};
     RequestHead r;
     const Verdict v = parse_request_head(in.data, in.size, &r);
-    if (v.status != 200) return error(out, v.status, v.why, false);
+    if (v.status != 200) return reply.error(v.status, v.why, false);
     const bool head_only = r.method == Method::Head;
-    if (r.method != Method::Get && !head_only) return error(out, 404, "method not served", false);
+    if (r.method != Method::Get && !head_only) return reply.error(404, "method not served", false);
 
     // The normalized path is written where the reply will go: it is only
     // needed until the route is chosen.
     std::size_t plen = 0;
-    if (r.path_len > out.size) return error(out, 414, "path longer than a slot", head_only);
+    if (r.path_len > out.size) return reply.error(414, "path longer than a slot", head_only);
     const Verdict pv = normalize_path(in.data + r.path, r.path_len, out.data, &plen);
-    if (pv.status != 200) return error(out, pv.status, pv.why, head_only);
+    if (pv.status != 200) return reply.error(pv.status, pv.why, head_only);
     const std::uint8_t* path = out.data;
 
-    if (syntax::equals(path, plen, "/health"))
-      return inline_reply(out, 200, "text/plain", "ok\n", r.keep_alive, head_only);
-    if (syntax::equals(path, plen, "/metrics")) {
-      ReplyMeta m;
-      m.kind = ReplyKind::Metrics;
-      m.flags = static_cast<std::uint8_t>((r.keep_alive ? 0 : kReplyClose) | (head_only ? kReplyNoBody : 0));
-      std::memcpy(out.data, &m, sizeof(m));
-      return sizeof(m);
-    }
+    if (syntax::equals(path, plen, "/health")) return reply.inline_body(200, "text/plain", "ok\n", r.keep_alive, head_only);
+    if (syntax::equals(path, plen, "/metrics")) return reply.metrics(r.keep_alive, head_only);
     if (syntax::equals(path, plen, "/inference"))
-      return inline_reply(out, 503, "application/json",
-                          "{\"error\":\"no embedding model is loaded: the inference service is not part of "
-                          "this server yet\"}\n",
-                          r.keep_alive, head_only);
-    const ContentEntry* e = syntax::equals(path, plen, "/") ? content.find(reinterpret_cast<const std::uint8_t*>("/index.html"), 11)
-                                                            : content.find(path, plen);
-    if (e == nullptr) return error(out, 404, "no such page", head_only);
-
-    ReplyMeta m;
-    m.status = 200;
-    m.kind = ReplyKind::Page;
-    m.page = e->page;
-    m.flags = static_cast<std::uint8_t>((r.keep_alive ? 0 : kReplyClose) | (head_only ? kReplyNoBody : 0));
-    HeadWriter w(out.data + sizeof(m), out.size - sizeof(m));
-    m.date_at = static_cast<std::uint32_t>(
-        write_head(w, 200, content.strings + e->type_offset, e->type_len, e->body_len, r.keep_alive));
-    if (!w.ok()) return error(out, 500, "reply head larger than a slot", head_only);
-    m.head_len = static_cast<std::uint32_t>(w.size());
-    std::memcpy(out.data, &m, sizeof(m));
-    return sizeof(m) + w.size();
+      return reply.inline_body(503, "application/json",
+                               "{\"error\":\"no embedding model is loaded: the inference service is not part of "
+                               "this server yet\"}\n",
+                               r.keep_alive, head_only);
+    const ContentEntry* e = syntax::equals(path, plen, "/")
+                                ? content.find(reinterpret_cast<const std::uint8_t*>("/index.html"), 11)
+                                : content.find(path, plen);
+    if (e == nullptr) return reply.error(404, "no such page", head_only);
+    return reply.page(*e, content.strings + e->type_offset, r.keep_alive, head_only);
   }
 
  private:
-  FERRY_HOST_DEVICE static std::size_t inline_reply(MutableByteView out, std::uint16_t status, const char* type,
-                                                    const char* body, bool keep_alive, bool head_only) {
-    std::size_t body_len = 0;
-    while (body[body_len] != '\0') ++body_len;
-    ReplyMeta m;
-    m.status = status;
-    m.kind = ReplyKind::Inline;
-    m.flags = static_cast<std::uint8_t>((keep_alive ? 0 : kReplyClose) | (head_only ? kReplyNoBody : 0));
-    HeadWriter w(out.data + sizeof(m), out.size - sizeof(m));
-    std::size_t type_len = 0;
-    while (type[type_len] != '\0') ++type_len;
-    m.date_at = static_cast<std::uint32_t>(
-        write_head(w, status, reinterpret_cast<const std::uint8_t*>(type), type_len, body_len, keep_alive));
-    m.head_len = static_cast<std::uint32_t>(w.size());
-    if (!head_only) w.put(body);
-    std::memcpy(out.data, &m, sizeof(m));
-    return sizeof(m) + w.size();
+  FERRY_HOST_DEVICE static std::size_t request_line_length(ByteView in) {
+    std::size_t n = 0;
+    while (n < in.size && n < kMaxLoggedLine && in.data[n] != '\r' && in.data[n] != '\n') ++n;
+    return n;
   }
 
-  // An error ends the connection, as the reference's 404 does: what follows a
-  // request the server could not read is not trusted to be a request.
-  FERRY_HOST_DEVICE static std::size_t error(MutableByteView out, std::uint16_t status, const char* why,
-                                             bool head_only) {
-    // Body: "404 Not Found: no such page\n".
-    char body[160];
-    HeadWriter b(reinterpret_cast<std::uint8_t*>(body), sizeof(body) - 1);
-    b.put_uint(status);
-    b.byte(' ');
-    b.put(reason_phrase(status));
-    b.put(": ");
-    b.put(why);
-    b.byte('\n');
-    const std::size_t n = b.size() < sizeof(body) - 1 ? b.size() : sizeof(body) - 1;
-    body[n] = '\0';
-    return inline_reply(out, status, "text/plain", body, false, head_only);
-  }
+  // Writes one reply: the meta, the request line, the head and an inline body.
+  struct Reply {
+    MutableByteView out;
+    std::uint64_t started_ns;
+    const std::uint8_t* line;
+    std::size_t line_len;
+
+    FERRY_HOST_DEVICE std::size_t page(const ContentEntry& e, const std::uint8_t* type, bool keep_alive,
+                                       bool head_only) {
+      ReplyMeta m = meta(200, ReplyKind::Page, keep_alive, head_only);
+      m.page = e.page;
+      HeadWriter w = head_writer();
+      m.date_at = static_cast<std::uint32_t>(write_head(w, 200, type, e.type_len, e.body_len, keep_alive));
+      if (!w.ok()) return error(500, "reply head larger than a slot", head_only);
+      return finish(m, w);
+    }
+
+    FERRY_HOST_DEVICE std::size_t inline_body(std::uint16_t status, const char* type, const char* body,
+                                              bool keep_alive, bool head_only) {
+      ReplyMeta m = meta(status, ReplyKind::Inline, keep_alive, head_only);
+      HeadWriter w = head_writer();
+      m.date_at = static_cast<std::uint32_t>(write_head(w, status, reinterpret_cast<const std::uint8_t*>(type),
+                                                        length(type), length(body), keep_alive));
+      const std::size_t head_len = w.size();
+      if (!head_only) w.put(body);
+      const std::size_t n = finish(m, w);
+      // finish() recorded the whole of w as head: the body follows it.
+      patch_head_len(head_len);
+      return n;
+    }
+
+    FERRY_HOST_DEVICE std::size_t metrics(bool keep_alive, bool head_only) {
+      ReplyMeta m = meta(200, ReplyKind::Metrics, keep_alive, head_only);
+      HeadWriter w = head_writer();
+      return finish(m, w);
+    }
+
+    // An error ends the connection, as the reference's 404 does: what follows a
+    // request the server could not read is not trusted to be a request.
+    FERRY_HOST_DEVICE std::size_t error(std::uint16_t status, const char* why, bool head_only) {
+      char body[160];  // "404 Not Found: no such page\n"
+      HeadWriter b(reinterpret_cast<std::uint8_t*>(body), sizeof(body) - 1);
+      b.put_uint(status);
+      b.byte(' ');
+      b.put(reason_phrase(status));
+      b.put(": ");
+      b.put(why);
+      b.byte('\n');
+      const std::size_t n = b.size() < sizeof(body) - 1 ? b.size() : sizeof(body) - 1;
+      body[n] = '\0';
+      return inline_body(status, "text/plain", body, false, head_only);
+    }
+
+   private:
+    FERRY_HOST_DEVICE static std::size_t length(const char* s) {
+      std::size_t n = 0;
+      while (s[n] != '\0') ++n;
+      return n;
+    }
+
+    FERRY_HOST_DEVICE ReplyMeta meta(std::uint16_t status, ReplyKind kind, bool keep_alive, bool head_only) const {
+      ReplyMeta m;
+      m.status = status;
+      m.kind = kind;
+      m.flags = static_cast<std::uint8_t>((keep_alive ? 0 : kReplyClose) | (head_only ? kReplyNoBody : 0));
+      m.line_len = static_cast<std::uint16_t>(line_len);
+      return m;
+    }
+
+    FERRY_HOST_DEVICE HeadWriter head_writer() const {
+      const std::size_t at = sizeof(ReplyMeta) + line_len;
+      return HeadWriter(out.data + at, out.size > at ? out.size - at : 0);
+    }
+
+    // Writes the meta and the request line around what w wrote.
+    FERRY_HOST_DEVICE std::size_t finish(ReplyMeta& m, const HeadWriter& w) {
+      if (!w.ok() || sizeof(ReplyMeta) + line_len > out.size) {
+        // No room for the reply (a slot smaller than any request could fill):
+        // an empty head, which the proxy answers with a 500.
+        m.head_len = 0;
+        m.line_len = 0;
+        std::memcpy(out.data, &m, sizeof(m));
+        return sizeof(ReplyMeta);
+      }
+      for (std::size_t i = 0; i < line_len; ++i) out.data[sizeof(ReplyMeta) + i] = line[i];
+      m.head_len = static_cast<std::uint32_t>(w.size());
+      const std::uint64_t spent = worker_clock_ns() - started_ns;
+      m.handle_ns = spent == 0 ? 1 : (spent > 0xffffffffu ? 0xffffffffu : static_cast<std::uint32_t>(spent));
+      std::memcpy(out.data, &m, sizeof(m));
+      return sizeof(ReplyMeta) + line_len + w.size();
+    }
+
+    FERRY_HOST_DEVICE void patch_head_len(std::size_t head_len) {
+      ReplyMeta m;
+      std::memcpy(&m, out.data, sizeof(m));
+      m.head_len = static_cast<std::uint32_t>(head_len);
+      std::memcpy(out.data, &m, sizeof(m));
+    }
+  };
 };
 
 }  // namespace ferry::http

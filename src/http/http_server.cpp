@@ -19,6 +19,7 @@
 #include "http/content.h"
 #include "http/http_framing.h"
 #include "http/http_handler.h"
+#include "http/reply.h"
 #if defined(FERRY_HAVE_CUDA)
 #include "http/http_cuda.h"
 #endif
@@ -53,7 +54,7 @@ class HttpServer::Impl {
     limits_.max_body = opts_.max_body;
     channel_ = unique_channel();
     // A slot holds a request head, and a reply's meta and head (much smaller).
-    slot_payload_ = opts_.max_head + 64;
+    slot_payload_ = opts_.max_head + 64 + static_cast<std::uint32_t>(kMaxLoggedLine);
   }
 
   ~Impl() {
@@ -74,10 +75,11 @@ class HttpServer::Impl {
     so.max_clients_per_thread = opts_.max_connections_per_thread;
     so.read_timeout_s = opts_.header_timeout_s;
     so.idle_timeout_s = opts_.idle_timeout_s;
-    so.framing = std::make_shared<HttpFraming>(limits_, slot_payload_, content_, metrics_);
+    if (!opts_.access_log.empty()) access_log_ = std::make_shared<AccessLog>(opts_.access_log);
+    so.framing = std::make_shared<HttpFraming>(limits_, slot_payload_, content_, metrics_, access_log_);
     server_ = std::make_unique<offload::Server>(so);
     offload::Server* server = server_.get();
-    metrics_->set_open_connections([server] { return server->stats().clients; });
+    metrics_->set_server_stats([server] { return server->stats(); });
 
     offload::OrchestratorOptions oo;
     oo.channel_name = channel_;
@@ -136,6 +138,7 @@ class HttpServer::Impl {
   std::string channel_;
   std::shared_ptr<const Content> content_;
   std::shared_ptr<Metrics> metrics_;
+  std::shared_ptr<AccessLog> access_log_;
 #if defined(FERRY_HAVE_CUDA)
   std::unique_ptr<DeviceContent> device_content_;  // outlives the workers that read it
 #endif

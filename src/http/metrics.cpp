@@ -1,5 +1,8 @@
 #include "http/metrics.h"
 
+#include <cstdio>
+#include <utility>
+
 namespace ferry::http {
 namespace {
 
@@ -45,9 +48,33 @@ std::string Metrics::render() const {
   out += "# HELP ferry_http_response_bytes_total Bytes of HTTP responses sent, heads included.\n";
   out += "# TYPE ferry_http_response_bytes_total counter\n";
   out += "ferry_http_response_bytes_total " + std::to_string(bytes) + "\n";
+  const offload::ServerStats st = server_stats_ ? server_stats_() : offload::ServerStats{};
   out += "# HELP ferry_http_open_connections Client connections open now.\n";
   out += "# TYPE ferry_http_open_connections gauge\n";
-  out += "ferry_http_open_connections " + std::to_string(open_connections_ ? open_connections_() : 0) + "\n";
+  out += "ferry_http_open_connections " + std::to_string(st.clients) + "\n";
+  out += "# HELP ferry_http_stage_seconds Time of each stage of a request: read (first byte to last), queue "
+         "(waiting in the channel), handle (on the worker), write (response ready to sent).\n";
+  out += "# TYPE ferry_http_stage_seconds histogram\n";
+  const std::pair<const char*, const offload::StageLatency*> stages[] = {
+      {"read", &st.read}, {"queue", &st.queue}, {"handle", &st.handle}, {"write", &st.write}};
+  char num[64];
+  for (const auto& [name, h] : stages) {
+    std::uint64_t cumulative = 0;
+    for (std::size_t b = 0; b < h->counts.size(); ++b) {
+      cumulative += h->counts[b];
+      const bool last = b + 1 == h->counts.size();
+      if (last)
+        std::snprintf(num, sizeof(num), "+Inf");
+      else
+        std::snprintf(num, sizeof(num), "%g", offload::StageLatency::kBoundsUs[b] / 1e6);
+      out += std::string("ferry_http_stage_seconds_bucket{stage=\"") + name + "\",le=\"" + num + "\"} " +
+             std::to_string(cumulative) + "\n";
+    }
+    std::snprintf(num, sizeof(num), "%.9g", h->sum_us / 1e6);
+    out += std::string("ferry_http_stage_seconds_sum{stage=\"") + name + "\"} " + num + "\n";
+    out += std::string("ferry_http_stage_seconds_count{stage=\"") + name + "\"} " + std::to_string(cumulative) +
+           "\n";
+  }
   return out;
 }
 

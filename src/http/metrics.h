@@ -1,6 +1,7 @@
 #pragma once
 // What `GET /metrics` reports, in the Prometheus text format: responses by
-// status, bytes sent, open connections. Counted by the proxy threads as they
+// status, bytes sent, open connections, and histograms of each stage of a
+// request (read, queue, handle on the worker, write). Counted by the proxy threads as they
 // write responses; sharded so that threads do not share the lines they write.
 
 #include <array>
@@ -8,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+
+#include "ferry/offload/server.h"
 
 namespace ferry::http {
 
@@ -17,8 +20,9 @@ class Metrics {
                                                               431, 500, 501, 503, 505, 0};  // 0: any other
 
   void count(std::uint16_t status, std::uint64_t bytes) noexcept;
-  // Where the open-connection gauge comes from (the server's statistics); set before serving.
-  void set_open_connections(std::function<std::uint64_t()> source) { open_connections_ = std::move(source); }
+  // Where open connections and the stage latencies come from (the server's
+  // statistics); set before serving.
+  void set_server_stats(std::function<offload::ServerStats()> source) { server_stats_ = std::move(source); }
   std::string render() const;
   std::uint64_t responses(std::uint16_t status) const noexcept;
 
@@ -31,7 +35,7 @@ class Metrics {
   static std::size_t index_of(std::uint16_t status) noexcept;
 
   std::array<Shard, kShards> shards_;
-  std::function<std::uint64_t()> open_connections_;
+  std::function<offload::ServerStats()> server_stats_;
 };
 
 }  // namespace ferry::http

@@ -13,6 +13,10 @@
 
 #include "ferry/core/host_device.h"
 
+#if !defined(__CUDA_ARCH__)
+#include <chrono>
+#endif
+
 namespace ferry::http {
 
 enum class ReplyKind : std::uint8_t { Inline = 0, Page = 1, Metrics = 2 };
@@ -20,15 +24,35 @@ enum class ReplyKind : std::uint8_t { Inline = 0, Page = 1, Metrics = 2 };
 inline constexpr std::uint8_t kReplyClose = 1;   // Connection: close; the proxy closes after it
 inline constexpr std::uint8_t kReplyNoBody = 2;  // HEAD: the head only
 
+// Layout of a worker's output: ReplyMeta, the request line (line_len bytes,
+// for the access log), the head (head_len), then an inline body.
 struct ReplyMeta {
   std::uint16_t status = 200;
   ReplyKind kind = ReplyKind::Inline;
   std::uint8_t flags = 0;
-  std::uint32_t page = 0;      // ReplyKind::Page
-  std::uint32_t head_len = 0;  // bytes of head after the meta
-  std::uint32_t date_at = 0;   // offset in the head of the 29 date characters
+  std::uint32_t page = 0;       // ReplyKind::Page
+  std::uint32_t head_len = 0;   // bytes of head
+  std::uint32_t date_at = 0;    // offset in the head of the 29 date characters
+  std::uint32_t handle_ns = 0;  // the worker's time on the request, by its own clock
+  std::uint16_t line_len = 0;   // bytes of request line kept (at most kMaxLoggedLine)
+  std::uint16_t reserved = 0;
 };
-static_assert(sizeof(ReplyMeta) == 16);
+static_assert(sizeof(ReplyMeta) == 24);
+
+inline constexpr std::size_t kMaxLoggedLine = 256;
+
+// A worker's clock in nanoseconds: the GPU's global timer, or the host's steady clock.
+FERRY_HOST_DEVICE inline std::uint64_t worker_clock_ns() {
+#if defined(__CUDA_ARCH__)
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+#endif
+}
 
 inline constexpr std::size_t kDateLen = 29;  // "Sun, 06 Nov 1994 08:49:37 GMT"
 

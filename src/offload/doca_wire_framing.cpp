@@ -65,11 +65,11 @@ class DocaWireFraming final : public Framing {
   std::size_t max_request_bytes() const noexcept override { return wire::kHeaderSize + max_message_length_; }
   std::size_t max_response_bytes() const noexcept override { return wire::kHeaderSize + max_message_length_; }
 
-  Written write_response(ByteView out, std::uint8_t* dst) const noexcept override {
+  Written write_response(ByteView out, std::uint8_t* dst, const Client&) const noexcept override {
     // The reference server answers with msg_id 4 (client_request); clients must accept 4 or 5.
     wire::encode_data_prefix(dst, static_cast<std::uint32_t>(out.size), wire::MsgId::ClientRequest);
     if (out.size != 0) std::memcpy(dst + wire::kRequestOverhead, out.data, out.size);
-    return {wire::kRequestOverhead + out.size, false};
+    return {wire::kRequestOverhead + out.size, false, 0};
   }
 
  private:

@@ -375,6 +375,10 @@ ServerStats Server::Impl::stats() const {
     st.protocol_errors += t->stats().protocol_errors.load(std::memory_order_relaxed);
     st.dropped_responses += t->stats().dropped_responses.load(std::memory_order_relaxed);
     st.clients += t->clients();
+    t->stats().read.add_to(st.read);
+    t->stats().queue.add_to(st.queue);
+    t->stats().handle.add_to(st.handle);
+    t->stats().write.add_to(st.write);
   }
   st.orchestrator_attached = attached_.load(std::memory_order_relaxed);
   return st;
@@ -476,6 +480,12 @@ void Server::stop() noexcept { impl_->service_.request_stop(); }
 int Server::wait() { return impl_->service_.wait(); }
 std::optional<int> Server::wait_for(std::chrono::milliseconds timeout) { return impl_->service_.wait_for(timeout); }
 ServerStats Server::stats() const { return impl_->stats(); }
+
+std::uint64_t StageLatency::count() const {
+  std::uint64_t n = 0;
+  for (auto c : counts) n += c;
+  return n;
+}
 std::string Server::first_error() const { return impl_->service_.first_error(); }
 
 }  // namespace ferry::offload

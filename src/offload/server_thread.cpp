@@ -23,6 +23,10 @@ constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr auto kClosingTime = std::chrono::seconds(10);
 constexpr std::uint32_t kPrefetchAhead = 4;
 
+std::int64_t ns_of(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
 std::uint64_t make_cookie(std::uint32_t slot, std::uint32_t generation) {
   return (std::uint64_t(slot) << 32) | generation;
 }
@@ -45,6 +49,12 @@ struct ServerThread::Connection {
   std::chrono::steady_clock::time_point linger_deadline{};
   std::chrono::steady_clock::time_point last_activity{};  // bytes read or written
   std::chrono::steady_clock::time_point partial_since{};  // input holds part of a request since then
+  // When each request in flight was posted, by request number modulo the
+  // window; responses come back in order, so answered counts the front.
+  std::vector<std::int64_t> posted_at;
+  std::uint64_t posted = 0;
+  std::uint64_t answered = 0;
+  std::int64_t unsent_since = 0;  // ns: output has waited to be sent since then; 0 while none
   std::string pending_error;  // sent once every in-flight response is out
   std::string peer;
   std::unique_ptr<std::uint8_t[]> in;
@@ -77,6 +87,21 @@ struct ServerThread::Command {
   std::uint64_t generation = 0;
   std::string why;  // Bind: what unbinding tells the clients with requests in flight
 };
+
+void StageCounters::add(std::int64_t ns) noexcept {
+  const double us = static_cast<double>(ns < 0 ? 0 : ns) / 1e3;
+  std::size_t b = 0;
+  while (us > StageLatency::kBoundsUs[b]) ++b;  // the last bound is beyond any value
+  // One writer: a load and a store, no read-modify-write.
+  counts_[b].store(counts_[b].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  sum_ns_.store(sum_ns_.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(ns < 0 ? 0 : ns),
+                std::memory_order_relaxed);
+}
+
+void StageCounters::add_to(StageLatency& out) const noexcept {
+  for (std::size_t b = 0; b < counts_.size(); ++b) out.counts[b] += counts_[b].load(std::memory_order_relaxed);
+  out.sum_us += static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e3;
+}
 
 ServerThread::ServerThread(const ServerThreadConfig& config) : config_(config), framing_(*config.framing) {
   max_response_ = framing_.max_response_bytes();
@@ -218,6 +243,7 @@ std::uint32_t ServerThread::open_connection(int fd) {
   // Default-initialised (not zeroed): the kernel commits pages only as they are used.
   c.in.reset(new std::uint8_t[in_capacity_]);
   c.out.reset(new std::uint8_t[out_capacity_]);
+  c.posted_at.assign(conn_window_, 0);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = slot;
@@ -250,6 +276,7 @@ void ServerThread::run() {
     if (has_commands_.load(std::memory_order_acquire)) process_commands();
     const bool polling = bound_ && channel_in_flight_ > 0;
     const int n = epoll_wait(epoll_fd_, events, 256, polling ? 0 : 50);
+    now_ = std::chrono::steady_clock::now();  // what this round reads and posts is stamped with it
     bool progress = n > 0;
     for (int i = 0; i < n; ++i) {
       if (events[i].data.u32 == kWakeMarker) {
@@ -267,7 +294,6 @@ void ServerThread::run() {
     flush_dirty();
     if (!paused_.empty()) resume_paused();
 
-    now_ = std::chrono::steady_clock::now();
     if (now_ - last_linger_check > std::chrono::milliseconds(100)) {
       last_linger_check = now_;
       check_deadlines(now_);
@@ -380,6 +406,9 @@ void ServerThread::parse_requests(Connection& c) {
       break;
     }
     ++c.in_flight;
+    const std::int64_t now_ns = ns_of(now_);
+    stats_.read.add(now_ns - ns_of(c.partial_since));
+    c.posted_at[c.posted++ % conn_window_] = now_ns;
     if (channel_in_flight_++ == 0) note_unanswered_since(std::chrono::steady_clock::now());
     stats_.requests.fetch_add(1, std::memory_order_relaxed);
     pos += scan.frame_bytes;
@@ -416,6 +445,7 @@ void ServerThread::flush_dirty() {
 std::uint32_t ServerThread::drain_responses() {
   SlotMessage msg;
   std::uint32_t drained = 0;
+  std::int64_t now_ns = 0;  // read once a round, when the first response is there
   while (responses_.try_peek(&msg)) {
     // The worker wrote these lines on another core (or the GPU by DMA): start
     // fetching the slots a few responses ahead while this one is copied out.
@@ -425,16 +455,26 @@ std::uint32_t ServerThread::drain_responses() {
     const auto slot = static_cast<std::uint32_t>(msg.cookie >> 32);
     const auto generation = static_cast<std::uint32_t>(msg.cookie);
     Connection* c = slot < connections_.size() ? connections_[slot].get() : nullptr;
+    if (now_ns == 0) now_ns = ns_of(std::chrono::steady_clock::now());
     if (c != nullptr && c->open && c->generation == generation && c->in_flight > 0 && c->discarding) {
       // Answered after a response that closed the connection: never sent.
       --c->in_flight;
+      ++c->answered;
       stats_.dropped_responses.fetch_add(1, std::memory_order_relaxed);
       if (c->in_flight == 0) mark_dirty(*c);  // the flush that follows shuts it down
     } else if (c != nullptr && c->open && c->generation == generation && c->in_flight > 0) {
       --c->in_flight;
       // can_post() reserved room for this response when its request was posted.
       if (std::uint8_t* dst = c->reserve(max_response_, out_capacity_)) {
-        const Framing::Written w = framing_.write_response(msg.payload, dst);
+        const Framing::Written w = framing_.write_response(msg.payload, dst, Framing::Client{c->peer});
+        const std::int64_t in_channel = now_ns - c->posted_at[c->answered++ % conn_window_];
+        if (w.worker_ns != 0) {
+          stats_.queue.add(in_channel - std::int64_t(w.worker_ns));
+          stats_.handle.add(w.worker_ns);
+        } else {
+          stats_.queue.add(in_channel);
+        }
+        if (c->out_used() == 0) c->unsent_since = now_ns;
         c->out_tail += w.bytes;
         if (w.close_after) close_after_output(*c);
         if (c->in_flight == 0) queue_pending_error(*c);
@@ -495,6 +535,10 @@ void ServerThread::flush(Connection& c) {
     return;
   }
   if (c.out_used() == 0) {
+    if (c.unsent_since != 0) {
+      stats_.write.add(ns_of(std::chrono::steady_clock::now()) - c.unsent_since);
+      c.unsent_since = 0;
+    }
     c.out_head = c.out_tail = 0;
     if (c.closing && c.in_flight == 0 && c.pending_error.empty() && !c.lingering) {
       shutdown(c.fd, SHUT_WR);
@@ -600,6 +644,7 @@ void ServerThread::fail_in_flight(const std::string& why) {
     Connection& c = *cp;
     const std::uint32_t lost = c.in_flight;
     c.in_flight = 0;  // their responses will never come
+    c.answered = c.posted;
     if (c.discarding) {  // they would have been dropped anyway
       mark_dirty(c);
       continue;

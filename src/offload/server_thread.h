@@ -2,6 +2,7 @@
 // One data-path thread of the server: an epoll loop over its clients' sockets
 // and one channel of the arena. Internal to the server.
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "ferry/core/arena.h"
 #include "ferry/core/slot_ring.h"
 #include "ferry/offload/framing.h"
+#include "ferry/offload/server.h"
 
 namespace ferry::offload {
 
@@ -28,6 +30,18 @@ struct ServerThreadConfig {
   std::chrono::duration<double> idle_timeout{0};  // close a connection idle this long; 0: off
 };
 
+// One stage's latency histogram, written by its thread alone (relaxed stores)
+// and read by any (StageLatency in ferry/offload/server.h gives the buckets).
+class StageCounters {
+ public:
+  void add(std::int64_t ns) noexcept;
+  void add_to(StageLatency& out) const noexcept;
+
+ private:
+  std::array<std::atomic<std::uint64_t>, StageLatency::kBoundsUs.size()> counts_{};
+  std::atomic<std::uint64_t> sum_ns_{0};
+};
+
 struct ServerThreadStats {
   std::atomic<std::uint64_t> requests{0};
   std::atomic<std::uint64_t> responses{0};
@@ -38,6 +52,7 @@ struct ServerThreadStats {
   // steady_clock nanoseconds since which requests have waited in the channel
   // with no response coming back; 0 while none wait.
   std::atomic<std::int64_t> unanswered_since_ns{0};
+  StageCounters read, queue, handle, write;
 };
 
 class ServerThread {

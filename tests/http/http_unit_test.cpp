@@ -4,11 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "http/access_log.h"
 #include "http/content.h"
 #include "http/http_framing.h"
 #include "http/http_handler.h"
@@ -179,7 +182,7 @@ std::string through_proxy(const std::string& request, const std::shared_ptr<cons
   const std::size_t n = h(ByteView{u8(request), request.size()}, MutableByteView{slot.data(), slot.size()});
   HttpFraming framing({}, 4096, content, std::make_shared<Metrics>());
   std::vector<std::uint8_t> out(framing.max_response_bytes());
-  const auto w = framing.write_response(ByteView{slot.data(), n}, out.data());
+  const auto w = framing.write_response(ByteView{slot.data(), n}, out.data(), {"127.0.0.1:5000"});
   if (close != nullptr) *close = w.close_after;
   return std::string(reinterpret_cast<const char*>(out.data()), w.bytes);
 }
@@ -215,16 +218,42 @@ TEST(HttpFraming, AReplyItCannotTrustBecomesA500) {
   m.date_at = 5;
   std::vector<std::uint8_t> reply(sizeof(m) + 40, 'x');
   std::memcpy(reply.data(), &m, sizeof(m));
-  auto w = framing.write_response(ByteView{reply.data(), reply.size()}, out.data());
+  auto w = framing.write_response(ByteView{reply.data(), reply.size()}, out.data(), {});
   EXPECT_TRUE(w.close_after);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data()), 25), "HTTP/1.1 500 Internal Ser");
   m.kind = ReplyKind::Inline;
   m.head_len = 4000;  // beyond the reply
   std::memcpy(reply.data(), &m, sizeof(m));
-  w = framing.write_response(ByteView{reply.data(), reply.size()}, out.data());
+  w = framing.write_response(ByteView{reply.data(), reply.size()}, out.data(), {});
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data()), 12), "HTTP/1.1 500");
-  w = framing.write_response(ByteView{reply.data(), 3}, out.data());  // shorter than the meta
+  w = framing.write_response(ByteView{reply.data(), 3}, out.data(), {});  // shorter than the meta
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data()), 12), "HTTP/1.1 500");
+}
+
+TEST(HttpFraming, ReportsTheWorkersTimeAndLogsInCommonLogFormat) {
+  const auto content = std::make_shared<const Content>(Content::load("", 1 << 20));
+  const std::string path = ::testing::TempDir() + "ferry-access-log-test.log";
+  std::remove(path.c_str());
+  {
+    auto log = std::make_shared<AccessLog>(path);
+    HttpFraming framing({}, 4096, content, std::make_shared<Metrics>(), log);
+    HttpHandler h{content->view()};
+    std::vector<std::uint8_t> slot(4096), out(framing.max_response_bytes());
+    for (const std::string req : {"GET /contacts.html HTTP/1.1\r\nHost: a\r\n\r\n",
+                                  "GET /\"quoted\"\x01 HTTP/1.1\r\nHost: a\r\n\r\n"}) {
+      const std::size_t n = h(ByteView{u8(req), req.size()}, MutableByteView{slot.data(), slot.size()});
+      const auto w = framing.write_response(ByteView{slot.data(), n}, out.data(), {"10.1.2.3:40000"});
+      EXPECT_GT(w.worker_ns, 0u);
+    }
+  }
+  std::ifstream in(path);
+  std::string first, second;
+  std::getline(in, first);
+  std::getline(in, second);
+  EXPECT_TRUE(std::regex_match(first, std::regex(R"(10\.1\.2\.3 - - \[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000\] "GET /contacts.html HTTP/1.1" 200 \d+)")))
+      << first;
+  EXPECT_NE(second.find(R"("GET /\x22quoted\x22\x01 HTTP/1.1" 400 )"), std::string::npos) << second;
+  std::remove(path.c_str());
 }
 
 TEST(Metrics, CountsByStatusInThePrometheusFormat) {
@@ -233,8 +262,21 @@ TEST(Metrics, CountsByStatusInThePrometheusFormat) {
   m.count(200, 50);
   m.count(404, 10);
   m.count(418, 1);
-  m.set_open_connections([] { return 7; });
+  m.set_server_stats([] {
+    offload::ServerStats st;
+    st.clients = 7;
+    st.handle.counts[1] = 3;  // three requests of 1-2 us on the worker
+    st.handle.counts[4] = 1;  // one of 10-20 us
+    st.handle.sum_us = 20;
+    return st;
+  });
   const std::string text = m.render();
+  EXPECT_NE(text.find("ferry_http_stage_seconds_bucket{stage=\"handle\",le=\"1e-06\"} 0\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ferry_http_stage_seconds_bucket{stage=\"handle\",le=\"2e-06\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("ferry_http_stage_seconds_bucket{stage=\"handle\",le=\"+Inf\"} 4\n"), std::string::npos);
+  EXPECT_NE(text.find("ferry_http_stage_seconds_count{stage=\"handle\"} 4\n"), std::string::npos);
+  EXPECT_NE(text.find("ferry_http_stage_seconds_sum{stage=\"handle\"} 2e-05\n"), std::string::npos);
   EXPECT_NE(text.find("ferry_http_responses_total{code=\"200\"} 2\n"), std::string::npos) << text;
   EXPECT_NE(text.find("ferry_http_responses_total{code=\"404\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("ferry_http_responses_total{code=\"other\"} 1\n"), std::string::npos);

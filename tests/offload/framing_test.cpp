@@ -51,12 +51,12 @@ class LineFraming final : public Framing {
   }
   std::size_t max_request_bytes() const noexcept override { return kMaxLine + 1; }
   std::size_t max_response_bytes() const noexcept override { return kMaxLine + 4; }
-  Written write_response(ByteView out, std::uint8_t* dst) const noexcept override {
+  Written write_response(ByteView out, std::uint8_t* dst, const Client&) const noexcept override {
     std::memcpy(dst, "OK ", 3);
     std::memcpy(dst + 3, out.data, out.size);
     dst[3 + out.size] = '\n';
     const bool bye = out.size == 3 && std::memcmp(out.data, "BYE", 3) == 0;
-    return {out.size + 4, bye};
+    return {out.size + 4, bye, 0};
   }
 };
 

@@ -37,6 +37,7 @@ struct HttpOptions {
   double header_timeout_s = 10;  // a begun request must be whole this soon (408)
   double idle_timeout_s = 75;    // a keep-alive connection idle this long is closed
   std::string port_file;         // write the bound port here once serving
+  std::string access_log;        // append a common-log-format line per response here ("-": stdout)
 };
 
 struct HttpStats {

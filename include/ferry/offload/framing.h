@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "ferry/core/bytes.h"
 
@@ -63,10 +64,14 @@ class Framing {
   struct Written {
     std::size_t bytes = 0;     // at most max_response_bytes()
     bool close_after = false;  // the connection closes once this is sent; later responses are dropped
+    std::uint32_t worker_ns = 0;  // the worker's own time on it, when its output says; 0: unknown
+  };
+  struct Client {
+    std::string_view peer;  // "address:port"
   };
   // Writes the client's response for a worker's output into dst, which has room
   // for max_response_bytes().
-  virtual Written write_response(ByteView worker_output, std::uint8_t* dst) const noexcept = 0;
+  virtual Written write_response(ByteView worker_output, std::uint8_t* dst, const Client& client) const noexcept = 0;
 };
 
 // The DOCA remote-offload wire (docs/protocol.md): 8-byte header plus a 4-byte

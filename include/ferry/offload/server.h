@@ -3,6 +3,7 @@
 // clients, forwards their requests into the arena's channels, and sends the
 // workers' responses back, in order per connection.
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,17 @@ struct ServerOptions {
   std::shared_ptr<const Framing> framing;
 };
 
+// Where a request's time goes on its way through the server, as Prometheus
+// histograms: counts per bucket (upper bounds in microseconds, the last one
+// +Inf) and the sum.
+struct StageLatency {
+  static constexpr std::array<double, 15> kBoundsUs = {1,    2,    5,    10,    20,    50,     100,  200,
+                                                       500,  1000, 2000, 5000, 10000, 100000, 1e300};
+  std::array<std::uint64_t, kBoundsUs.size()> counts{};
+  double sum_us = 0;
+  std::uint64_t count() const;
+};
+
 struct ServerStats {
   std::uint64_t requests = 0;
   std::uint64_t responses = 0;
@@ -51,6 +63,11 @@ struct ServerStats {
   std::uint64_t dropped_responses = 0;  // their client had gone
   std::uint32_t clients = 0;
   bool orchestrator_attached = false;
+  // Per request: read (its first byte to its last), queue (in the channel
+  // before a worker took it), handle (on the worker, as the framing reports it;
+  // queue and handle together when it does not), write (the response ready to
+  // the last of its connection's queued bytes sent).
+  StageLatency read, queue, handle, write;
 };
 
 // The proxy as a service an application hosts:
