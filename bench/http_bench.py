@@ -74,6 +74,19 @@ def run_wrk(url, connections, seconds, cpus):
     return {"rps": float(rps.group(1)), "p50_us": to_us(p50.group(1)), "p99_us": to_us(p99.group(1))}
 
 
+def stage_means(port):
+    """Mean microseconds per request of each stage, from ferry http's /metrics,
+    over the whole run."""
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    sums, counts = {}, {}
+    for line in text.splitlines():
+        m = re.match(r'ferry_http_stage_seconds_(sum|count)\{stage="(\w+)"\} (\S+)', line)
+        if m:
+            (sums if m.group(1) == "sum" else counts)[m.group(2)] = float(m.group(3))
+    return {k: (sums[k] / counts[k] * 1e6 if counts.get(k) else 0.0) for k in sums}
+
+
 def nginx_conf(path, root, port, cpus, tmp):
     masks = " ".join(format(1 << c, "b") for c in cpus)
     with open(path, "w") as f:
@@ -151,6 +164,7 @@ def main():
                 for c in conns:
                     print(f"[http_bench] ferry {s} x {c} connections ...", file=sys.stderr)
                     rows[("ferry", s, c)] = run_wrk(f"http://127.0.0.1:{fport}/{s}.bin", c, args.seconds, clients)
+            stages = stage_means(fport)
         nport = free_port()
         conf = os.path.join(tmp, "nginx.conf")
         nginx_conf(conf, root, nport, nginx_cpus, tmp)
@@ -174,6 +188,8 @@ def main():
                       f"{n['p50_us']:>8.0f}/{n['p99_us']:<8.0f} {f['p50_us']:>8.0f}/{f['p99_us']:<8.0f}")
                 results.append({"page": s, "page_bytes": SIZES[s], "connections": c, "nginx": n, "ferry": f,
                                 "ratio": ratio})
+        print("ferry's stages, mean us per request over the run: " +
+              ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
         doc = {
             "benchmark": "http_bench", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "machine": {"cpu": cpu_model(), "cores": os.cpu_count()}, "git_commit": git_commit("."),
@@ -181,6 +197,7 @@ def main():
                        "proxy_cpus": proxy, "worker_cpus": workers, "nginx_workers": len(nginx_cpus),
                        "client_cpus": clients, "seconds": args.seconds},
             "results": results,
+            "ferry_stage_mean_us": stages,
         }
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:

@@ -31,8 +31,11 @@ step http_bench_cpu_3p1w python3 bench/http_bench.py --build-dir "$C/build" --pr
 step http_bench_cuda_persistent python3 bench/http_bench.py --build-dir "$C/build" --backend cuda \
   --launch persistent --proxy-cpus 0,1,2,3 --client-cpus 4-11 --seconds "$SECONDS_PER_RUN" \
   --out "$OUT/http_cuda_persistent.json"
+step http_bench_cuda_burst python3 bench/http_bench.py --build-dir "$C/build" --backend cuda \
+  --launch burst --proxy-cpus 0,1,2,3 --client-cpus 4-11 --seconds "$SECONDS_PER_RUN" \
+  --out "$OUT/http_cuda_burst.json"
 log "summary"; cat "$OUT/summary.txt"; echo "status=$status"
-for f in "$OUT"/http_bench_*.log; do echo "== $f"; grep -A12 "^(ferry" "$f"; done
+for f in "$OUT"/http_bench_*.log; do echo "== $f"; grep -A11 "^(ferry" "$f"; done
 mkdir -p "$FINAL"
 tar czf "$FINAL/http-check.tgz" -C "$OUT" .
 cp "$OUT"/summary.txt "$FINAL/"
