@@ -22,21 +22,51 @@ struct HttpHandler {
 
   ContentView content;
 
+  // On the GPU the request sits in host memory, read over PCIe: parsing it in
+  // place costs a round trip for each of hundreds of dependent byte loads. A
+  // head that fits is first copied into the thread's local memory with
+  // independent 16-byte loads, which the GPU keeps in flight together; the
+  // path is normalised there too rather than in the (host) reply slot.
+  static constexpr std::size_t kLocalBytes = 2048;
+
   FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out) const {
-    Reply reply{out, worker_clock_ns(), in.data, request_line_length(in)};
+    const std::uint64_t started = worker_clock_ns();
+#if defined(__CUDA_ARCH__)
+    alignas(16) std::uint8_t local_head[kLocalBytes];
+    alignas(16) std::uint8_t local_path[kLocalBytes];
+    if (in.size <= kLocalBytes && (reinterpret_cast<std::uintptr_t>(in.data) & 15u) == 0) {
+      // Slots are 16-byte multiples: reading whole words stays inside this one.
+      const auto* src = reinterpret_cast<const uint4*>(in.data);
+      auto* dst = reinterpret_cast<uint4*>(local_head);
+      const std::size_t words = (in.size + 15) / 16;
+      for (std::size_t i = 0; i < words; ++i) dst[i] = src[i];
+      in.data = local_head;
+    }
+    std::uint8_t* scratch = out.data;
+    if (in.size <= kLocalBytes) scratch = local_path;
+#else
+    std::uint8_t* scratch = out.data;
+#endif
+    return serve(in, out, scratch, started);
+  }
+
+ private:
+  // scratch: room for the normalised path (at least in.size bytes); it may be
+  // the reply slot itself, which is only written once the route is chosen.
+  FERRY_HOST_DEVICE std::size_t serve(ByteView in, MutableByteView out, std::uint8_t* scratch,
+                                      std::uint64_t started) const {
+    Reply reply{out, started, in.data, request_line_length(in)};
     RequestHead r;
     const Verdict v = parse_request_head(in.data, in.size, &r);
     if (v.status != 200) return reply.error(v.status, v.why, false);
     const bool head_only = r.method == Method::Head;
     if (r.method != Method::Get && !head_only) return reply.error(404, "method not served", false);
 
-    // The normalized path is written where the reply will go: it is only
-    // needed until the route is chosen.
     std::size_t plen = 0;
     if (r.path_len > out.size) return reply.error(414, "path longer than a slot", head_only);
-    const Verdict pv = normalize_path(in.data + r.path, r.path_len, out.data, &plen);
+    const Verdict pv = normalize_path(in.data + r.path, r.path_len, scratch, &plen);
     if (pv.status != 200) return reply.error(pv.status, pv.why, head_only);
-    const std::uint8_t* path = out.data;
+    const std::uint8_t* path = scratch;
 
     if (syntax::equals(path, plen, "/health")) return reply.inline_body(200, "text/plain", "ok\n", r.keep_alive, head_only);
     if (syntax::equals(path, plen, "/metrics")) return reply.metrics(r.keep_alive, head_only);
@@ -52,7 +82,6 @@ struct HttpHandler {
     return reply.page(*e, content.strings + e->type_offset, r.keep_alive, head_only);
   }
 
- private:
   FERRY_HOST_DEVICE static std::size_t request_line_length(ByteView in) {
     std::size_t n = 0;
     while (n < in.size && n < kMaxLoggedLine && in.data[n] != '\r' && in.data[n] != '\n') ++n;
