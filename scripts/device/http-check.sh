@@ -17,6 +17,8 @@ step http_e2e_cpu "$C/build/tests/http/http_e2e_test" --backend=cpu --launch=cpu
 for m in persistent burst graph memops; do
   step "http_e2e_cuda_$m" "$C/build/tests/http/http_e2e_test" --backend=cuda --launch=$m
 done
+# GPU_ONLY=1: the GPU suites and benchmarks alone (after a change to the GPU path).
+if [ -z "${GPU_ONLY:-}" ]; then
 B=$PWD/.carry-before/build
 for ch in 1 8; do
   for side in before after; do
@@ -28,6 +30,7 @@ step http_bench_cpu_2p2w python3 bench/http_bench.py --build-dir "$C/build" --pr
   --client-cpus 4-11 --seconds "$SECONDS_PER_RUN" --out "$OUT/http_cpu_2p2w.json"
 step http_bench_cpu_3p1w python3 bench/http_bench.py --build-dir "$C/build" --proxy-cpus 0,1,2 --worker-cpus 3 \
   --client-cpus 4-11 --seconds "$SECONDS_PER_RUN" --out "$OUT/http_cpu_3p1w.json"
+fi
 step http_bench_cuda_persistent python3 bench/http_bench.py --build-dir "$C/build" --backend cuda \
   --launch persistent --proxy-cpus 0,1,2,3 --client-cpus 4-11 --seconds "$SECONDS_PER_RUN" \
   --out "$OUT/http_cuda_persistent.json"
