@@ -12,6 +12,52 @@ MessageScan reject(std::uint16_t status, const char* why) {
   return s;
 }
 
+// chunk-ext (RFC 9112 §7.1.1) in [i, end): *( BWS ";" BWS name [ BWS "=" BWS
+// value ] ), a name a token, a value a token or a quoted-string.
+bool chunk_extensions_ok(const std::uint8_t* p, std::size_t i, std::size_t end) {
+  const auto skip_bws = [&] {
+    while (i < end && is_ows(p[i])) ++i;
+  };
+  const auto token = [&] {
+    const std::size_t start = i;
+    while (i < end && is_tchar(p[i])) ++i;
+    return i > start;
+  };
+  const auto quoted = [&] {
+    if (i >= end || p[i] != '"') return false;
+    for (++i; i < end; ++i) {
+      const std::uint8_t c = p[i];
+      if (c == '"') {
+        ++i;
+        return true;
+      }
+      if (c == '\\') {
+        if (++i >= end || !is_field_char(p[i])) return false;
+      } else if (!is_field_char(c)) {
+        return false;
+      }
+    }
+    return false;
+  };
+  while (i < end) {
+    skip_bws();
+    if (i >= end || p[i] != ';') return false;
+    ++i;
+    skip_bws();
+    if (!token()) return false;
+    const std::size_t before = i;
+    skip_bws();
+    if (i < end && p[i] == '=') {
+      ++i;
+      skip_bws();
+      if (!token() && !quoted()) return false;
+    } else {
+      i = before;  // whitespace not followed by "=" belongs to the next extension
+    }
+  }
+  return true;
+}
+
 // The end of a chunked body starting at `pos` (RFC 9112 §7.1): chunks of
 // hex-size [; extensions] CRLF data CRLF, a last chunk of size 0, optional
 // trailer fields and an empty line. Sets *end past it, or returns NeedMore.
@@ -33,7 +79,12 @@ MessageScan::Result scan_chunked(const std::uint8_t* p, std::size_t n, std::size
       }
       return MessageScan::Result::NeedMore;
     }
-    const std::size_t le = line_end(p, pos, lf);
+    // RFC 9112 §7.1: chunk lines end with CRLF; a lone LF is for the head only.
+    if (lf == pos || p[lf - 1] != '\r') {
+      *verdict = {400, "chunk-size line not ended by CRLF"};
+      return MessageScan::Result::Reject;
+    }
+    const std::size_t le = lf - 1;
     std::size_t i = pos;
     std::uint64_t size = 0;
     while (i < le && hex_value(p[i]) >= 0) {
@@ -44,15 +95,14 @@ MessageScan::Result scan_chunked(const std::uint8_t* p, std::size_t n, std::size
       size = (size << 4) | static_cast<std::uint64_t>(hex_value(p[i]));
       ++i;
     }
-    if (i == pos || (i < le && p[i] != ';' && !is_ows(p[i]))) {
+    if (i == pos) {
       *verdict = {400, "malformed chunk size"};
       return MessageScan::Result::Reject;
     }
-    for (std::size_t k = i; k < le; ++k)
-      if (!is_field_char(p[k])) {
-        *verdict = {400, "control character in a chunk extension"};
-        return MessageScan::Result::Reject;
-      }
+    if (!chunk_extensions_ok(p, i, le)) {
+      *verdict = {400, "malformed chunk extension"};
+      return MessageScan::Result::Reject;
+    }
     body += size;
     if (body > limits.max_body) {
       *verdict = {413, "chunked body over the body limit"};
@@ -60,16 +110,19 @@ MessageScan::Result scan_chunked(const std::uint8_t* p, std::size_t n, std::size
     }
     pos = lf + 1;
     if (size == 0) break;
-    if (n - pos < size + 2) return MessageScan::Result::NeedMore;
+    if (n - pos < size + 2) {
+      if (n - pos > size && p[pos + size] != '\r') {  // judged as soon as the byte is there
+        *verdict = {400, "chunk data not followed by CRLF"};
+        return MessageScan::Result::Reject;
+      }
+      return MessageScan::Result::NeedMore;
+    }
     pos += size;
-    if (p[pos] == '\r' && p[pos + 1] == '\n') {
-      pos += 2;
-    } else if (p[pos] == '\n') {
-      pos += 1;
-    } else {
+    if (p[pos] != '\r' || p[pos + 1] != '\n') {
       *verdict = {400, "chunk data not followed by CRLF"};
       return MessageScan::Result::Reject;
     }
+    pos += 2;
   }
   // Trailer fields, then the empty line.
   for (;;) {
@@ -148,7 +201,10 @@ MessageScan scan_message(const std::uint8_t* p, std::size_t n, const Limits& lim
     Field f;
     // Malformed lines are the workers' to report, with the rest of the head;
     // only the two fields that frame the body are checked here.
-    if (split_field(p, pos, le, &f)) {
+    const std::uint8_t first = lower(p[pos]);
+    if (first != 'c' && first != 't') {
+      // Neither Content-Length nor Transfer-Encoding.
+    } else if (split_field(p, pos, le, &f)) {
       if (iequals(p + f.name, f.name_len, "content-length")) {
         if (has_length) return reject(400, "more than one Content-Length");
         if (!parse_decimal(p + f.value, f.value_len, ~std::uint64_t{0} / 2, &length))

@@ -118,16 +118,19 @@ FERRY_HOST_DEVICE inline Verdict parse_request_head(const std::uint8_t* p, std::
     Field f;
     if (!split_field(p, pos, le, &f)) return {400, "malformed header field"};
     const std::uint8_t* name = p + f.name;
-    if (iequals(name, f.name_len, "host")) {
+    // By length first: most fields are none of these four.
+    if (f.name_len == 4 && iequals(name, 4, "host")) {
       ++hosts;
-    } else if (iequals(name, f.name_len, "connection")) {
+      for (std::size_t k = 0; k < f.value_len; ++k)
+        if (!is_host_char(p[f.value + k])) return {400, "invalid Host value"};
+    } else if (f.name_len == 10 && iequals(name, 10, "connection")) {
       detail::apply_connection(p, f.value, f.value_len, &saw_close, &saw_keep_alive);
-    } else if (iequals(name, f.name_len, "content-length")) {
+    } else if (f.name_len == 14 && iequals(name, 14, "content-length")) {
       if (has_length) return {400, "more than one Content-Length"};
       if (!parse_decimal(p + f.value, f.value_len, ~std::uint64_t{0} / 2, &r->content_length))
         return {400, "Content-Length is not a decimal number"};
       has_length = true;
-    } else if (iequals(name, f.name_len, "transfer-encoding")) {
+    } else if (f.name_len == 17 && iequals(name, 17, "transfer-encoding")) {
       if (r->chunked || !iequals(p + f.value, f.value_len, "chunked"))
         return {400, "Transfer-Encoding other than one chunked"};
       r->chunked = true;
