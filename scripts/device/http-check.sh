@@ -17,6 +17,9 @@ step http_e2e_cpu "$C/build/tests/http/http_e2e_test" --backend=cpu --launch=cpu
 for m in persistent burst graph memops; do
   step "http_e2e_cuda_$m" "$C/build/tests/http/http_e2e_test" --backend=cuda --launch=$m
 done
+if [ -x "$C/build/bench/http/ferry_http_parser_bench" ]; then
+  step parser_bench taskset -c 5 "$C/build/bench/http/ferry_http_parser_bench" --json-out "$OUT/parser_bench.json"
+fi
 # GPU_ONLY=1: the GPU suites and benchmarks alone (after a change to the GPU path).
 if [ -z "${GPU_ONLY:-}" ]; then
 B=$PWD/.carry-before/build
@@ -38,6 +41,7 @@ step http_bench_cuda_burst python3 bench/http_bench.py --build-dir "$C/build" --
   --launch burst --proxy-cpus 0,1,2,3 --client-cpus 4-11 --seconds "$SECONDS_PER_RUN" \
   --out "$OUT/http_cuda_burst.json"
 log "summary"; cat "$OUT/summary.txt"; echo "status=$status"
+[ -f "$OUT/parser_bench.log" ] && tail -6 "$OUT/parser_bench.log"
 for f in "$OUT"/http_bench_*.log; do echo "== $f"; grep -A11 "^(ferry" "$f"; done
 mkdir -p "$FINAL"
 tar czf "$FINAL/http-check.tgz" -C "$OUT" .
