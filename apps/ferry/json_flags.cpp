@@ -61,7 +61,9 @@ std::vector<std::string> json_flags_to_args(const CLI::App& sub, std::string_vie
     if (key == "json" || key == "j") continue;
     const std::string name = (key.size() == 1 ? "-" : "--") + key;
     const CLI::Option* opt = sub.get_option_no_throw(name);
-    if (opt == nullptr)
+    // --help is an action, not a setting: a flags file that asks for it would
+    // print the help and exit instead of running.
+    if (opt == nullptr || opt == sub.get_help_ptr() || opt == sub.get_help_all_ptr())
       throw Error("--json file " + source + ": '" + key + "' is not a flag of 'ferry " + argv[1] + "'");
     if (given_on_command_line(opt, argv, 2)) continue;
     if (value.is_boolean()) {

@@ -91,6 +91,10 @@ TEST(JsonFlags, UnknownFlagsAndBadValuesAreRefusedNamingThem) {
   EXPECT_THROW(parse(R"({"count": null})", &f), Error);
   EXPECT_THROW(parse("[1, 2]", &f), Error);
   EXPECT_THROW(parse("{", &f), Error);
+  // Found by fuzz/json_flags_fuzz.cpp: "help" reached CLI11's --help, so a flags
+  // file could make the program print its help and exit instead of running.
+  EXPECT_THROW(parse(R"({"help": true})", &f), Error);
+  EXPECT_THROW(parse(R"({"h": true})", &f), Error);
 }
 
 }  // namespace
