@@ -58,14 +58,18 @@ struct HttpHandler {
     Reply reply{out, started, in.data, request_line_length(in)};
     RequestHead r;
     const Verdict v = parse_request_head(in.data, in.size, &r);
-    if (v.status != 200) return reply.error(v.status, v.why, false);
-    const bool head_only = r.method == Method::Head;
+    const bool head_only = r.method == Method::Head;  // known as soon as the method is read
+    if (v.status != 200) return reply.error(v.status, v.why, head_only);
     if (r.method != Method::Get && !head_only) return reply.error(404, "method not served", false);
 
     std::size_t plen = 0;
     if (r.path_len > out.size) return reply.error(414, "path longer than a slot", head_only);
-    const Verdict pv = normalize_path(in.data + r.path, r.path_len, scratch, &plen);
-    if (pv.status != 200) return reply.error(pv.status, pv.why, head_only);
+    if (r.path_len == 0) {  // an absolute-form target without a path: "/" (RFC 9110 §4.2.3)
+      scratch[0] = '/';
+      plen = 1;
+    } else if (const Verdict pv = normalize_path(in.data + r.path, r.path_len, scratch, &plen); pv.status != 200) {
+      return reply.error(pv.status, pv.why, head_only);
+    }
     const std::uint8_t* path = scratch;
 
     if (syntax::equals(path, plen, "/health")) return reply.inline_body(200, "text/plain", "ok\n", r.keep_alive, head_only);

@@ -352,10 +352,20 @@ void ServerThread::read_from(Connection& c) {
       if (c.in_len > 0)
         log::app().warn("thread {}: client {} disconnected mid-message ({} bytes of an incomplete request)",
                         config_.index, c.peer, c.in_len);
-      if (c.in_flight > 0)
-        log::app().info("thread {}: client {} disconnected with {} request(s) in flight; their responses are dropped",
-                        config_.index, c.peer, c.in_flight);
-      close_connection(c, nullptr);
+      if (c.in_flight == 0 && c.out_used() == 0) {
+        close_connection(c, nullptr);
+        return;
+      }
+      // The client has only stopped sending (a half-close, as `nc -N` does):
+      // its answers still go out, then the connection closes. A client that is
+      // gone altogether makes the sends fail, which closes it then.
+      log::app().debug("thread {}: client {} finished sending with {} request(s) in flight", config_.index, c.peer,
+                       c.in_flight);
+      c.closing = true;
+      c.close_deadline = now_ + kClosingTime;
+      c.in_len = 0;
+      mark_dirty(c);
+      update_interest(c);
       return;
     }
     if (errno == EINTR) continue;
@@ -525,6 +535,9 @@ void ServerThread::flush(Connection& c) {
     if (r > 0) {
       c.out_head += static_cast<std::size_t>(r);
       c.last_activity = now_;
+      // A closing connection that is still being read is not stuck: a large
+      // last response may take longer than the deadline to go out.
+      if (c.closing) c.close_deadline = now_ + kClosingTime;
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
@@ -582,6 +595,7 @@ void ServerThread::refuse(Connection& c, std::string reply, const std::string& w
 void ServerThread::close_after_output(Connection& c) {
   c.closing = true;
   c.discarding = true;
+  c.pending_error.clear();  // nothing may follow a response that ends the connection
   c.close_deadline = std::chrono::steady_clock::now() + kClosingTime;
   c.in_len = 0;
   update_interest(c);
@@ -622,6 +636,9 @@ void ServerThread::check_deadlines(std::chrono::steady_clock::time_point now) {
                now - c.last_activity > config_.idle_timeout) {
       log::app().debug("thread {}: closing idle client {}", config_.index, c.peer);
       close_connection(c, nullptr);
+    } else if (idles && c.out_used() > 0 && now - c.last_activity > config_.idle_timeout) {
+      // Responses waiting for a client that reads none of them, as long as an idle one would be kept.
+      close_connection(c, "it read none of its responses within the idle timeout");
     }
   }
 }

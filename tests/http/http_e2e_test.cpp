@@ -287,6 +287,43 @@ TEST_F(Http, BadAndHostileRequestsGetTheirStatusAndOthersAreServed) {
   }
 }
 
+TEST_F(Http, EdgesOfTheProtocol) {
+  {  // a client that stops sending after its requests still gets every answer
+    HttpConnection c(port());
+    c.send(http_get("/hello.txt") + http_get("/sub/data.json"));
+    c.shutdown_write();
+    const auto a = c.read_response();
+    const auto b = c.read_response();
+    ASSERT_TRUE(a && b) << "answers to a half-closed connection";
+    EXPECT_EQ(b->body, "{\"a\": 1}\n");
+    EXPECT_TRUE(c.closed_by_peer(5));
+  }
+  {  // HEAD refused: the head of the error, no body
+    HttpConnection c(port());
+    c.send("HEAD /hello.txt HTTP/1.1\r\n\r\n");  // no Host
+    const auto r = c.read_response(true);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_FALSE(c.read_response(true, 5)) << "nothing after the head";
+  }
+  {  // an absolute-form target without a path is "/"
+    HttpConnection c(port());
+    c.send("GET http://localhost HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    const auto r = c.read_response();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "<h1>the root's own index</h1>\n");
+  }
+  {  // nothing follows a response that closes: not even a refusal of what came next
+    HttpConnection c(port());
+    c.send(http_get("/missing") + "BAD REQUEST LINE\r\n\r\n");
+    const auto r = c.read_response();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404);
+    EXPECT_FALSE(c.read_response(false, 5)) << "no second response";
+  }
+}
+
 TEST_F(Http, AChunkedBodyIsFramedAndAnEncodedPathIsDecoded) {
   HttpConnection c(port());
   c.send("GET /hello.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n0\r\nT: v\r\n\r\n" +

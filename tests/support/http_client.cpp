@@ -43,6 +43,8 @@ void HttpConnection::close() {
   fd_ = -1;
 }
 
+void HttpConnection::shutdown_write() { ::shutdown(fd_, SHUT_WR); }
+
 void HttpConnection::send(const std::string& bytes) {
   std::size_t off = 0;
   while (off < bytes.size()) {

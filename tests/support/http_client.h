@@ -34,6 +34,8 @@ class HttpConnection {
   // still sends are discarded).
   bool closed_by_peer(double timeout_s = 10.0);
   void close();
+  // Stops sending (shutdown SHUT_WR), as `nc -N` does after its request; reading goes on.
+  void shutdown_write();
 
  private:
   bool fill(double timeout_s);  // more bytes into buf_; false on EOF
