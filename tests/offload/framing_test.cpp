@@ -60,14 +60,7 @@ class LineFraming final : public Framing {
   }
 };
 
-bool wait_until(const std::function<bool()>& done, double seconds = 10) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
+using test::wait_until;
 
 class LineServer : public ::testing::Test {
  protected:

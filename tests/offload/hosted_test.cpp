@@ -14,6 +14,7 @@
 #include "ferry/offload/orchestrator.h"
 #include "ferry/offload/server.h"
 #include "ferry/worker/cpu_backend.h"
+#include "support/ferry_processes.h"
 #include "support/raw_client.h"
 
 namespace ferry::offload {
@@ -49,14 +50,7 @@ OrchestratorOptions orchestrator_options(const std::string& channel) {
   return o;
 }
 
-bool wait_until(const std::function<bool()>& done, double seconds = 10) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
+using test::wait_until;
 
 TEST(Hosted, AServerAndAnOrchestratorServeTheApplicationsHandler) {
   const std::string channel = unique_channel("serve");

@@ -80,6 +80,29 @@ std::vector<std::string> ferry_command(std::optional<uid_t> as_user) {
   return {"/usr/bin/setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", ferry_bin_for_everyone()};
 }
 
+// --cpu flags for `threads` data-path threads, spread over this machine's cores.
+void add_cpu_flags(std::vector<std::string>& argv, int threads) {
+  for (int i = 0; i < threads; ++i) {
+    argv.push_back("--cpu");
+    argv.push_back(std::to_string(i % std::max(1u, std::thread::hardware_concurrency())));
+  }
+}
+
+// The port `proc` writes to port_file once it listens; throws with its log
+// when it exits first or takes longer than timeout_s.
+std::uint16_t wait_for_port_file(const std::string& port_file, Subprocess& proc, const std::string& what,
+                                 const std::function<std::string()>& log, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(port_file);
+    unsigned p = 0;
+    if (in >> p && p != 0) return static_cast<std::uint16_t>(p);
+    if (proc.wait(0.0)) throw std::runtime_error(what + " exited at start-up:\n" + log());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw std::runtime_error(what + " did not start:\n" + log());
+}
+
 }  // namespace
 
 FerryServer::FerryServer(std::vector<std::string> extra, int threads, std::optional<uid_t> as_user) {
@@ -92,24 +115,10 @@ FerryServer::FerryServer(std::vector<std::string> extra, int threads, std::optio
   for (const char* a : {"server", "-p", "0", "--listen-address", "127.0.0.1"}) argv.push_back(a);
   for (const std::string& a : {std::string("--port-file"), port_file, std::string("-c"), channel_}) argv.push_back(a);
   argv.push_back("--no-pin");
-  for (int i = 0; i < threads; ++i) {
-    argv.push_back("--cpu");
-    argv.push_back(std::to_string(i % std::max(1u, std::thread::hardware_concurrency())));
-  }
+  add_cpu_flags(argv, threads);
   argv.insert(argv.end(), extra.begin(), extra.end());
   proc_ = spawn_logged(argv, dir_ + "/server.log");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::ifstream in(port_file);
-    unsigned p = 0;
-    if (in >> p && p != 0) {
-      port_ = static_cast<std::uint16_t>(p);
-      return;
-    }
-    if (proc_.wait(0.0)) throw std::runtime_error("ferry server exited at start-up:\n" + log());
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  throw std::runtime_error("ferry server did not start:\n" + log());
+  port_ = wait_for_port_file(port_file, proc_, "ferry server", [this] { return log(); }, 20);
 }
 
 FerryServer::~FerryServer() {
@@ -130,24 +139,11 @@ FerryHttp::FerryHttp(std::vector<std::string> extra, int threads) {
     argv.push_back("--launch");
     argv.push_back(b.launch);
   }
-  for (int i = 0; i < threads; ++i) {
-    argv.push_back("--cpu");
-    argv.push_back(std::to_string(i % std::max(1u, std::thread::hardware_concurrency())));
-  }
+  add_cpu_flags(argv, threads);
   argv.insert(argv.end(), extra.begin(), extra.end());
   proc_ = spawn_logged(argv, dir_ + "/http.log");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::ifstream in(port_file);
-    unsigned p = 0;
-    if (in >> p && p != 0) {
-      port_ = static_cast<std::uint16_t>(p);
-      return;
-    }
-    if (proc_.wait(0.0)) throw std::runtime_error("ferry http exited at start-up:\n" + log());
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  throw std::runtime_error("ferry http did not start:\n" + log());
+  // Longer than the server's: a GPU backend starts before it serves.
+  port_ = wait_for_port_file(port_file, proc_, "ferry http", [this] { return log(); }, 60);
 }
 
 FerryHttp::~FerryHttp() {
@@ -252,6 +248,15 @@ int run_to_completion(std::optional<uid_t> as_user, const std::vector<std::strin
 }
 
 }  // namespace
+
+bool wait_until(const std::function<bool()>& done, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
 
 bool wait_for_log(const std::function<std::string()>& log, const std::string& text, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);

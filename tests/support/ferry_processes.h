@@ -97,6 +97,9 @@ class FerryAgent {
   Subprocess proc_;
 };
 
+// Polls done() every 5 ms until it is true; false after timeout_s.
+bool wait_until(const std::function<bool()>& done, double timeout_s = 10);
+
 // Polls log() until it contains text; false after timeout_s.
 bool wait_for_log(const std::function<std::string()>& log, const std::string& text, double timeout_s = 10);
 
