@@ -13,7 +13,11 @@ set(FERRY_EXPORTED
   ferry_xfer:xfer
   ferry_xfer_store:xfer_store
   ferry_xfer_agent:xfer_agent
-  ferry_route:route)
+  ferry_route:route
+  ferry_infer_text:infer_text
+  ferry_infer_api:infer_api
+  ferry_infer_model:infer_model
+  ferry_infer:infer)
 set(FERRY_EXPORTED_TARGETS "")
 foreach(pair IN LISTS FERRY_EXPORTED)
   string(REPLACE ":" ";" parts "${pair}")

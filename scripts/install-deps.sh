@@ -17,6 +17,8 @@ packages=(
   openmpi-bin libopenmpi-dev  # the router's transport and its tests' mpirun (route/)
   curl                  # a real HTTP client in ferry http's end-to-end tests
   node-llhttp           # llhttp's C sources: the HTTP parser's differential test (compiled into that test only)
+  libssl-dev            # the model file's sha256 check (libcrypto's EVP API; infer/model/)
+  libopenblas-dev       # the CPU embedding model's matrix products, linked statically (infer/model/)
 )
 # --fuzz (make fuzz): clang for libFuzzer (-fsanitize=fuzzer), and libFuzzer's
 # runtime (libclang_rt.fuzzer*.a), which Debian 12 ships apart in libclang-rt-dev:

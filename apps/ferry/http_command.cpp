@@ -1,5 +1,6 @@
 #include "commands.h"
 #include "core/net.h"
+#include "embedding_flags.h"
 #include "ferry/http/server.h"
 #include "until_signal.h"
 #include "xfer/store/sizes.h"
@@ -13,11 +14,14 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
   static std::string max_body = "64KiB";
   static std::string max_file = "64MiB";
   static bool no_pin = false;
+  static EmbeddingFlags embedding;
   CLI::App* sub = app.add_subcommand(
       "http",
       "HTTP/1.1 server: the proxy threads find where each request ends; workers (CPU threads or a GPU launch "
       "method) parse, validate and route it and write the response head. Serves /index.html, /contacts.html, "
-      "the files under --root, /health and /metrics (Prometheus); GET and HEAD.");
+      "the files under --root, /health and /metrics (Prometheus); GET and HEAD. With --model, embeddings too: "
+      "GET /inference?d=TEXT (GAZSI), POST /embed (TEI), POST /v1/embeddings (OpenAI), GET /info, dynamically "
+      "batched on the GPU or the CPU.");
   add_general_flags(*sub, general);
   sub->add_option("-p,--port", o.port, "TCP port to listen on (0 picks a free one)")->capture_default_str();
   sub->add_option("--listen-address", o.listen_address, "IPv4 address to listen on")->capture_default_str();
@@ -61,6 +65,9 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
   sub->add_option("--access-log", o.access_log,
                   "Append a line per response in the common log format to this file ('-': stdout); off by default");
   sub->add_flag("--no-pin", no_pin, "Do not pin proxy threads to their --cpu cores");
+  sub->add_option("--max-client-batch", o.max_client_batch, "Inputs one embedding request may carry (413 beyond)")
+      ->capture_default_str();
+  add_embedding_flags(*sub, embedding);
   sub->callback([&command] {
     command.role = "http";
     command.run = [] {
@@ -71,6 +78,7 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
       o.worker.launch = o.worker.backend == worker::BackendKind::Cpu ? worker::LaunchMethod::Cpu
                                                                       : worker::parse_launch(launch);
       SignalFd signals;  // first: every thread made after it has the signals blocked
+      o.embedding = make_embedding_service(embedding, o.worker.backend == worker::BackendKind::Cuda);
       http::HttpServer server(o);
       net::raise_fd_limit();
       server.start();

@@ -27,8 +27,14 @@ void write_http_date(std::uint8_t* dst) noexcept {
 }
 
 HttpFraming::HttpFraming(Limits limits, std::uint32_t slot_payload, std::shared_ptr<const Content> content,
-                         std::shared_ptr<Metrics> metrics, std::shared_ptr<AccessLog> access_log)
-    : limits_(limits), content_(std::move(content)), metrics_(std::move(metrics)), access_log_(std::move(access_log)) {
+                         std::shared_ptr<Metrics> metrics, std::shared_ptr<AccessLog> access_log,
+                         std::shared_ptr<const InferenceRoute> inference)
+    : limits_(limits),
+      content_(std::move(content)),
+      metrics_(std::move(metrics)),
+      access_log_(std::move(access_log)),
+      inference_(std::move(inference)) {
+  if (!inference_) inference_ = std::make_shared<const InferenceRoute>(nullptr, infer::api::Limits{}, metrics_, access_log_);
   max_request_bytes_ = http::max_request_bytes(limits_);
   max_response_bytes_ = std::max<std::size_t>({std::size_t(slot_payload), kMaxHead + content_->largest_page(),
                                                kMaxHead + kMaxMetrics});
@@ -41,9 +47,11 @@ offload::Framing::Scan HttpFraming::scan(const std::uint8_t* p, std::size_t n) c
     case MessageScan::Result::Reject: return {Scan::Result::Reject, 0, 0, 0};
     case MessageScan::Result::Complete: break;
   }
-  // Only the head goes to a worker: the served methods take no body, and the
-  // proxy has already checked the body's framing and size.
-  return {Scan::Result::Request, s.frame_bytes, s.head_start, s.head_bytes};
+  // Only the head goes to a worker; the proxy has already checked the body's
+  // framing and size. A body is kept for the proxy's own use (the embedding
+  // APIs take theirs in it).
+  const std::size_t body_at = s.head_start + s.head_bytes;
+  return {Scan::Result::Request, s.frame_bytes, s.head_start, s.head_bytes, body_at, s.frame_bytes - body_at};
 }
 
 std::string HttpFraming::error_response(std::uint16_t status, const std::string& why) {
@@ -119,6 +127,11 @@ offload::Framing::Written HttpFraming::write_response(ByteView out, std::uint8_t
     }
   }
 
+  if (m.kind == ReplyKind::Inference) {
+    if (m.head_len > rest) return fail("worker reply's query out of bounds");
+    return inference_->answer(m, line, std::string_view(reinterpret_cast<const char*>(head), m.head_len), client,
+                              dst, max_response_bytes_);
+  }
   if (m.head_len > rest || m.head_len > kMaxHead || m.date_at + kDateLen > m.head_len)
     return fail("worker reply head out of bounds");
   std::memcpy(dst, head, m.head_len);

@@ -10,6 +10,7 @@
 #include "ferry/offload/framing.h"
 #include "http/access_log.h"
 #include "http/content.h"
+#include "http/inference_route.h"
 #include "http/message_scan.h"
 #include "http/metrics.h"
 
@@ -19,11 +20,12 @@ class HttpFraming final : public offload::Framing {
  public:
   // Largest reply head a worker writes, and what the proxy renders for /metrics.
   static constexpr std::size_t kMaxHead = 1024;
-  static constexpr std::size_t kMaxMetrics = 16384;
+  static constexpr std::size_t kMaxMetrics = 32768;
 
-  // access_log may be null (no log).
+  // access_log may be null (no log); inference too (the embedding APIs then answer 503).
   HttpFraming(Limits limits, std::uint32_t slot_payload, std::shared_ptr<const Content> content,
-              std::shared_ptr<Metrics> metrics, std::shared_ptr<AccessLog> access_log = nullptr);
+              std::shared_ptr<Metrics> metrics, std::shared_ptr<AccessLog> access_log = nullptr,
+              std::shared_ptr<const InferenceRoute> inference = nullptr);
 
   Scan scan(const std::uint8_t* data, std::size_t size) const noexcept override;
   Rejection reject(const std::uint8_t* data, std::size_t size) const override;
@@ -40,6 +42,7 @@ class HttpFraming final : public offload::Framing {
   std::shared_ptr<const Content> content_;
   std::shared_ptr<Metrics> metrics_;
   std::shared_ptr<AccessLog> access_log_;
+  std::shared_ptr<const InferenceRoute> inference_;
   std::size_t max_request_bytes_;
   std::size_t max_response_bytes_;
 };

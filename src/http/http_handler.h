@@ -2,8 +2,10 @@
 // The HTTP work on the workers, one source for the CPU and the GPU: parse and
 // validate the request head, route it, and write the reply (reply.h). Routes:
 // the content table (with "/" as "/index.html"), /health, /metrics (rendered by
-// the proxy) and /inference (503 until the embedding service exists). GET and
-// HEAD are served; other methods get the reference's 404 with Connection: close.
+// the proxy), and the embedding APIs (/inference, /embed, /v1/embeddings,
+// /info: answered by the proxy through the embedding service). GET and HEAD
+// are served, POST on the APIs that take it; other methods get the reference's
+// 404 with Connection: close.
 
 #include <cstddef>
 #include <cstdint>
@@ -60,7 +62,8 @@ struct HttpHandler {
     const Verdict v = parse_request_head(in.data, in.size, &r);
     const bool head_only = r.method == Method::Head;  // known as soon as the method is read
     if (v.status != 200) return reply.error(v.status, v.why, head_only);
-    if (r.method != Method::Get && !head_only) return reply.error(404, "method not served", false);
+    const bool post = r.method == Method::Post;
+    if (r.method != Method::Get && !head_only && !post) return reply.error(404, "method not served", false);
 
     std::size_t plen = 0;
     if (r.path_len > out.size) return reply.error(414, "path longer than a slot", head_only);
@@ -72,13 +75,19 @@ struct HttpHandler {
     }
     const std::uint8_t* path = scratch;
 
+    // The embedding APIs: GET for GAZSI's and /info, POST for TEI's and OpenAI's.
+    const auto api = [&](InferenceApi which, bool wants_post) -> std::size_t {
+      if (post != wants_post || head_only)
+        return reply.error(405, wants_post ? "this endpoint takes POST" : "this endpoint takes GET", head_only);
+      return reply.inference(which, in.data + r.query, r.query_len, r.chunked, r.keep_alive);
+    };
+    if (syntax::equals(path, plen, "/inference")) return api(InferenceApi::Gazsi, false);
+    if (syntax::equals(path, plen, "/embed")) return api(InferenceApi::TeiEmbed, true);
+    if (syntax::equals(path, plen, "/v1/embeddings")) return api(InferenceApi::OpenAi, true);
+    if (syntax::equals(path, plen, "/info")) return api(InferenceApi::Info, false);
+    if (post) return reply.error(404, "method not served", false);
     if (syntax::equals(path, plen, "/health")) return reply.inline_body(200, "text/plain", "ok\n", r.keep_alive, head_only);
     if (syntax::equals(path, plen, "/metrics")) return reply.metrics(r.keep_alive, head_only);
-    if (syntax::equals(path, plen, "/inference"))
-      return reply.inline_body(503, "application/json",
-                               "{\"error\":\"no embedding model is loaded: the inference service is not part of "
-                               "this server yet\"}\n",
-                               r.keep_alive, head_only);
     const ContentEntry* e = syntax::equals(path, plen, "/")
                                 ? content.find(reinterpret_cast<const std::uint8_t*>("/index.html"), 11)
                                 : content.find(path, plen);
@@ -121,6 +130,18 @@ struct HttpHandler {
       // finish() recorded the whole of w as head: the body follows it.
       patch_head_len(head_len);
       return n;
+    }
+
+    // The proxy answers it through the embedding service; the query rides as the head.
+    FERRY_HOST_DEVICE std::size_t inference(InferenceApi which, const std::uint8_t* query, std::size_t query_len,
+                                            bool chunked, bool keep_alive) {
+      ReplyMeta m = meta(200, ReplyKind::Inference, keep_alive, false);
+      m.page = static_cast<std::uint32_t>(which);
+      if (chunked) m.flags = static_cast<std::uint8_t>(m.flags | kReplyChunkedBody);
+      HeadWriter w = head_writer();
+      w.put(query, query_len);
+      if (!w.ok()) return error(414, "query string longer than a slot", false);
+      return finish(m, w);
     }
 
     FERRY_HOST_DEVICE std::size_t metrics(bool keep_alive, bool head_only) {

@@ -19,6 +19,7 @@
 #include "http/content.h"
 #include "http/http_framing.h"
 #include "http/http_handler.h"
+#include "http/inference_route.h"
 #include "http/reply.h"
 #if defined(FERRY_HAVE_CUDA)
 #include "http/http_cuda.h"
@@ -61,6 +62,8 @@ class HttpServer::Impl {
     if (server_) server_->stop();
     if (server_) server_->wait();
     if (orchestrator_) orchestrator_->wait();
+    // Its jobs call back into the route the server's framing owns.
+    if (opts_.embedding) opts_.embedding->stop();
   }
 
   void start() {
@@ -76,7 +79,12 @@ class HttpServer::Impl {
     so.read_timeout_s = opts_.header_timeout_s;
     so.idle_timeout_s = opts_.idle_timeout_s;
     if (!opts_.access_log.empty()) access_log_ = std::make_shared<AccessLog>(opts_.access_log);
-    so.framing = std::make_shared<HttpFraming>(limits_, slot_payload_, content_, metrics_, access_log_);
+    infer::api::Limits api_limits;
+    api_limits.max_inputs = opts_.max_client_batch;
+    api_limits.max_input_bytes = opts_.max_body;
+    auto inference = std::make_shared<const InferenceRoute>(opts_.embedding, api_limits, metrics_, access_log_);
+    metrics_->set_extra([inference] { return inference->render_metrics(); });
+    so.framing = std::make_shared<HttpFraming>(limits_, slot_payload_, content_, metrics_, access_log_, inference);
     server_ = std::make_unique<offload::Server>(so);
     offload::Server* server = server_.get();
     metrics_->set_server_stats([server] { return server->stats(); });
@@ -101,6 +109,7 @@ class HttpServer::Impl {
     } else {
       backend = worker::make_cpu_backend(opts_.worker, HttpHandler{content_->view()});
     }
+    if (opts_.embedding) opts_.embedding->start();
     server_->start();
     orchestrator_ = std::make_unique<offload::Orchestrator>(oo, std::move(backend));
     orchestrator_->start();

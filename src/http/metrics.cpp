@@ -75,6 +75,7 @@ std::string Metrics::render() const {
     out += std::string("ferry_http_stage_seconds_count{stage=\"") + name + "\"} " + std::to_string(cumulative) +
            "\n";
   }
+  if (extra_) out += extra_();
   return out;
 }
 

@@ -16,13 +16,15 @@ namespace ferry::http {
 
 class Metrics {
  public:
-  static constexpr std::array<std::uint16_t, 12> kStatuses = {200, 400, 404, 408, 413, 414,
-                                                              431, 500, 501, 503, 505, 0};  // 0: any other
+  static constexpr std::array<std::uint16_t, 17> kStatuses = {200, 400, 404, 405, 408, 411, 413, 414, 422,
+                                                              424, 429, 431, 500, 501, 503, 505, 0};  // 0: any other
 
   void count(std::uint16_t status, std::uint64_t bytes) noexcept;
   // Where open connections and the stage latencies come from (the server's
   // statistics); set before serving.
   void set_server_stats(std::function<offload::ServerStats()> source) { server_stats_ = std::move(source); }
+  // More metrics appended to what render() writes (the embedding service's).
+  void set_extra(std::function<std::string()> source) { extra_ = std::move(source); }
   std::string render() const;
   std::uint64_t responses(std::uint16_t status) const noexcept;
 
@@ -36,6 +38,7 @@ class Metrics {
 
   std::array<Shard, kShards> shards_;
   std::function<offload::ServerStats()> server_stats_;
+  std::function<std::string()> extra_;
 };
 
 }  // namespace ferry::http

@@ -19,10 +19,16 @@
 
 namespace ferry::http {
 
-enum class ReplyKind : std::uint8_t { Inline = 0, Page = 1, Metrics = 2 };
+// Inference: the proxy answers through the embedding service (inference_route.h);
+// the reply's "head" is then the request's raw query string.
+enum class ReplyKind : std::uint8_t { Inline = 0, Page = 1, Metrics = 2, Inference = 3 };
 
 inline constexpr std::uint8_t kReplyClose = 1;   // Connection: close; the proxy closes after it
 inline constexpr std::uint8_t kReplyNoBody = 2;  // HEAD: the head only
+inline constexpr std::uint8_t kReplyChunkedBody = 4;  // Inference: the request's body is chunked
+
+// Which API an Inference reply is for (ReplyMeta::page holds it).
+enum class InferenceApi : std::uint32_t { Gazsi = 0, TeiEmbed = 1, OpenAi = 2, Info = 3 };
 
 // Layout of a worker's output: ReplyMeta, the request line (line_len bytes,
 // for the access log), the head (head_len), then an inline body.
@@ -30,7 +36,7 @@ struct ReplyMeta {
   std::uint16_t status = 200;
   ReplyKind kind = ReplyKind::Inline;
   std::uint8_t flags = 0;
-  std::uint32_t page = 0;       // ReplyKind::Page
+  std::uint32_t page = 0;       // ReplyKind::Page; InferenceApi for ReplyKind::Inference
   std::uint32_t head_len = 0;   // bytes of head
   std::uint32_t date_at = 0;    // offset in the head of the 29 date characters
   std::uint32_t handle_ns = 0;  // the worker's time on the request, by its own clock
@@ -61,9 +67,14 @@ FERRY_HOST_DEVICE inline const char* reason_phrase(std::uint16_t status) {
     case 200: return "OK";
     case 400: return "Bad Request";
     case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
     case 413: return "Content Too Large";
+    case 411: return "Length Required";
     case 414: return "URI Too Long";
+    case 422: return "Unprocessable Content";
+    case 424: return "Failed Dependency";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";

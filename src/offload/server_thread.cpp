@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
 
 #include "core/log.h"
 #include "ferry/core/detail/backoff.h"
@@ -56,6 +57,16 @@ struct ServerThread::Connection {
   std::uint64_t answered = 0;
   std::int64_t unsent_since = 0;  // ns: output has waited to be sent since then; 0 while none
   std::string pending_error;  // sent once every in-flight response is out
+  // Responses behind a deferred one (Framing::Deferred), in order: an entry
+  // with a pending response waits for it; the others are ready to send. While
+  // this is not empty every response goes through it, after `out`.
+  struct Queued {
+    std::shared_ptr<PendingResponse> pending;  // null once ready
+    std::string bytes;
+    std::size_t sent = 0;
+  };
+  std::deque<Queued> queue;
+  std::vector<std::string> kept;  // what the framing kept of each request, by request number modulo the window
   std::string peer;
   std::unique_ptr<std::uint8_t[]> in;
   std::size_t in_len = 0;
@@ -120,6 +131,7 @@ ServerThread::ServerThread(const ServerThreadConfig& config) : config_(config), 
   ev.events = EPOLLIN;
   ev.data.u32 = kWakeMarker;
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) throw_errno("epoll_ctl wake fd");
+  mailbox_ = std::make_shared<DeferredMailbox>(wake_fd_);
 }
 
 ServerThread::~ServerThread() {
@@ -131,6 +143,7 @@ ServerThread::~ServerThread() {
     for (auto& cmd : commands_)
       if (cmd.kind == Command::Kind::Adopt) ::close(cmd.fd);
   }
+  mailbox_->close();  // completions from other threads stop touching wake_fd_
   ::close(wake_fd_);
   ::close(epoll_fd_);
 }
@@ -244,6 +257,7 @@ std::uint32_t ServerThread::open_connection(int fd) {
   c.in.reset(new std::uint8_t[in_capacity_]);
   c.out.reset(new std::uint8_t[out_capacity_]);
   c.posted_at.assign(conn_window_, 0);
+  c.kept.resize(conn_window_);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = slot;
@@ -285,6 +299,10 @@ void ServerThread::run() {
         continue;
       }
       handle_event(events[i].data.u32, events[i].events);
+    }
+    if (mailbox_->has_mail()) {
+      take_deferred();
+      progress = true;
     }
     std::uint32_t drained = 0;
     if (bound_ && channel_in_flight_ > 0) {
@@ -352,7 +370,7 @@ void ServerThread::read_from(Connection& c) {
       if (c.in_len > 0)
         log::app().warn("thread {}: client {} disconnected mid-message ({} bytes of an incomplete request)",
                         config_.index, c.peer, c.in_len);
-      if (c.in_flight == 0 && c.out_used() == 0) {
+      if (c.in_flight == 0 && !has_output(c) && c.queue.empty()) {
         close_connection(c, nullptr);
         return;
       }
@@ -379,7 +397,7 @@ void ServerThread::read_from(Connection& c) {
 bool ServerThread::can_post(const Connection& c) const {
   // Room for every in-flight response plus this one is reserved up front, so a
   // client that stops reading stalls only itself (its output buffer is bounded).
-  return c.in_flight < conn_window_ && channel_in_flight_ < requests_.ring().capacity() &&
+  return c.in_flight + c.queue.size() < conn_window_ && channel_in_flight_ < requests_.ring().capacity() &&
          c.out_used() + std::size_t(c.in_flight + 1) * max_response_ + reply_slack_ <= out_capacity_;
 }
 
@@ -416,6 +434,12 @@ void ServerThread::parse_requests(Connection& c) {
       break;
     }
     ++c.in_flight;
+    std::string& kept = c.kept[c.posted % conn_window_];
+    if (scan.kept_size > 0) {
+      kept.assign(reinterpret_cast<const char*>(p + scan.kept_offset), scan.kept_size);
+    } else {
+      kept.clear();
+    }
     const std::int64_t now_ns = ns_of(now_);
     stats_.read.add(now_ns - ns_of(c.partial_since));
     c.posted_at[c.posted++ % conn_window_] = now_ns;
@@ -474,19 +498,44 @@ std::uint32_t ServerThread::drain_responses() {
       if (c->in_flight == 0) mark_dirty(*c);  // the flush that follows shuts it down
     } else if (c != nullptr && c->open && c->generation == generation && c->in_flight > 0) {
       --c->in_flight;
+      // A response that waits behind a deferred one is written aside, then queued.
+      const bool behind = !c->queue.empty();
+      if (behind && scratch_.size() < max_response_) scratch_.resize(max_response_);
       // can_post() reserved room for this response when its request was posted.
-      if (std::uint8_t* dst = c->reserve(max_response_, out_capacity_)) {
-        const Framing::Written w = framing_.write_response(msg.payload, dst, Framing::Client{c->peer});
-        const std::int64_t in_channel = now_ns - c->posted_at[c->answered++ % conn_window_];
+      if (std::uint8_t* dst = behind ? scratch_.data() : c->reserve(max_response_, out_capacity_)) {
+        // The framing may defer the response (an inference): it then waits in the queue.
+        struct QueueDeferrer final : Framing::Deferrer {
+          ServerThread* thread;
+          Connection* conn;
+          std::shared_ptr<Framing::Deferred> defer() override {
+            auto p = std::make_shared<PendingResponse>(thread->mailbox_, conn->slot, conn->generation);
+            conn->queue.push_back({p, {}, 0});
+            return p;
+          }
+        } deferrer;
+        deferrer.thread = this;
+        deferrer.conn = c;
+        const std::size_t k = c->answered++ % conn_window_;
+        const std::string& kept = c->kept[k];
+        const Framing::Client client{c->peer, {reinterpret_cast<const std::uint8_t*>(kept.data()), kept.size()},
+                                     c->posted_at[k], &deferrer};
+        const Framing::Written w = framing_.write_response(msg.payload, dst, client);
+        const std::int64_t in_channel = now_ns - c->posted_at[k];
         if (w.worker_ns != 0) {
           stats_.queue.add(in_channel - std::int64_t(w.worker_ns));
           stats_.handle.add(w.worker_ns);
         } else {
           stats_.queue.add(in_channel);
         }
-        if (c->out_used() == 0) c->unsent_since = now_ns;
-        c->out_tail += w.bytes;
-        if (w.close_after) close_after_output(*c);
+        if (w.deferred) {
+          // Its queue entry was made by defer(); it is sent once complete.
+        } else if (behind) {
+          enqueue_ready(*c, std::string(reinterpret_cast<const char*>(dst), w.bytes), w.close_after);
+        } else {
+          if (c->out_used() == 0) c->unsent_since = now_ns;
+          c->out_tail += w.bytes;
+          if (w.close_after) close_after_output(*c);
+        }
         if (c->in_flight == 0) queue_pending_error(*c);
         mark_dirty(*c);
       } else {
@@ -530,10 +579,21 @@ void ServerThread::resume_paused() {
 }
 
 void ServerThread::flush(Connection& c) {
-  while (c.out_used() > 0) {
-    const ssize_t r = send(c.fd, c.out.get() + c.out_head, c.out_used(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  // First `out`, then the queue's ready entries from its front.
+  while (has_output(c)) {
+    const bool from_queue = c.out_used() == 0;
+    Connection::Queued* q = from_queue ? &c.queue.front() : nullptr;
+    const std::uint8_t* data = from_queue ? reinterpret_cast<const std::uint8_t*>(q->bytes.data()) + q->sent
+                                          : c.out.get() + c.out_head;
+    const std::size_t size = from_queue ? q->bytes.size() - q->sent : c.out_used();
+    const ssize_t r = send(c.fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (r > 0) {
-      c.out_head += static_cast<std::size_t>(r);
+      if (from_queue) {
+        q->sent += static_cast<std::size_t>(r);
+        if (q->sent == q->bytes.size()) c.queue.pop_front();
+      } else {
+        c.out_head += static_cast<std::size_t>(r);
+      }
       c.last_activity = now_;
       // A closing connection that is still being read is not stuck: a large
       // last response may take longer than the deadline to go out.
@@ -553,7 +613,7 @@ void ServerThread::flush(Connection& c) {
       c.unsent_since = 0;
     }
     c.out_head = c.out_tail = 0;
-    if (c.closing && c.in_flight == 0 && c.pending_error.empty() && !c.lingering) {
+    if (c.closing && c.in_flight == 0 && c.queue.empty() && c.pending_error.empty() && !c.lingering) {
       shutdown(c.fd, SHUT_WR);
       c.lingering = true;
       c.linger_deadline = std::chrono::steady_clock::now() + kLingerTime;
@@ -566,7 +626,7 @@ void ServerThread::update_interest(Connection& c) {
   if (!c.open) return;
   std::uint32_t want = 0;
   if (c.lingering || (!c.closing && !c.paused && !draining_)) want |= EPOLLIN;
-  if (c.out_used() > 0) want |= EPOLLOUT;
+  if (has_output(c)) want |= EPOLLOUT;
   if (want == c.registered) return;
   epoll_event ev{};
   ev.events = want;
@@ -606,7 +666,10 @@ void ServerThread::queue_pending_error(Connection& c) {
   // The slack kept beyond the responses' reservation holds one reply; a longer
   // one is cut rather than overrun the buffer.
   const std::size_t n = std::min(c.pending_error.size(), reply_slack_);
-  if (std::uint8_t* dst = c.reserve(n, out_capacity_)) {
+  if (!c.queue.empty()) {  // after the responses that wait behind a deferred one
+    c.pending_error.resize(n);
+    enqueue_ready(c, std::move(c.pending_error), false);
+  } else if (std::uint8_t* dst = c.reserve(n, out_capacity_)) {
     std::memcpy(dst, c.pending_error.data(), n);
     c.out_tail += n;
   }
@@ -632,11 +695,11 @@ void ServerThread::check_deadlines(std::chrono::steady_clock::time_point now) {
     } else if (reads && c.in_len > 0 && !c.paused && now - c.partial_since > config_.read_timeout) {
       // Paused connections are excluded: their request is whole, waiting for credit.
       refuse(c, Framing::Failure::ReadTimeout, "request not complete within the read timeout");
-    } else if (idles && c.in_len == 0 && c.in_flight == 0 && c.out_used() == 0 &&
+    } else if (idles && c.in_len == 0 && c.in_flight == 0 && c.queue.empty() && c.out_used() == 0 &&
                now - c.last_activity > config_.idle_timeout) {
       log::app().debug("thread {}: closing idle client {}", config_.index, c.peer);
       close_connection(c, nullptr);
-    } else if (idles && c.out_used() > 0 && now - c.last_activity > config_.idle_timeout) {
+    } else if (idles && has_output(c) && now - c.last_activity > config_.idle_timeout) {
       // Responses waiting for a client that reads none of them, as long as an idle one would be kept.
       close_connection(c, "it read none of its responses within the idle timeout");
     }
@@ -681,11 +744,54 @@ void ServerThread::close_connection(Connection& c, const char* why) {
   c.fd = -1;
   c.in.reset();
   c.out.reset();
+  for (auto& q : c.queue)
+    if (q.pending) q.pending->abandon();  // its work may be skipped
+  c.queue.clear();
+  c.kept.clear();
   c.in_len = c.out_head = c.out_tail = 0;
   // Responses still in the channel for this connection carry the old generation
   // and are dropped when they arrive; the slot may be reused at once.
   free_slots_.push_back(c.slot);
   stats_.clients.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool ServerThread::has_output(const Connection& c) const {
+  return c.out_used() > 0 || (!c.queue.empty() && !c.queue.front().pending);
+}
+
+void ServerThread::enqueue_ready(Connection& c, std::string bytes, bool close_after) {
+  c.queue.push_back({nullptr, std::move(bytes), 0});
+  if (close_after) close_after_output(c);
+}
+
+void ServerThread::take_deferred() {
+  for (DeferredMailbox::Done& done : mailbox_->take()) {
+    const PendingResponse& p = *done.pending;
+    Connection* c = p.slot() < connections_.size() ? connections_[p.slot()].get() : nullptr;
+    if (c == nullptr || !c->open || c->generation != p.generation()) continue;  // the client went away
+    auto it = std::find_if(c->queue.begin(), c->queue.end(),
+                           [&](const Connection::Queued& q) { return q.pending == done.pending; });
+    if (it == c->queue.end()) continue;  // dropped after a response that closed the connection
+    Framing::Response r;
+    try {
+      r = done.build();
+    } catch (const std::exception& e) {
+      log::app().error("thread {}: client {}: building a deferred response failed: {}; closing it", config_.index,
+                       c->peer, e.what());
+      close_connection(*c, nullptr);
+      continue;
+    }
+    it->pending.reset();
+    it->bytes = std::move(r.bytes);
+    if (r.close_after) {
+      // Nothing after it is sent: drop what waits behind it.
+      for (auto later = std::next(it); later != c->queue.end(); ++later)
+        if (later->pending) later->pending->abandon();
+      c->queue.erase(std::next(it), c->queue.end());
+      close_after_output(*c);
+    }
+    mark_dirty(*c);
+  }
 }
 
 }  // namespace ferry::offload

@@ -17,6 +17,7 @@
 #include "ferry/core/slot_ring.h"
 #include "ferry/offload/framing.h"
 #include "ferry/offload/server.h"
+#include "offload/deferred_mailbox.h"
 
 namespace ferry::offload {
 
@@ -114,6 +115,11 @@ class ServerThread {
   // A response said the connection ends with it: stop reading, send what is queued, close.
   void close_after_output(Connection& c);
   void close_connection(Connection& c, const char* why);
+  // Builds the deferred responses that came back (Framing::Deferred) into their connections' queues.
+  void take_deferred();
+  // Puts a ready response at the back of c's queue, in order behind a deferred one.
+  void enqueue_ready(Connection& c, std::string bytes, bool close_after);
+  bool has_output(const Connection& c) const;
   void fail_in_flight(const std::string& why);
   void note_unanswered_since(std::chrono::steady_clock::time_point t);
   // Every 100 ms: closes connections past their linger, closing, read or idle deadlines.
@@ -149,6 +155,8 @@ class ServerThread {
   RingProducer requests_;
   RingConsumer responses_;
   std::uint32_t channel_in_flight_ = 0;
+  std::shared_ptr<DeferredMailbox> mailbox_;
+  std::vector<std::uint8_t> scratch_;  // a response written while others wait before it
   log::Throttle warn_throttle_;  // one line a second for hostile clients' errors
 
   ServerThreadStats stats_;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/infer/service.h"
 #include "ferry/worker/backend.h"
 
 namespace ferry::http {
@@ -38,6 +39,10 @@ struct HttpOptions {
   double idle_timeout_s = 75;    // a keep-alive connection idle this long is closed
   std::string port_file;         // write the bound port here once serving
   std::string access_log;        // append a common-log-format line per response here ("-": stdout)
+  // The embedding service behind /inference, /embed, /v1/embeddings and /info
+  // (docs/inference.md); null: those answer 503. The server starts and stops it.
+  std::shared_ptr<infer::EmbeddingService> embedding;
+  std::size_t max_client_batch = 32;  // inputs in one embedding request (413 beyond)
 };
 
 struct HttpStats {

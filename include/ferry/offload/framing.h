@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -32,6 +33,10 @@ class Framing {
     std::size_t frame_bytes = 0;     // bytes of input the request takes (Request)
     std::size_t payload_offset = 0;  // where in the frame the forwarded part starts
     std::size_t payload_size = 0;
+    // A part of the frame the workers need not see but write_response() does
+    // (an HTTP body the proxy answers from): the thread keeps a copy for it.
+    std::size_t kept_offset = 0;
+    std::size_t kept_size = 0;
   };
   // Looks at the unconsumed input of one connection, starting at a request boundary.
   virtual Scan scan(const std::uint8_t* data, std::size_t size) const noexcept = 0;
@@ -65,12 +70,42 @@ class Framing {
     std::size_t bytes = 0;     // at most max_response_bytes()
     bool close_after = false;  // the connection closes once this is sent; later responses are dropped
     std::uint32_t worker_ns = 0;  // the worker's own time on it, when its output says; 0: unknown
+    bool deferred = false;     // Client::deferrer->defer() was called: the response comes later
   };
+
+  // A response another thread finishes later (an embedding a batcher computes).
+  // The connection's later responses wait behind it, so order is kept.
+  struct Response {
+    std::string bytes;         // the whole response, any size
+    bool close_after = false;  // as Written::close_after
+  };
+  class Deferred {
+   public:
+    virtual ~Deferred() = default;
+    // Any thread, at most once: build runs on the connection's server thread,
+    // which sends what it returns in the connection's order.
+    virtual void complete(std::function<Response()> build) = 0;
+    // The client went away: the work may be skipped (complete() is then a no-op).
+    virtual bool abandoned() const noexcept = 0;
+  };
+  class Deferrer {
+   public:
+    // Makes the response being written a deferred one; call at most once, then
+    // return Written{.deferred = true}.
+    virtual std::shared_ptr<Deferred> defer() = 0;
+
+   protected:
+    ~Deferrer() = default;
+  };
+
   struct Client {
-    std::string_view peer;  // "address:port"
+    std::string_view peer;        // "address:port"
+    ByteView kept;                // what scan() asked to keep of this request (empty if nothing)
+    std::int64_t received_ns = 0; // steady-clock ns when the request was read whole
+    Deferrer* deferrer = nullptr;
   };
   // Writes the client's response for a worker's output into dst, which has room
-  // for max_response_bytes().
+  // for max_response_bytes(), or defers it (Client::deferrer).
   virtual Written write_response(ByteView worker_output, std::uint8_t* dst, const Client& client) const noexcept = 0;
 };
 

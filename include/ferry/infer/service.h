@@ -1,0 +1,97 @@
+#pragma once
+// The embedding service: requests of one or more token sequences enter a
+// bounded lock-free ring; one batcher thread forms batches from it by a token
+// budget, a sequence cap and a wait, runs the model, and hands each request
+// its vectors. Callers tokenize on their own threads (a proxy thread each), so
+// tokenization, JSON and HTTP work overlap the model and never wait for it.
+//
+//   EmbeddingService service(make_bert_model(...), WordPieceTokenizer::load(...), options);
+//   service.start();
+//   auto job = std::make_shared<EmbedJob>();  ... tokenize into job->tokens, set job->done
+//   if (service.submit(job) == Admission::Full) -> answer 429
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ferry/infer/model.h"
+#include "ferry/infer/tokenizer.h"
+
+namespace ferry::infer {
+
+struct ServiceOptions {
+  std::size_t queue_slots = 128;           // sequences waiting at most; more: Admission::Full
+  std::size_t max_batch = 32;              // sequences in one batch
+  std::size_t max_batch_tokens = 16384;    // tokens in one batch (TEI's --max-batch-tokens)
+  std::chrono::microseconds max_wait{0};   // how long a batch waits to fill after its first sequence
+  std::size_t max_tokens = 256;            // a sequence's ids at most, [CLS] and [SEP] included
+  int cpu = -1;                            // pin the batcher to this core; -1: unpinned
+};
+
+// One request: its sequences, and what the service fills in.
+struct EmbedJob {
+  TokenBatch tokens;
+  // Called once, on the batcher thread, when every sequence is computed (or
+  // the model failed: error is set). Keep it short: hand the work on.
+  std::function<void(EmbedJob&)> done;
+  // Polled before the job's sequences are computed: true skips them (the
+  // client went away), and done is then not called.
+  std::function<bool()> abandoned;
+
+  std::vector<float> vectors;   // tokens.size() rows of hidden floats, mean-pooled, not normalised
+  std::string error;            // the model's failure, if any
+  std::size_t batch_size = 0;   // sequences in the batch that computed the last of this job's
+  std::size_t batch_tokens = 0;
+  // steady-clock nanoseconds
+  std::int64_t queued_ns = 0;    // submit()
+  std::int64_t batched_ns = 0;   // the batcher took its last sequence into a batch
+  std::int64_t launched_ns = 0;  // that batch's model call began
+  std::int64_t computed_ns = 0;  // and returned
+
+  // The service's own.
+  std::atomic<std::uint32_t> remaining{0};
+  bool skipped = false;
+};
+
+enum class Admission { Ok, Full, Invalid };
+
+struct ServiceStats {
+  std::uint64_t jobs = 0, sequences = 0, batches = 0, batch_tokens = 0;
+  std::uint64_t rejected_full = 0, skipped_abandoned = 0, model_errors = 0;
+  std::size_t queued = 0;  // sequences waiting now
+  double model_seconds = 0;
+};
+
+class EmbeddingService {
+ public:
+  EmbeddingService(std::unique_ptr<EmbeddingModel> model, WordPieceTokenizer tokenizer, ServiceOptions options);
+  ~EmbeddingService();
+  EmbeddingService(const EmbeddingService&) = delete;
+  EmbeddingService& operator=(const EmbeddingService&) = delete;
+
+  void start();
+  void stop() noexcept;  // idempotent; waiting jobs are dropped
+
+  // Takes a job whose tokens hold 1..queue_slots sequences, each of
+  // 1..max_tokens ids. Full: the ring has no room for all of them (none is
+  // queued). Invalid: the job breaks those bounds. Any thread.
+  Admission submit(std::shared_ptr<EmbedJob> job);
+
+  const WordPieceTokenizer& tokenizer() const noexcept;
+  const ModelInfo& model_info() const noexcept;
+  const ServiceOptions& options() const noexcept;
+  ServiceStats stats() const;
+  // Sizes of the batches run so far, as a histogram over 1, 2, 4, ... max_batch.
+  std::vector<std::uint64_t> batch_size_histogram() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ferry::infer

@@ -1,0 +1,249 @@
+#include "infer/model/bert_cpu.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "ferry/core/status.h"
+#include "infer/model/batch_check.h"
+
+namespace ferry::infer {
+
+namespace {
+
+// y[rows][out] = x[rows][in] * weight[out][in]^T + bias: the bias is copied
+// into every row first so that one sgemm with beta = 1 adds the product.
+void linear(const float* x, std::size_t rows, std::size_t in, const float* weight, const float* bias,
+            std::size_t out, float* y) noexcept {
+  for (std::size_t r = 0; r < rows; ++r) std::memcpy(y + r * out, bias, out * sizeof(float));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(out),
+              static_cast<int>(in), 1.0f, x, static_cast<int>(in), weight, static_cast<int>(in), 1.0f, y,
+              static_cast<int>(out));
+}
+
+// One row in place: (x - mean) / sqrt(var + eps) * gamma + beta.
+void layer_norm_row(float* x, std::size_t n, const LayerNorm& norm, float eps) noexcept {
+  // Moments in double: two-pass, so that a large mean does not cancel the variance.
+  double mean = 0;
+  for (std::size_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<double>(n);
+  double var = 0;
+  for (std::size_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= static_cast<double>(n);
+  const auto m = static_cast<float>(mean);
+  const auto inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+  for (std::size_t i = 0; i < n; ++i) x[i] = (x[i] - m) * inv * norm.gamma[i] + norm.beta[i];
+}
+
+// x = LayerNorm(x + sublayer), BERT's post-norm residual.
+void add_layer_norm(float* x, const float* sublayer, std::size_t rows, std::size_t hidden,
+                    const LayerNorm& norm, float eps) noexcept {
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* row = x + r * hidden;
+    const float* add = sublayer + r * hidden;
+    for (std::size_t i = 0; i < hidden; ++i) row[i] += add[i];
+    layer_norm_row(row, hidden, norm, eps);
+  }
+}
+
+// The exact GELU BERT was trained with (hidden_act "gelu"), not the tanh approximation.
+void gelu(float* x, std::size_t n) noexcept {
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  for (std::size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+}
+
+void softmax_rows(float* s, std::size_t rows, std::size_t cols) noexcept {
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* row = s + r * cols;
+    const float max = *std::max_element(row, row + cols);
+    float sum = 0;
+    for (std::size_t c = 0; c < cols; ++c) {
+      row[c] = std::exp(row[c] - max);
+      sum += row[c];
+    }
+    const float inv = 1.0f / sum;
+    for (std::size_t c = 0; c < cols; ++c) row[c] *= inv;
+  }
+}
+
+// A heap array left uninitialised: scratch for max_batch_tokens is large
+// (about 1 GiB at 16384 tokens for a 1024-wide model), and pages that a
+// smaller batch never touches then never become resident.
+std::unique_ptr<float[]> scratch(std::size_t n) {
+  return std::make_unique_for_overwrite<float[]>(n);
+}
+
+class BertCpuModel final : public EmbeddingModel {
+ public:
+  BertCpuModel(BertWeights w, const BertOptions& options, std::string name)
+      : config_(w.config),
+        max_batch_(options.max_batch),
+        max_batch_tokens_(options.max_batch_tokens),
+        word_embeddings_(std::move(w.word_embeddings)),
+        position_embeddings_(std::move(w.position_embeddings)),
+        token_type_embeddings_(std::move(w.token_type_embeddings)),
+        embedding_norm_(std::move(w.embedding_norm)) {
+    if (max_batch_ == 0 || max_batch_tokens_ == 0)
+      throw Error("bert cpu: max_batch and max_batch_tokens must be > 0");
+    // sgemm takes int dimensions.
+    const std::size_t widest = 3 * std::max(config_.hidden, config_.intermediate);
+    if (max_batch_tokens_ > static_cast<std::size_t>(std::numeric_limits<int>::max()) / widest)
+      throw Error("bert cpu: max_batch_tokens " + std::to_string(max_batch_tokens_) +
+                  " is too large for this model");
+    const std::size_t h = config_.hidden;
+    for (BertLayer& l : w.layers) {
+      Layer fused;
+      // Q, K and V rows stacked: [3 * hidden][hidden], so one GEMM computes all three.
+      fused.qkv_weight.reserve(3 * h * h);
+      fused.qkv_bias.reserve(3 * h);
+      for (const Linear* part : {&l.query, &l.key, &l.value}) {
+        fused.qkv_weight.insert(fused.qkv_weight.end(), part->weight.begin(), part->weight.end());
+        fused.qkv_bias.insert(fused.qkv_bias.end(), part->bias.begin(), part->bias.end());
+      }
+      fused.attention_out = std::move(l.attention_out);
+      fused.attention_norm = std::move(l.attention_norm);
+      fused.intermediate = std::move(l.intermediate);
+      fused.output = std::move(l.output);
+      fused.output_norm = std::move(l.output_norm);
+      layers_.push_back(std::move(fused));
+    }
+    const std::size_t tokens = max_batch_tokens_;
+    hidden_ = scratch(tokens * h);
+    qkv_ = scratch(tokens * 3 * h);
+    context_ = scratch(tokens * h);
+    sublayer_ = scratch(tokens * h);
+    intermediate_ = scratch(tokens * config_.intermediate);
+    const std::size_t longest = std::min(config_.max_positions, tokens);
+    scores_ = scratch(longest * longest);
+
+    if (options.cpu_threads > 0) openblas_set_num_threads(options.cpu_threads);
+    info_.name = std::move(name);
+    info_.hidden = h;
+    info_.max_positions = config_.max_positions;
+    info_.vocab = config_.vocab;
+    info_.precision = "f32";
+    info_.device = "cpu";
+  }
+
+  const ModelInfo& info() const noexcept override { return info_; }
+
+  void embed(const TokenBatch& batch, float* out) override {
+    check_batch(batch, info_, max_batch_, max_batch_tokens_);
+    const std::size_t tokens = batch.tokens();
+    if (tokens == 0) return;
+    const std::size_t h = config_.hidden;
+    const float eps = config_.layer_norm_eps;
+
+    embed_tokens(batch);
+    for (const Layer& l : layers_) {
+      linear(hidden_.get(), tokens, h, l.qkv_weight.data(), l.qkv_bias.data(), 3 * h, qkv_.get());
+      attention(batch);
+      linear(context_.get(), tokens, h, l.attention_out.weight.data(), l.attention_out.bias.data(), h,
+             sublayer_.get());
+      add_layer_norm(hidden_.get(), sublayer_.get(), tokens, h, l.attention_norm, eps);
+      linear(hidden_.get(), tokens, h, l.intermediate.weight.data(), l.intermediate.bias.data(),
+             config_.intermediate, intermediate_.get());
+      gelu(intermediate_.get(), tokens * config_.intermediate);
+      linear(intermediate_.get(), tokens, config_.intermediate, l.output.weight.data(), l.output.bias.data(),
+             h, sublayer_.get());
+      add_layer_norm(hidden_.get(), sublayer_.get(), tokens, h, l.output_norm, eps);
+    }
+    mean_pool(batch, out);
+  }
+
+ private:
+  struct Layer {
+    std::vector<float> qkv_weight;  // [3 * hidden][hidden]: query, key, value
+    std::vector<float> qkv_bias;    // [3 * hidden]
+    Linear attention_out;
+    LayerNorm attention_norm;
+    Linear intermediate, output;
+    LayerNorm output_norm;
+  };
+
+  // hidden_ = LayerNorm(word + position + token type 0), positions restarting
+  // at 0 in every sequence.
+  void embed_tokens(const TokenBatch& batch) noexcept {
+    const std::size_t h = config_.hidden;
+    const float* type0 = token_type_embeddings_.data();
+    for (std::size_t s = 0; s < batch.size(); ++s) {
+      for (std::size_t t = batch.starts[s]; t < batch.starts[s + 1]; ++t) {
+        float* row = hidden_.get() + t * h;
+        const float* word = word_embeddings_.data() + static_cast<std::size_t>(batch.ids[t]) * h;
+        const float* position = position_embeddings_.data() + (t - batch.starts[s]) * h;
+        for (std::size_t i = 0; i < h; ++i) row[i] = word[i] + position[i] + type0[i];
+        layer_norm_row(row, h, embedding_norm_, config_.layer_norm_eps);
+      }
+    }
+  }
+
+  // context_ = softmax(Q K^T / sqrt(d)) V for every sequence and head, each
+  // sequence attending only to itself: no padding and no mask needed.
+  void attention(const TokenBatch& batch) noexcept {
+    const std::size_t h = config_.hidden;
+    const std::size_t d = h / config_.heads;
+    const int ld_qkv = static_cast<int>(3 * h);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    for (std::size_t s = 0; s < batch.size(); ++s) {
+      const std::size_t start = batch.starts[s];
+      const int len = static_cast<int>(batch.starts[s + 1] - start);
+      for (std::size_t head = 0; head < config_.heads; ++head) {
+        const float* q = qkv_.get() + start * 3 * h + head * d;
+        const float* k = q + h;
+        const float* v = q + 2 * h;
+        float* scores = scores_.get();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, static_cast<int>(d), scale, q, ld_qkv,
+                    k, ld_qkv, 0.0f, scores, len);
+        softmax_rows(scores, static_cast<std::size_t>(len), static_cast<std::size_t>(len));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, static_cast<int>(d), len, 1.0f, scores,
+                    len, v, ld_qkv, 0.0f, context_.get() + start * h + head * d, static_cast<int>(h));
+      }
+    }
+  }
+
+  // out[s] = the mean of sequence s's last hidden states.
+  void mean_pool(const TokenBatch& batch, float* out) const noexcept {
+    const std::size_t h = config_.hidden;
+    for (std::size_t s = 0; s < batch.size(); ++s) {
+      float* row = out + s * h;
+      std::fill(row, row + h, 0.0f);
+      for (std::size_t t = batch.starts[s]; t < batch.starts[s + 1]; ++t) {
+        const float* x = hidden_.get() + t * h;
+        for (std::size_t i = 0; i < h; ++i) row[i] += x[i];
+      }
+      const float inv = 1.0f / static_cast<float>(batch.starts[s + 1] - batch.starts[s]);
+      for (std::size_t i = 0; i < h; ++i) row[i] *= inv;
+    }
+  }
+
+  BertConfig config_;
+  std::size_t max_batch_;
+  std::size_t max_batch_tokens_;
+  std::vector<float> word_embeddings_;
+  std::vector<float> position_embeddings_;
+  std::vector<float> token_type_embeddings_;
+  LayerNorm embedding_norm_;
+  std::vector<Layer> layers_;
+  ModelInfo info_;
+
+  // Scratch, each sized for max_batch_tokens (scores_ for the longest sequence).
+  std::unique_ptr<float[]> hidden_;        // [tokens][hidden], the residual stream
+  std::unique_ptr<float[]> qkv_;           // [tokens][3 * hidden]
+  std::unique_ptr<float[]> context_;       // [tokens][hidden], attention's output before its dense layer
+  std::unique_ptr<float[]> sublayer_;      // [tokens][hidden], a sublayer's output before the residual add
+  std::unique_ptr<float[]> intermediate_;  // [tokens][intermediate]
+  std::unique_ptr<float[]> scores_;        // [len][len] for one sequence and head at a time
+};
+
+}  // namespace
+
+std::unique_ptr<EmbeddingModel> make_bert_cpu_model(BertWeights weights, const BertOptions& options,
+                                                    std::string name) {
+  return std::make_unique<BertCpuModel>(std::move(weights), options, std::move(name));
+}
+
+}  // namespace ferry::infer

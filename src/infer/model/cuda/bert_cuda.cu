@@ -1,0 +1,296 @@
+// The CUDA BERT model: validation, staging through pinned memory, the forward
+// pass (cuBLAS products + Ferry's kernels) and its CUDA graphs.
+//
+// One embed() is: ids and starts into pinned staging -> one copy each to the
+// device -> ~50 kernels -> one copy of the pooled [n][hidden] f32 rows back ->
+// stream synchronise -> memcpy to the caller. All of it between the staging
+// and the synchronise is enqueued by enqueue_batch(), which a CUDA graph
+// captures once per (tokens, sequences) shape and then replays with one
+// launch: every launch's grid and every copy's size depends only on those two
+// numbers (attention reads the sequence bounds from starts_d on the device),
+// and every buffer address is fixed for the model's life.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "ferry/core/status.h"
+#include "ferry/worker/cuda/cuda_check.h"
+#include "infer/model/batch_check.h"
+#include "infer/model/cuda/bert_cuda.h"
+#include "infer/model/cuda/cuda_handles.h"
+#include "infer/model/cuda/device_memory.h"
+#include "infer/model/cuda/device_weights.cuh"
+#include "infer/model/cuda/kernels.cuh"
+#include "infer/model/cuda/linear.cuh"
+
+namespace ferry::infer {
+namespace {
+
+using cuda::DeviceBuffer;
+using cuda::PinnedBuffer;
+
+// cuBLAS allocates its workspace on first use unless given one, and an
+// allocation cannot happen inside graph capture; 32 MiB is what NVIDIA
+// recommends for Hopper.
+constexpr std::size_t kCublasWorkspaceBytes = 32u << 20;
+// Graphs kept, one per batch shape seen twice. A server's batcher produces
+// shapes that repeat (full batches, common lengths); past this many, new
+// shapes run without a graph rather than growing GPU memory without bound.
+// Shapes seen once are remembered up to kMaxSeenShapes (16 bytes each).
+constexpr std::size_t kMaxGraphs = 256;
+constexpr std::size_t kMaxSeenShapes = 1u << 16;
+
+// The model's name as the server reports it: the folder's name, as the CPU
+// model does (bert_model.cpp's model_name).
+std::string folder_name(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const auto slash = dir.rfind('/');
+  return slash == std::string::npos ? dir : dir.substr(slash + 1);
+}
+
+// Selects options.gpu and returns its name; throws when there is none.
+std::string select_device(int gpu) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0)
+    throw Error(std::string("no CUDA device for the embedding model (cudaGetDeviceCount: ") +
+                (err == cudaSuccess ? "0 devices" : cudaGetErrorString(err)) + "); run it on the CPU instead");
+  if (gpu < 0 || gpu >= count)
+    throw Error("no CUDA device " + std::to_string(gpu) + " for the embedding model: this machine has " +
+                std::to_string(count));
+  FERRY_CUDA_CHECK(cudaSetDevice(gpu));
+  cudaDeviceProp prop{};
+  FERRY_CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu));
+  return prop.name;
+}
+
+void check_config(const BertConfig& c, const BertOptions& options) {
+  if (c.heads == 0 || c.hidden % c.heads != 0)
+    throw Error("CUDA model: hidden " + std::to_string(c.hidden) + " is not a multiple of heads " +
+                std::to_string(c.heads));
+  if (c.hidden / c.heads > cuda::kMaxHeadDim)
+    throw Error("CUDA model: head_dim " + std::to_string(c.hidden / c.heads) + " exceeds the attention kernel's " +
+                std::to_string(cuda::kMaxHeadDim));
+  if (c.hidden > cuda::kMaxNormWidth)
+    throw Error("CUDA model: hidden " + std::to_string(c.hidden) + " exceeds the LayerNorm kernels' " +
+                std::to_string(cuda::kMaxNormWidth));
+  if (c.type_vocab == 0) throw Error("CUDA model: the model has no token type embeddings");
+  if (options.max_batch == 0 || options.max_batch_tokens == 0)
+    throw Error("CUDA model: max_batch and max_batch_tokens must be at least 1");
+  // cuBLAS takes dimensions as int, and the kernels index blocks by token.
+  if (options.max_batch_tokens * std::max(3 * c.hidden, c.intermediate) > static_cast<std::size_t>(INT32_MAX))
+    throw Error("CUDA model: max_batch_tokens " + std::to_string(options.max_batch_tokens) +
+                " is too large for one batch's activations");
+}
+
+bool graphs_enabled() {
+  // FERRY_CUDA_GRAPHS=0 runs every batch eagerly: for profilers that follow
+  // kernels one by one, and to tell a graph problem from a kernel problem.
+  const char* env = std::getenv("FERRY_CUDA_GRAPHS");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
+template <typename T>
+class BertCudaModel final : public EmbeddingModel {
+ public:
+  BertCudaModel(const BertWeights& weights, const BertOptions& options, std::string device_name)
+      : config_(weights.config),
+        gpu_(options.gpu),
+        max_batch_(options.max_batch),
+        max_batch_tokens_(options.max_batch_tokens),
+        use_graphs_(graphs_enabled()),
+        cublas_workspace_(kCublasWorkspaceBytes),
+        weights_(cuda::upload_bert_weights<T>(weights)),
+        ids_h_(max_batch_tokens_),
+        starts_h_(max_batch_ + 1),
+        pooled_h_(max_batch_ * config_.hidden),
+        ids_d_(max_batch_tokens_),
+        starts_d_(max_batch_ + 1),
+        hidden_d_(max_batch_tokens_ * config_.hidden),
+        qkv_d_(max_batch_tokens_ * 3 * config_.hidden),
+        context_d_(max_batch_tokens_ * config_.hidden),
+        sublayer_d_(max_batch_tokens_ * config_.hidden),
+        intermediate_d_(max_batch_tokens_ * config_.intermediate),
+        pooled_d_(max_batch_ * config_.hidden) {
+    // cublasSetStream resets the workspace to cuBLAS's own pool, so the
+    // workspace is set after it.
+    FERRY_CUBLAS_CHECK(cublasSetStream(cublas_.get(), stream_.get()));
+    FERRY_CUBLAS_CHECK(cublasSetWorkspace(cublas_.get(), cublas_workspace_.get(), kCublasWorkspaceBytes));
+    info_.name = folder_name(options.model_dir);
+    info_.hidden = config_.hidden;
+    info_.max_positions = config_.max_positions;
+    info_.vocab = config_.vocab;
+    info_.precision = precision_name(options.precision);
+    info_.device = std::move(device_name);
+  }
+
+  ~BertCudaModel() override {
+    // Buffers are freed after this body; make sure no copy or kernel still uses them.
+    cudaSetDevice(gpu_);
+    cudaStreamSynchronize(stream_.get());
+  }
+
+  const ModelInfo& info() const noexcept override { return info_; }
+
+  void embed(const TokenBatch& batch, float* out) override {
+    check_batch(batch, info_, max_batch_, max_batch_tokens_);
+    const std::size_t tokens = batch.tokens();
+    const std::size_t sequences = batch.size();
+    if (sequences == 0) return;
+    // embed() may be called from a thread other than the one that built the model.
+    FERRY_CUDA_CHECK(cudaSetDevice(gpu_));
+    // check_launch reads the thread's last error: drop one that another
+    // library's call left on this thread, so that it is not blamed on our
+    // kernels. A sticky error (a faulted context) is still reported by every call.
+    (void)cudaGetLastError();
+    std::memcpy(ids_h_.get(), batch.ids.data(), tokens * sizeof(std::int32_t));
+    std::memcpy(starts_h_.get(), batch.starts.data(), (sequences + 1) * sizeof(std::uint32_t));
+
+    run(tokens, sequences);
+    // Kernel faults surface here (or in the launch above for a graph).
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    std::memcpy(out, pooled_h_.get(), sequences * config_.hidden * sizeof(float));
+  }
+
+ private:
+  // Replays the shape's graph if there is one. A shape's first batch runs
+  // eagerly: a one-off shape is not worth a capture and an instantiation, and
+  // that run loads every kernel the shape needs (CUDA loads modules lazily,
+  // which must not happen inside a capture). Its second batch is captured.
+  void run(std::size_t tokens, std::size_t sequences) {
+    if (!use_graphs_) return enqueue_batch(tokens, sequences);
+    const auto key = std::make_pair(tokens, sequences);
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) {
+      const bool seen_before = seen_shapes_.count(key) > 0;
+      if (!seen_before && seen_shapes_.size() < kMaxSeenShapes) seen_shapes_.insert(key);
+      if (!seen_before || graphs_.size() >= kMaxGraphs) return enqueue_batch(tokens, sequences);
+      it = graphs_.emplace(key, capture(tokens, sequences)).first;
+    }
+    FERRY_CUDA_CHECK(cudaGraphLaunch(it->second.get(), stream_.get()));
+  }
+
+  // Records enqueue_batch() into a graph. Thread-local capture mode: CUDA
+  // calls from other threads (another model, the GPU workers) neither join
+  // this capture nor invalidate it.
+  cuda::GraphExec capture(std::size_t tokens, std::size_t sequences) {
+    FERRY_CUDA_CHECK(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue_batch(tokens, sequences);
+    } catch (...) {
+      // End the capture so that the stream is usable again; the partial graph is dropped.
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(stream_.get(), &partial);
+      if (partial) cudaGraphDestroy(partial);
+      throw;
+    }
+    cudaGraph_t graph = nullptr;
+    FERRY_CUDA_CHECK(cudaStreamEndCapture(stream_.get(), &graph));
+    try {
+      cuda::GraphExec exec(graph);
+      cudaGraphDestroy(graph);
+      return exec;
+    } catch (...) {
+      cudaGraphDestroy(graph);
+      throw;
+    }
+  }
+
+  // Everything from the staged input to the staged output, on stream_.
+  void enqueue_batch(std::size_t tokens, std::size_t sequences) {
+    cudaStream_t stream = stream_.get();
+    cublasHandle_t cublas = cublas_.get();
+    const std::size_t h = config_.hidden;
+    const std::size_t inter = config_.intermediate;
+    const float eps = config_.layer_norm_eps;
+
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(ids_d_.get(), ids_h_.get(), tokens * sizeof(std::int32_t),
+                                     cudaMemcpyHostToDevice, stream));
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(starts_d_.get(), starts_h_.get(), (sequences + 1) * sizeof(std::uint32_t),
+                                     cudaMemcpyHostToDevice, stream));
+
+    const cuda::EmbeddingTables tables{weights_.word_embeddings.get(), weights_.position_embeddings.get(),
+                                       weights_.token_type_embeddings.get(), weights_.embedding_norm.gamma.get(),
+                                       weights_.embedding_norm.beta.get(), eps};
+    cuda::launch_embed_norm<T>(ids_d_.get(), starts_d_.get(), sequences, tokens, h, tables, hidden_d_.get(), stream);
+
+    for (const cuda::DeviceLayer<T>& l : weights_.layers) {
+      cuda::linear<T>(cublas, hidden_d_.get(), l.qkv.weight.get(), qkv_d_.get(), tokens, h, 3 * h);
+      cuda::launch_attention<T>(qkv_d_.get(), l.qkv.bias.get(), starts_d_.get(), sequences, h, config_.heads,
+                                context_d_.get(), stream);
+      cuda::linear<T>(cublas, context_d_.get(), l.attention_out.weight.get(), sublayer_d_.get(), tokens, h, h);
+      cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.attention_out.bias.get(), hidden_d_.get(),
+                                         l.attention_norm.gamma.get(), l.attention_norm.beta.get(), eps, tokens, h,
+                                         stream);
+      cuda::linear<T>(cublas, hidden_d_.get(), l.intermediate.weight.get(), intermediate_d_.get(), tokens, h, inter);
+      cuda::launch_bias_gelu<T>(intermediate_d_.get(), l.intermediate.bias.get(), tokens, inter, stream);
+      cuda::linear<T>(cublas, intermediate_d_.get(), l.output.weight.get(), sublayer_d_.get(), tokens, inter, h);
+      cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.output.bias.get(), hidden_d_.get(),
+                                         l.output_norm.gamma.get(), l.output_norm.beta.get(), eps, tokens, h, stream);
+    }
+
+    cuda::launch_mean_pool<T>(hidden_d_.get(), starts_d_.get(), sequences, h, pooled_d_.get(), stream);
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(pooled_h_.get(), pooled_d_.get(), sequences * h * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream));
+  }
+
+  BertConfig config_;
+  int gpu_;
+  std::size_t max_batch_;
+  std::size_t max_batch_tokens_;
+  bool use_graphs_;
+  ModelInfo info_;
+
+  // Declaration order is construction order: the stream and handle exist
+  // before anything enqueues, and are destroyed after the buffers' users end.
+  cuda::Stream stream_;
+  DeviceBuffer<std::byte> cublas_workspace_;  // outlives the handle that uses it
+  cuda::CublasHandle cublas_;
+  cuda::DeviceBertWeights<T> weights_;
+
+  // Pinned staging (the _h side) and the device's copies (_d).
+  PinnedBuffer<std::int32_t> ids_h_;
+  PinnedBuffer<std::uint32_t> starts_h_;
+  PinnedBuffer<float> pooled_h_;
+  DeviceBuffer<std::int32_t> ids_d_;
+  DeviceBuffer<std::uint32_t> starts_d_;
+
+  // Activations, sized for max_batch_tokens: the residual stream, the fused
+  // projection, the attention context, a sublayer's output before its
+  // LayerNorm, and the feed-forward block's inner activations.
+  DeviceBuffer<T> hidden_d_;
+  DeviceBuffer<T> qkv_d_;
+  DeviceBuffer<T> context_d_;
+  DeviceBuffer<T> sublayer_d_;
+  DeviceBuffer<T> intermediate_d_;
+  DeviceBuffer<float> pooled_d_;
+
+  // Last, so destroyed first: graphs refer to the buffers above.
+  std::map<std::pair<std::size_t, std::size_t>, cuda::GraphExec> graphs_;
+  std::set<std::pair<std::size_t, std::size_t>> seen_shapes_;
+};
+
+}  // namespace
+
+std::unique_ptr<EmbeddingModel> make_bert_cuda_model(BertWeights weights, const BertOptions& options) {
+  std::string device_name = select_device(options.gpu);
+  check_config(weights.config, options);
+  switch (options.precision) {
+    case Precision::F32: return std::make_unique<BertCudaModel<float>>(weights, options, std::move(device_name));
+    case Precision::F16: return std::make_unique<BertCudaModel<__half>>(weights, options, std::move(device_name));
+    case Precision::BF16:
+      return std::make_unique<BertCudaModel<__nv_bfloat16>>(weights, options, std::move(device_name));
+  }
+  throw Error("CUDA model: unknown precision");
+}
+
+}  // namespace ferry::infer

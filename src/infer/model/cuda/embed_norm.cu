@@ -1,0 +1,63 @@
+// The embedding layer: word + position + token type, then LayerNorm, one
+// block per token.
+
+#include <cstdint>
+
+#include "infer/model/cuda/element.cuh"
+#include "infer/model/cuda/kernels.cuh"
+#include "infer/model/cuda/launch_check.h"
+#include "infer/model/cuda/layer_norm_row.cuh"
+
+namespace ferry::infer::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+
+// The sequence holding token t: the last s with starts[s] <= t. starts is
+// sorted and starts[0] = 0 <= t, so the search always lands in [0, sequences).
+__device__ int sequence_of(const std::uint32_t* starts, int sequences, std::uint32_t t) {
+  int lo = 0;
+  int hi = sequences - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (starts[mid] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+template <typename T>
+__global__ void embed_norm_kernel(const std::int32_t* ids, const std::uint32_t* starts, int sequences, int hidden,
+                                  const T* word, const T* position, const T* token_type, const float* gamma,
+                                  const float* beta, float eps, T* out) {
+  extern __shared__ float row_s[];
+  const std::uint32_t t = blockIdx.x;
+  const std::uint32_t pos = t - starts[sequence_of(starts, sequences, t)];
+  const T* w = word + static_cast<std::size_t>(ids[t]) * hidden;
+  const T* p = position + static_cast<std::size_t>(pos) * hidden;
+  for (int c = threadIdx.x; c < hidden; c += blockDim.x)
+    row_s[c] = to_float(w[c]) + to_float(p[c]) + to_float(token_type[c]);
+  __syncthreads();
+  layer_norm_row(row_s, hidden, gamma, beta, eps, out + static_cast<std::size_t>(t) * hidden);
+}
+
+}  // namespace
+
+template <typename T>
+void launch_embed_norm(const std::int32_t* ids_d, const std::uint32_t* starts_d, std::size_t sequences,
+                       std::size_t tokens, std::size_t hidden, const EmbeddingTables& tables, T* out_d,
+                       cudaStream_t stream) {
+  if (tokens == 0) return;
+  embed_norm_kernel<T><<<static_cast<unsigned>(tokens), kThreads, hidden * sizeof(float), stream>>>(
+      ids_d, starts_d, static_cast<int>(sequences), static_cast<int>(hidden), static_cast<const T*>(tables.word),
+      static_cast<const T*>(tables.position), static_cast<const T*>(tables.token_type), tables.gamma, tables.beta,
+      tables.eps, out_d);
+  check_launch("embed_norm_kernel");
+}
+
+#define FERRY_INSTANTIATE(T)                                                                              \
+  template void launch_embed_norm<T>(const std::int32_t*, const std::uint32_t*, std::size_t, std::size_t, \
+                                     std::size_t, const EmbeddingTables&, T*, cudaStream_t);
+FERRY_INSTANTIATE_FOR_ELEMENTS(FERRY_INSTANTIATE)
+
+}  // namespace ferry::infer::cuda

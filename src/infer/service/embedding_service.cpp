@@ -1,0 +1,267 @@
+#include "ferry/infer/service.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "core/log.h"
+#include "core/net.h"
+#include "ferry/core/status.h"
+#include "infer/service/request_ring.h"
+
+namespace ferry::infer {
+namespace {
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One sequence of a job, as the ring carries it.
+struct Item {
+  std::shared_ptr<EmbedJob> job;
+  std::uint32_t index = 0;
+};
+
+}  // namespace
+
+class EmbeddingService::Impl {
+ public:
+  Impl(std::unique_ptr<EmbeddingModel> model, WordPieceTokenizer tokenizer, ServiceOptions o)
+      : model_(std::move(model)), tokenizer_(std::move(tokenizer)), opts_(o), ring_(o.queue_slots) {
+    if (!model_) throw Error("the embedding service needs a model");
+    if (opts_.queue_slots == 0) throw Error("--queue-slots must be at least 1");
+    if (opts_.max_batch == 0) throw Error("--max-batch must be at least 1");
+    if (opts_.max_tokens < 2) throw Error("--max-tokens must be at least 2 ([CLS] and [SEP])");
+    if (opts_.max_tokens > model_->info().max_positions)
+      throw Error("--max-tokens " + std::to_string(opts_.max_tokens) + " exceeds the model's " +
+                  std::to_string(model_->info().max_positions) + " positions");
+    if (opts_.max_batch_tokens < opts_.max_tokens)
+      throw Error("--max-batch-tokens must be at least --max-tokens (" + std::to_string(opts_.max_tokens) + ")");
+    hidden_ = model_->info().hidden;
+    out_.resize(opts_.max_batch * hidden_);
+    std::size_t buckets = 1;
+    while ((std::size_t{1} << (buckets - 1)) < opts_.max_batch) ++buckets;
+    batch_sizes_ = std::make_unique<std::atomic<std::uint64_t>[]>(buckets);
+    buckets_ = buckets;
+  }
+
+  ~Impl() { stop(); }
+
+  void start() {
+    running_.store(true);
+    thread_ = std::thread([this] { run(); });
+  }
+
+  void stop() noexcept {
+    if (!thread_.joinable()) return;
+    running_.store(false);
+    wake();
+    thread_.join();
+    // Jobs still queued are dropped: their submitters' clients are told nothing
+    // more (a stopping server closes their connections).
+    while (auto item = ring_.try_pop()) release(*item, true);
+  }
+
+  Admission submit(std::shared_ptr<EmbedJob> job) {
+    const std::size_t n = job->tokens.size();
+    if (n == 0 || n > opts_.queue_slots) return Admission::Invalid;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t len = job->tokens.sequence(i).size();
+      if (len == 0 || len > opts_.max_tokens) return Admission::Invalid;
+    }
+    // The same limit for single and batched inputs: a job enters whole or not at all.
+    if (queued_.fetch_add(n, std::memory_order_acq_rel) + n > opts_.queue_slots) {
+      queued_.fetch_sub(n, std::memory_order_acq_rel);
+      rejected_full_.fetch_add(1, std::memory_order_relaxed);
+      return Admission::Full;
+    }
+    job->vectors.assign(n * hidden_, 0.0f);
+    job->remaining.store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
+    job->queued_ns = now_ns();
+    for (std::uint32_t i = 0; i < n; ++i) {
+      // queued_ never exceeds queue_slots <= the ring's capacity: a push cannot fail.
+      while (!ring_.try_push({job, i})) std::this_thread::yield();
+    }
+    jobs_.fetch_add(1, std::memory_order_relaxed);
+    if (sleeping_.load(std::memory_order_seq_cst)) wake();
+    return Admission::Ok;
+  }
+
+  ServiceStats stats() const {
+    ServiceStats s;
+    s.jobs = jobs_.load(std::memory_order_relaxed);
+    s.sequences = sequences_.load(std::memory_order_relaxed);
+    s.batches = batches_.load(std::memory_order_relaxed);
+    s.batch_tokens = batch_tokens_.load(std::memory_order_relaxed);
+    s.rejected_full = rejected_full_.load(std::memory_order_relaxed);
+    s.skipped_abandoned = skipped_.load(std::memory_order_relaxed);
+    s.model_errors = model_errors_.load(std::memory_order_relaxed);
+    s.queued = queued_.load(std::memory_order_relaxed);
+    s.model_seconds = static_cast<double>(model_ns_.load(std::memory_order_relaxed)) / 1e9;
+    return s;
+  }
+
+  std::vector<std::uint64_t> histogram() const {
+    std::vector<std::uint64_t> h(buckets_);
+    for (std::size_t i = 0; i < buckets_; ++i) h[i] = batch_sizes_[i].load(std::memory_order_relaxed);
+    return h;
+  }
+
+  std::unique_ptr<EmbeddingModel> model_;
+  WordPieceTokenizer tokenizer_;
+  ServiceOptions opts_;
+
+ private:
+  void wake() {
+    wakeups_.fetch_add(1, std::memory_order_seq_cst);
+    wakeups_.notify_one();
+  }
+
+  // Waits for the next sequence: spins a little (a busy server keeps it
+  // coming), then sleeps until a producer wakes it.
+  std::optional<Item> next(bool block) {
+    if (auto item = ring_.try_pop()) return item;
+    if (!block) return std::nullopt;
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (std::chrono::steady_clock::now() < spin_until) {
+      if (auto item = ring_.try_pop()) return item;
+    }
+    while (running_.load(std::memory_order_relaxed)) {
+      const std::uint32_t seen = wakeups_.load(std::memory_order_seq_cst);
+      sleeping_.store(true, std::memory_order_seq_cst);
+      // Producers push, then read sleeping_: one of the two sees the other.
+      if (auto item = ring_.try_pop()) {
+        sleeping_.store(false, std::memory_order_relaxed);
+        return item;
+      }
+      wakeups_.wait(seen, std::memory_order_seq_cst);
+      sleeping_.store(false, std::memory_order_relaxed);
+      if (auto item = ring_.try_pop()) return item;
+    }
+    return std::nullopt;
+  }
+
+  // The batcher: forms a batch, runs it, hands out the vectors.
+  void run() {
+    if (opts_.cpu >= 0) {
+      try {
+        net::pin_current_thread(opts_.cpu);
+      } catch (const Error& e) {
+        log::app().warn("embedding batcher: {}; running unpinned", e.what());
+      }
+    }
+    std::optional<Item> held;  // a sequence that did not fit the last batch
+    while (running_.load(std::memory_order_relaxed)) {
+      batch_.clear();
+      members_.clear();
+      std::int64_t first_ns = 0;
+      while (members_.size() < opts_.max_batch) {
+        std::optional<Item> item = held ? held : next(members_.empty());
+        held.reset();
+        if (!item) {
+          if (members_.empty()) break;  // stopping
+          // Wait for more only as long as the batch may wait.
+          if (opts_.max_wait.count() == 0 || now_ns() - first_ns >= opts_.max_wait.count() * 1000) break;
+          continue;
+        }
+        EmbedJob& job = *item->job;
+        if (job.abandoned && job.abandoned()) {
+          skipped_.fetch_add(1, std::memory_order_relaxed);
+          release(*item, true);
+          continue;
+        }
+        const auto seq = job.tokens.sequence(item->index);
+        if (!members_.empty() && batch_.tokens() + seq.size() > opts_.max_batch_tokens) {
+          held = item;  // the token budget is spent: it starts the next batch
+          break;
+        }
+        if (members_.empty()) first_ns = now_ns();
+        batch_.add(seq);
+        members_.push_back(*item);
+      }
+      if (members_.empty()) continue;
+      run_batch();
+    }
+    if (held) release(*held, true);
+  }
+
+  void run_batch() {
+    const std::int64_t batched = now_ns();
+    std::string error;
+    const std::int64_t launched = now_ns();
+    try {
+      model_->embed(batch_, out_.data());
+    } catch (const std::exception& e) {
+      error = e.what();
+      model_errors_.fetch_add(1, std::memory_order_relaxed);
+      log::app().error("embedding model failed on a batch of {} sequences: {}", members_.size(), error);
+    }
+    const std::int64_t computed = now_ns();
+    model_ns_.fetch_add(static_cast<std::uint64_t>(computed - launched), std::memory_order_relaxed);
+    batches_.fetch_add(1, std::memory_order_relaxed);
+    sequences_.fetch_add(members_.size(), std::memory_order_relaxed);
+    batch_tokens_.fetch_add(batch_.tokens(), std::memory_order_relaxed);
+    std::size_t bucket = 0;
+    while ((std::size_t{1} << bucket) < members_.size()) ++bucket;
+    batch_sizes_[std::min(bucket, buckets_ - 1)].fetch_add(1, std::memory_order_relaxed);
+
+    for (std::size_t m = 0; m < members_.size(); ++m) {
+      EmbedJob& job = *members_[m].job;
+      std::memcpy(job.vectors.data() + std::size_t(members_[m].index) * hidden_, out_.data() + m * hidden_,
+                  hidden_ * sizeof(float));
+      if (!error.empty() && job.error.empty()) job.error = error;
+      job.batch_size = members_.size();
+      job.batch_tokens = batch_.tokens();
+      job.batched_ns = batched;
+      job.launched_ns = launched;
+      job.computed_ns = computed;
+      release(members_[m], false);
+    }
+  }
+
+  // One of the job's sequences is finished with; the last one calls done
+  // (unless some were skipped for a client that went away) and lets it go.
+  // Only the batcher calls it (stop() too, after joining it).
+  void release(const Item& item, bool skipped) {
+    queued_.fetch_sub(1, std::memory_order_acq_rel);
+    EmbedJob& job = *item.job;
+    if (skipped) job.skipped = true;
+    if (job.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (!job.skipped && job.done) job.done(job);
+  }
+
+  RequestRing<Item> ring_;
+  std::size_t hidden_ = 0;
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> sleeping_{false};
+  std::atomic<std::uint32_t> wakeups_{0};
+  std::atomic<std::size_t> queued_{0};
+
+  // The batcher's own.
+  TokenBatch batch_;
+  std::vector<Item> members_;
+  std::vector<float> out_;
+
+  std::atomic<std::uint64_t> jobs_{0}, sequences_{0}, batches_{0}, batch_tokens_{0};
+  std::atomic<std::uint64_t> rejected_full_{0}, skipped_{0}, model_errors_{0}, model_ns_{0};
+  std::unique_ptr<std::atomic<std::uint64_t>[]> batch_sizes_;
+  std::size_t buckets_ = 1;
+};
+
+EmbeddingService::EmbeddingService(std::unique_ptr<EmbeddingModel> model, WordPieceTokenizer tokenizer,
+                                   ServiceOptions options)
+    : impl_(std::make_unique<Impl>(std::move(model), std::move(tokenizer), options)) {}
+EmbeddingService::~EmbeddingService() = default;
+void EmbeddingService::start() { impl_->start(); }
+void EmbeddingService::stop() noexcept { impl_->stop(); }
+Admission EmbeddingService::submit(std::shared_ptr<EmbedJob> job) { return impl_->submit(std::move(job)); }
+const WordPieceTokenizer& EmbeddingService::tokenizer() const noexcept { return impl_->tokenizer_; }
+const ModelInfo& EmbeddingService::model_info() const noexcept { return impl_->model_->info(); }
+const ServiceOptions& EmbeddingService::options() const noexcept { return impl_->opts_; }
+ServiceStats EmbeddingService::stats() const { return impl_->stats(); }
+std::vector<std::uint64_t> EmbeddingService::batch_size_histogram() const { return impl_->histogram(); }
+
+}  // namespace ferry::infer

@@ -1,0 +1,334 @@
+// The CUDA model on all-MiniLM-L6-v2 in each precision: against
+// sentence-transformers' own vectors (tests/infer/fixtures/reference/, made by
+// make_reference.py there), against the CPU model on sequences up to
+// max_positions long (which the reference does not reach: it stops at 256),
+// across CUDA graph replays, and its refusals. Exits 77 (ctest: skipped)
+// where there is no GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ferry/core/status.h"
+#include "ferry/infer/bert.h"
+#include "ferry/infer/model.h"
+
+namespace ferry::infer {
+namespace {
+
+std::string model_dir() {
+  const char* env = std::getenv("FERRY_MODEL_DIR");
+  return env != nullptr && *env != '\0' ? env : FERRY_MODEL_DIR;
+}
+
+// The pinned digest, unless FERRY_MODEL_SHA256 says otherwise (empty: not
+// checked): a GPU machine that cannot take the 87 MiB f32 file may be given
+// an f16 copy of it, which the loader reads as well.
+std::string model_sha256() {
+  const char* env = std::getenv("FERRY_MODEL_SHA256");
+  return env != nullptr ? env : kMiniLmSha256;
+}
+
+struct Reference {
+  std::size_t dims = 0;
+  std::vector<std::vector<std::int32_t>> ids;
+  std::vector<float> embeddings;  // ids.size() rows of dims, L2-normalised
+};
+
+Reference load_reference() {
+  const std::string dir = FERRY_REFERENCE_DIR;
+  std::ifstream json_in(dir + "/sentences.json");
+  if (!json_in) throw Error("cannot read " + dir + "/sentences.json: run make_reference.py there");
+  const auto doc = nlohmann::json::parse(json_in);
+  Reference r;
+  r.dims = doc.at("dims").get<std::size_t>();
+  for (const auto& item : doc.at("items")) r.ids.push_back(item.at("ids").get<std::vector<std::int32_t>>());
+  if (r.ids.size() != doc.at("count").get<std::size_t>())
+    throw Error("sentences.json: count differs from items");
+  r.embeddings.resize(r.ids.size() * r.dims);
+  std::ifstream f32_in(dir + "/embeddings.f32", std::ios::binary);
+  f32_in.read(reinterpret_cast<char*>(r.embeddings.data()),
+              static_cast<std::streamsize>(r.embeddings.size() * 4));
+  if (!f32_in || f32_in.peek() != EOF) throw Error(dir + "/embeddings.f32 does not hold count * dims floats");
+  return r;
+}
+
+double cosine(std::span<const float> a, std::span<const float> b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ab += static_cast<double>(a[i]) * b[i];
+    aa += static_cast<double>(a[i]) * a[i];
+    bb += static_cast<double>(b[i]) * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+// What each precision must reach against an f32 reference.
+double required_cosine(Precision p) {
+  return p == Precision::F32 ? 0.9999 : 0.999;
+}
+
+// Models are loaded once per precision (and the CPU model once) and kept
+// until main() clears them, before the CUDA runtime shuts down.
+std::map<std::string, std::unique_ptr<EmbeddingModel>>& models() {
+  static std::map<std::string, std::unique_ptr<EmbeddingModel>> m;
+  return m;
+}
+
+// The model is a test input like any fixture: its absence is a failure, not
+// a skip, so that a CI run without it cannot pass quietly.
+void require_model_files() {
+  const std::string dir = model_dir();
+  if (!std::filesystem::exists(dir + "/model.safetensors"))
+    throw Error("the model is not in " + dir +
+                ": run scripts/fetch-model.sh (or point FERRY_MODEL_DIR at a copy of all-MiniLM-L6-v2)");
+}
+
+EmbeddingModel& cuda_model(Precision p) {
+  auto& slot = models()[std::string("cuda-") + precision_name(p)];
+  if (!slot) {
+    require_model_files();
+    BertOptions options;
+    options.model_dir = model_dir();
+    options.expected_sha256 = model_sha256();
+    options.cuda = true;
+    options.precision = p;
+    slot = make_bert_model(options);
+  }
+  return *slot;
+}
+
+EmbeddingModel& cpu_model() {
+  auto& slot = models()["cpu"];
+  if (!slot) {
+    require_model_files();
+    BertOptions options;
+    options.model_dir = model_dir();
+    options.expected_sha256 = model_sha256();
+    slot = make_bert_model(options);
+  }
+  return *slot;
+}
+
+// Embeds the batch and normalises each row.
+std::vector<float> embed(EmbeddingModel& model, const TokenBatch& batch) {
+  const std::size_t dims = model.info().hidden;
+  std::vector<float> out(batch.size() * dims);
+  model.embed(batch, out.data());
+  for (std::size_t i = 0; i < batch.size(); ++i) l2_normalize(std::span(out).subspan(i * dims, dims));
+  return out;
+}
+
+// [CLS], length - 2 random ids from the ordinary vocabulary, [SEP].
+std::vector<std::int32_t> random_sequence(std::size_t length, std::mt19937& rng) {
+  std::uniform_int_distribution<std::int32_t> word(1000, 30000);
+  std::vector<std::int32_t> ids(length);
+  for (auto& id : ids) id = word(rng);
+  ids.front() = 101;
+  if (length > 1) ids.back() = 102;
+  return ids;
+}
+
+class BertCudaTest : public ::testing::TestWithParam<Precision> {
+ protected:
+  EmbeddingModel& model() { return cuda_model(GetParam()); }
+};
+
+TEST_P(BertCudaTest, Info) {
+  const ModelInfo& info = model().info();
+  EXPECT_EQ(info.name, std::filesystem::path(model_dir()).filename().string());
+  EXPECT_EQ(info.hidden, 384u);
+  EXPECT_EQ(info.max_positions, 512u);
+  EXPECT_EQ(info.vocab, 30522u);
+  EXPECT_EQ(info.precision, precision_name(GetParam()));
+  EXPECT_FALSE(info.device.empty());
+  EXPECT_NE(info.device, "cpu");
+}
+
+TEST_P(BertCudaTest, MatchesSentenceTransformers) {
+  const Reference ref = load_reference();
+  EmbeddingModel& m = model();
+  ASSERT_EQ(ref.dims, m.info().hidden);
+  ASSERT_GE(ref.ids.size(), 60u);
+  const double required = required_cosine(GetParam());
+  // Twice: every 7 sentences in reference order (mixed lengths, the last
+  // batch shorter), then all of them in one batch.
+  for (const std::size_t batch_size : {std::size_t{7}, ref.ids.size()}) {
+    double min_cosine = 1.0;
+    std::size_t worst = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t first = 0; first < ref.ids.size(); first += batch_size) {
+      TokenBatch batch;
+      const std::size_t n = std::min(batch_size, ref.ids.size() - first);
+      for (std::size_t i = 0; i < n; ++i) batch.add(ref.ids[first + i]);
+      const std::vector<float> out = embed(m, batch);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double c = cosine(std::span(out).subspan(i * ref.dims, ref.dims),
+                                std::span(ref.embeddings).subspan((first + i) * ref.dims, ref.dims));
+        EXPECT_GE(c, required) << "sentence " << first + i << " in batches of " << batch_size;
+        if (c < min_cosine) {
+          min_cosine = c;
+          worst = first + i;
+        }
+      }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("bert cuda %s: %zu sentences in batches of %zu, minimum cosine %.9f (sentence %zu), %.3f s\n",
+                precision_name(GetParam()), ref.ids.size(), batch_size, min_cosine, worst, seconds);
+  }
+}
+
+// Sequences longer than attention's key tile (64 keys at head_dim 32) and than its
+// 128 threads, up to max_positions, and a single-token one; the CPU model in
+// f32 is the reference. bf16 keeps 8 bits of mantissa and random ids give
+// flat attention over hundreds of keys, so it gets a looser bound here.
+TEST_P(BertCudaTest, MatchesTheCpuModelOnLongSequences) {
+  std::mt19937 rng(18);
+  TokenBatch batch;
+  for (const std::size_t length : {512, 1, 300, 129, 128, 2}) batch.add(random_sequence(length, rng));
+  const std::vector<float> gpu = embed(model(), batch);
+  const std::vector<float> cpu = embed(cpu_model(), batch);
+  const std::size_t dims = model().info().hidden;
+  const double required = GetParam() == Precision::BF16 ? 0.995 : required_cosine(GetParam());
+  double min_cosine = 1.0;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const double c = cosine(std::span(gpu).subspan(i * dims, dims), std::span(cpu).subspan(i * dims, dims));
+    EXPECT_GE(c, required) << "sequence " << i << " of " << batch.sequence(i).size() << " tokens";
+    min_cosine = std::min(min_cosine, c);
+  }
+  std::printf("bert cuda %s vs cpu, lengths up to 512: minimum cosine %.9f\n", precision_name(GetParam()),
+              min_cosine);
+}
+
+// A shape's first batch runs eagerly, its second is captured into a graph,
+// later ones replay it: each must read its own batch's ids, not the ids the
+// graph was captured with.
+TEST_P(BertCudaTest, GraphReplaysReadEachBatchsIds) {
+  std::mt19937 rng(7);
+  TokenBatch a, b;
+  for (const std::size_t length : {32, 17, 64}) {
+    a.add(random_sequence(length, rng));
+    b.add(random_sequence(length, rng));
+  }
+  const std::vector<float> a1 = embed(model(), a);  // eager
+  const std::vector<float> b1 = embed(model(), b);  // captured
+  const std::vector<float> a2 = embed(model(), a);  // replayed
+  const std::vector<float> b2 = embed(model(), b);  // replayed
+  const std::size_t dims = model().info().hidden;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto row = [&](const std::vector<float>& v) { return std::span(v).subspan(i * dims, dims); };
+    EXPECT_GT(cosine(row(a1), row(a2)), 0.999999) << "sequence " << i;
+    EXPECT_GT(cosine(row(b1), row(b2)), 0.999999) << "sequence " << i;
+    EXPECT_LT(cosine(row(a2), row(b2)), 0.99)
+        << "sequence " << i << ": two different batches gave one vector";
+  }
+}
+
+TEST_P(BertCudaTest, AVectorDoesNotDependOnItsBatch) {
+  const Reference ref = load_reference();
+  const std::size_t dims = model().info().hidden;
+  std::size_t longest = 0, shortest = 0;
+  for (std::size_t i = 0; i < ref.ids.size(); ++i) {
+    if (ref.ids[i].size() > ref.ids[longest].size()) longest = i;
+    if (ref.ids[i].size() < ref.ids[shortest].size()) shortest = i;
+  }
+  for (const std::size_t target : {longest, shortest, std::size_t{5}}) {
+    TokenBatch alone;
+    alone.add(ref.ids[target]);
+    const std::vector<float> single = embed(model(), alone);
+    TokenBatch mixed;
+    for (std::size_t i = 0; i < 9; ++i) {
+      if (i == 4) mixed.add(ref.ids[target]);
+      mixed.add(ref.ids[(target + 17 * (i + 1)) % ref.ids.size()]);
+    }
+    const std::vector<float> out = embed(model(), mixed);
+    // cuBLAS may pick another kernel for another token count, which changes
+    // the rounding of f16 and bf16 (not by much); a sequence attending to its
+    // neighbours would fall far below these bounds.
+    const double required = GetParam() == Precision::F32   ? 0.99999
+                            : GetParam() == Precision::F16 ? 0.9995
+                                                           : 0.999;
+    EXPECT_GT(cosine(single, std::span(out).subspan(4 * dims, dims)), required) << "sentence " << target;
+  }
+}
+
+TEST_P(BertCudaTest, RejectsInvalidBatchesAndKeepsWorking) {
+  EmbeddingModel& m = model();
+  std::vector<float> out(300 * m.info().hidden);
+  TokenBatch b;
+  b.add(std::vector<std::int32_t>{101, 30522, 102});
+  EXPECT_THROW(m.embed(b, out.data()), Error);
+  b.clear();
+  b.add(std::vector<std::int32_t>{101, -1, 102});
+  EXPECT_THROW(m.embed(b, out.data()), Error);
+  b.clear();
+  b.add(std::vector<std::int32_t>(513, 1000));
+  EXPECT_THROW(m.embed(b, out.data()), Error);
+  b.clear();
+  b.add(std::vector<std::int32_t>{});
+  EXPECT_THROW(m.embed(b, out.data()), Error);
+  b.clear();
+  for (int i = 0; i < 33; ++i) b.add(std::vector<std::int32_t>(500, 1000));  // 16500 > max_batch_tokens 16384
+  EXPECT_THROW(m.embed(b, out.data()), Error);
+  b.clear();
+  for (int i = 0; i < 257; ++i) b.add(std::vector<std::int32_t>{101, 102});  // 257 > max_batch 256
+  EXPECT_THROW(m.embed(b, out.data()), Error);
+
+  // An empty batch writes nothing; a good batch still works after the refusals.
+  b.clear();
+  out[0] = 42.0f;
+  m.embed(b, out.data());
+  EXPECT_EQ(out[0], 42.0f);
+  b.add(std::vector<std::int32_t>{101, 7592, 2088, 102});
+  const std::vector<float> v = embed(m, b);
+  EXPECT_NEAR(std::sqrt(std::inner_product(v.begin(), v.end(), v.begin(), 0.0)), 1.0, 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, BertCudaTest,
+                         ::testing::Values(Precision::F16, Precision::BF16, Precision::F32),
+                         [](const ::testing::TestParamInfo<Precision>& p) {
+                           return std::string(precision_name(p.param));
+                         });
+
+TEST(BertCudaModel, AMissingGpuIsNamed) {
+  require_model_files();
+  BertOptions options;
+  options.model_dir = model_dir();
+  options.cuda = true;
+  options.gpu = 999;
+  try {
+    (void)make_bert_model(options);
+    ADD_FAILURE() << "GPU 999 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ferry::infer
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("bert_cuda_test: no CUDA device, skipped\n");
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rc = RUN_ALL_TESTS();
+  ferry::infer::models().clear();  // while the CUDA runtime is still up
+  return rc;
+}
