@@ -106,8 +106,10 @@ Row measure(EmbeddingModel& model, std::size_t length, std::size_t batch, double
 int main(int argc, char** argv) {
   CLI::App app{"ferry-model-bench: the embedding model's sentences/s and ms per batch"};
   std::string model_dir;
-  if (const char* env = std::getenv("FERRY_MODEL_DIR"); env != nullptr && *env != '\0') model_dir = env;
-  else model_dir = FERRY_MODEL_DIR;
+  if (const char* env = std::getenv("FERRY_MODEL_DIR"); env != nullptr && *env != '\0')
+    model_dir = env;
+  else
+    model_dir = FERRY_MODEL_DIR;
   std::string device = "cuda";
   std::string precision = "f16";
   std::vector<std::size_t> batches{1, 8, 32, 128};
@@ -120,7 +122,8 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precision, "f16, bf16 or f32 (cuda only; the CPU computes in f32)")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}));
   app.add_option("--batches", batches, "batch sizes, comma-separated")->delimiter(',');
-  app.add_option("--lengths", lengths, "sequence lengths in tokens, [CLS] and [SEP] included, comma-separated")
+  app.add_option("--lengths", lengths,
+                 "sequence lengths in tokens, [CLS] and [SEP] included, comma-separated")
       ->delimiter(',');
   app.add_option("--seconds", seconds, "timed seconds per shape")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "BLAS threads on the CPU (0: the BLAS default)");
@@ -128,7 +131,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    if (batches.empty() || lengths.empty()) throw ferry::Error("--batches and --lengths need at least one value");
+    if (batches.empty() || lengths.empty())
+      throw ferry::Error("--batches and --lengths need at least one value");
     BertOptions options;
     options.model_dir = model_dir;
     options.cuda = device == "cuda";
@@ -140,11 +144,13 @@ int main(int argc, char** argv) {
     const auto& info = model->info();
     for (const std::size_t l : lengths)
       if (l == 0 || l > info.max_positions)
-        throw ferry::Error("--lengths " + std::to_string(l) + ": must be 1.." + std::to_string(info.max_positions));
+        throw ferry::Error("--lengths " + std::to_string(l) + ": must be 1.." +
+                           std::to_string(info.max_positions));
 
     std::printf("ferry-model-bench: %s on %s, %s, %.1f s per shape\n", info.name.c_str(), info.device.c_str(),
                 info.precision.c_str(), seconds);
-    std::printf("%8s %8s %14s %10s %10s %8s\n", "length", "batch", "sentences/s", "p50 ms", "p99 ms", "calls");
+    std::printf("%8s %8s %14s %10s %10s %8s\n", "length", "batch", "sentences/s", "p50 ms", "p99 ms",
+                "calls");
     std::mt19937 rng(18);
     nlohmann::json rows = nlohmann::json::array();
     for (const std::size_t length : lengths) {
@@ -163,12 +169,8 @@ int main(int argc, char** argv) {
     }
     if (!json_path.empty()) {
       std::ofstream f(json_path);
-      f << nlohmann::json{{"bench", "ferry-model-bench"},
-                          {"model", info.name},
-                          {"device", info.device},
-                          {"precision", info.precision},
-                          {"seconds", seconds},
-                          {"rows", rows}}
+      f << nlohmann::json{{"bench", "ferry-model-bench"}, {"model", info.name}, {"device", info.device},
+                          {"precision", info.precision},  {"seconds", seconds}, {"rows", rows}}
                .dump(2)
         << "\n";
       if (!f) throw ferry::Error("cannot write " + json_path);

@@ -5,7 +5,7 @@
 //            "model":"...","usage":{"prompt_tokens":N,"total_tokens":N}}
 //   GAZSI   {"input":"...","tokens":N,"truncated":b,"embedding_sample":[8 floats],
 //            "embedding":[all, only with full],"dims":D,"inference_time_us":X,
-//            "batch_size":B,"stages_us":{"t0_received":0,...,"t8_written":X}}
+//            "batch_size":B,"stages_us":{"t0_received":0,...,"t8_built":X}}
 //   errors  {"error":"...","error_type":"..."} (TEI's shape, for all three)
 // Floats go out in their shortest exact form (std::to_chars); NaN and Inf,
 // which JSON cannot carry, as 0. Each writer reserves its size up front.
@@ -33,7 +33,7 @@ struct Embedded {
 struct StageTimes {
   static constexpr std::array<const char*, 9> kNames = {"t0_received", "t1_routed",  "t2_tokenized",
                                                         "t3_queued",   "t4_batched", "t5_launched",
-                                                        "t6_computed", "t7_built",   "t8_written"};
+                                                        "t6_computed", "t7_delivered", "t8_built"};
   std::array<double, 9> at_us{};
 };
 

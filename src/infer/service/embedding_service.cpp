@@ -61,7 +61,7 @@ class EmbeddingService::Impl {
     thread_.join();
     // Jobs still queued are dropped: their submitters' clients are told nothing
     // more (a stopping server closes their connections).
-    while (auto item = ring_.try_pop()) release(*item, true);
+    while (auto item = next(false)) release(*item, true);
   }
 
   Admission submit(std::shared_ptr<EmbedJob> job) {
@@ -122,6 +122,13 @@ class EmbeddingService::Impl {
   // Waits for the next sequence: spins a little (a busy server keeps it
   // coming), then sleeps until a producer wakes it.
   std::optional<Item> next(bool block) {
+    std::optional<Item> item = wait_for_item(block);
+    // Taken off the ring, it no longer holds a queue slot.
+    if (item) queued_.fetch_sub(1, std::memory_order_acq_rel);
+    return item;
+  }
+
+  std::optional<Item> wait_for_item(bool block) {
     if (auto item = ring_.try_pop()) return item;
     if (!block) return std::nullopt;
     const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
@@ -225,7 +232,6 @@ class EmbeddingService::Impl {
   // (unless some were skipped for a client that went away) and lets it go.
   // Only the batcher calls it (stop() too, after joining it).
   void release(const Item& item, bool skipped) {
-    queued_.fetch_sub(1, std::memory_order_acq_rel);
     EmbedJob& job = *item.job;
     if (skipped) job.skipped = true;
     if (job.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;

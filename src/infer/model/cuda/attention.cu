@@ -73,8 +73,8 @@ __device__ inline void add_scaled_row(float p, const float* row, float (&acc)[kD
 // (scale_log2 = log2(e) / sqrt(head_dim)) so that exp2f gives softmax's exp.
 template <typename T, int kDim>
 __global__ void __launch_bounds__(kThreads)
-    attention_kernel(const T* qkv, const float* qkv_bias, const std::uint32_t* starts, int hidden, int head_dim,
-                     float scale_log2, T* ctx) {
+    attention_kernel(const T* qkv, const float* qkv_bias, const std::uint32_t* starts, int hidden,
+                     int head_dim, float scale_log2, T* ctx) {
   constexpr int kTile = key_tile<kDim>();
   __shared__ __align__(16) float keys_s[kTile * kDim];
   __shared__ __align__(16) float values_s[kTile * kDim];
@@ -100,7 +100,8 @@ __global__ void __launch_bounds__(kThreads)
     float acc[kDim];
 #pragma unroll
     for (int d = 0; d < kDim; ++d) {
-      q[d] = (active && d < head_dim) ? (to_float(q_base[qi * row_stride + d]) + q_bias[d]) * scale_log2 : 0.0f;
+      q[d] =
+          (active && d < head_dim) ? (to_float(q_base[qi * row_stride + d]) + q_bias[d]) * scale_log2 : 0.0f;
       acc[d] = 0.0f;
     }
     float running_max = -INFINITY;
@@ -139,7 +140,7 @@ __global__ void __launch_bounds__(kThreads)
 
     if (active) {
       T* out = ctx + (begin + qi) * static_cast<std::size_t>(hidden) + head * head_dim;
-      const float inv_sum = 1.0f / running_sum;  // >= 1: the maximum's own term is exp2(0)
+      const float inv_sum = 1.0f / running_sum;  // running_sum >= 1: the maximum's own term is exp2(0)
 #pragma unroll
       for (int d = 0; d < kDim; ++d)
         if (d < head_dim) out[d] = from_float<T>(acc[d] * inv_sum);
@@ -153,25 +154,30 @@ void launch(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts
   const std::size_t head_dim = hidden / heads;
   const float scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(head_dim)));
   const dim3 grid(static_cast<unsigned>(sequences), static_cast<unsigned>(heads));
-  attention_kernel<T, kDim><<<grid, kThreads, 0, stream>>>(qkv_d, qkv_bias_d, starts_d, static_cast<int>(hidden),
-                                                           static_cast<int>(head_dim), scale_log2, ctx_d);
+  attention_kernel<T, kDim><<<grid, kThreads, 0, stream>>>(
+      qkv_d, qkv_bias_d, starts_d, static_cast<int>(hidden), static_cast<int>(head_dim), scale_log2, ctx_d);
   check_launch("attention_kernel");
 }
 
 }  // namespace
 
 template <typename T>
-void launch_attention(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d, std::size_t sequences,
-                      std::size_t hidden, std::size_t heads, T* ctx_d, cudaStream_t stream) {
+void launch_attention(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d,
+                      std::size_t sequences, std::size_t hidden, std::size_t heads, T* ctx_d,
+                      cudaStream_t stream) {
   if (sequences == 0) return;
   const std::size_t head_dim = hidden / heads;
-  if (head_dim <= 32) launch<T, 32>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
-  else if (head_dim <= 64) launch<T, 64>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
-  else if (head_dim <= 128) launch<T, 128>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
-  else throw Error("attention: head_dim " + std::to_string(head_dim) + " exceeds the kernel's 128");
+  if (head_dim <= 32)
+    launch<T, 32>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
+  else if (head_dim <= 64)
+    launch<T, 64>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
+  else if (head_dim <= 128)
+    launch<T, 128>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
+  else
+    throw Error("attention: head_dim " + std::to_string(head_dim) + " exceeds the kernel's 128");
 }
 
-#define FERRY_INSTANTIATE(T)                                                                              \
+#define FERRY_INSTANTIATE(T)                                                                                \
   template void launch_attention<T>(const T*, const float*, const std::uint32_t*, std::size_t, std::size_t, \
                                     std::size_t, T*, cudaStream_t);
 FERRY_INSTANTIATE_FOR_ELEMENTS(FERRY_INSTANTIATE)

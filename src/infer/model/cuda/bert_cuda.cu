@@ -63,7 +63,8 @@ std::string select_device(int gpu) {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0)
     throw Error(std::string("no CUDA device for the embedding model (cudaGetDeviceCount: ") +
-                (err == cudaSuccess ? "0 devices" : cudaGetErrorString(err)) + "); run it on the CPU instead");
+                (err == cudaSuccess ? "0 devices" : cudaGetErrorString(err)) +
+                "); run it on the CPU instead");
   if (gpu < 0 || gpu >= count)
     throw Error("no CUDA device " + std::to_string(gpu) + " for the embedding model: this machine has " +
                 std::to_string(count));
@@ -78,8 +79,8 @@ void check_config(const BertConfig& c, const BertOptions& options) {
     throw Error("CUDA model: hidden " + std::to_string(c.hidden) + " is not a multiple of heads " +
                 std::to_string(c.heads));
   if (c.hidden / c.heads > cuda::kMaxHeadDim)
-    throw Error("CUDA model: head_dim " + std::to_string(c.hidden / c.heads) + " exceeds the attention kernel's " +
-                std::to_string(cuda::kMaxHeadDim));
+    throw Error("CUDA model: head_dim " + std::to_string(c.hidden / c.heads) +
+                " exceeds the attention kernel's " + std::to_string(cuda::kMaxHeadDim));
   if (c.hidden > cuda::kMaxNormWidth)
     throw Error("CUDA model: hidden " + std::to_string(c.hidden) + " exceeds the LayerNorm kernels' " +
                 std::to_string(cuda::kMaxNormWidth));
@@ -215,27 +216,34 @@ class BertCudaModel final : public EmbeddingModel {
 
     FERRY_CUDA_CHECK(cudaMemcpyAsync(ids_d_.get(), ids_h_.get(), tokens * sizeof(std::int32_t),
                                      cudaMemcpyHostToDevice, stream));
-    FERRY_CUDA_CHECK(cudaMemcpyAsync(starts_d_.get(), starts_h_.get(), (sequences + 1) * sizeof(std::uint32_t),
-                                     cudaMemcpyHostToDevice, stream));
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(starts_d_.get(), starts_h_.get(),
+                                     (sequences + 1) * sizeof(std::uint32_t), cudaMemcpyHostToDevice,
+                                     stream));
 
-    const cuda::EmbeddingTables tables{weights_.word_embeddings.get(), weights_.position_embeddings.get(),
-                                       weights_.token_type_embeddings.get(), weights_.embedding_norm.gamma.get(),
-                                       weights_.embedding_norm.beta.get(), eps};
-    cuda::launch_embed_norm<T>(ids_d_.get(), starts_d_.get(), sequences, tokens, h, tables, hidden_d_.get(), stream);
+    const cuda::EmbeddingTables tables{
+        weights_.word_embeddings.get(),       weights_.position_embeddings.get(),
+        weights_.token_type_embeddings.get(), weights_.embedding_norm.gamma.get(),
+        weights_.embedding_norm.beta.get(),   eps};
+    cuda::launch_embed_norm<T>(ids_d_.get(), starts_d_.get(), sequences, tokens, h, tables, hidden_d_.get(),
+                               stream);
 
     for (const cuda::DeviceLayer<T>& l : weights_.layers) {
       cuda::linear<T>(cublas, hidden_d_.get(), l.qkv.weight.get(), qkv_d_.get(), tokens, h, 3 * h);
       cuda::launch_attention<T>(qkv_d_.get(), l.qkv.bias.get(), starts_d_.get(), sequences, h, config_.heads,
                                 context_d_.get(), stream);
-      cuda::linear<T>(cublas, context_d_.get(), l.attention_out.weight.get(), sublayer_d_.get(), tokens, h, h);
+      cuda::linear<T>(cublas, context_d_.get(), l.attention_out.weight.get(), sublayer_d_.get(), tokens, h,
+                      h);
       cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.attention_out.bias.get(), hidden_d_.get(),
-                                         l.attention_norm.gamma.get(), l.attention_norm.beta.get(), eps, tokens, h,
-                                         stream);
-      cuda::linear<T>(cublas, hidden_d_.get(), l.intermediate.weight.get(), intermediate_d_.get(), tokens, h, inter);
+                                         l.attention_norm.gamma.get(), l.attention_norm.beta.get(), eps,
+                                         tokens, h, stream);
+      cuda::linear<T>(cublas, hidden_d_.get(), l.intermediate.weight.get(), intermediate_d_.get(), tokens, h,
+                      inter);
       cuda::launch_bias_gelu<T>(intermediate_d_.get(), l.intermediate.bias.get(), tokens, inter, stream);
-      cuda::linear<T>(cublas, intermediate_d_.get(), l.output.weight.get(), sublayer_d_.get(), tokens, inter, h);
+      cuda::linear<T>(cublas, intermediate_d_.get(), l.output.weight.get(), sublayer_d_.get(), tokens, inter,
+                      h);
       cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.output.bias.get(), hidden_d_.get(),
-                                         l.output_norm.gamma.get(), l.output_norm.beta.get(), eps, tokens, h, stream);
+                                         l.output_norm.gamma.get(), l.output_norm.beta.get(), eps, tokens, h,
+                                         stream);
     }
 
     cuda::launch_mean_pool<T>(hidden_d_.get(), starts_d_.get(), sequences, h, pooled_d_.get(), stream);
@@ -285,8 +293,10 @@ std::unique_ptr<EmbeddingModel> make_bert_cuda_model(BertWeights weights, const 
   std::string device_name = select_device(options.gpu);
   check_config(weights.config, options);
   switch (options.precision) {
-    case Precision::F32: return std::make_unique<BertCudaModel<float>>(weights, options, std::move(device_name));
-    case Precision::F16: return std::make_unique<BertCudaModel<__half>>(weights, options, std::move(device_name));
+    case Precision::F32:
+      return std::make_unique<BertCudaModel<float>>(weights, options, std::move(device_name));
+    case Precision::F16:
+      return std::make_unique<BertCudaModel<__half>>(weights, options, std::move(device_name));
     case Precision::BF16:
       return std::make_unique<BertCudaModel<__nv_bfloat16>>(weights, options, std::move(device_name));
   }

@@ -23,7 +23,8 @@ __global__ void bias_gelu_kernel(T* x, const float* bias, std::size_t count, uns
 }  // namespace
 
 template <typename T>
-void launch_bias_gelu(T* x_d, const float* bias_d, std::size_t tokens, std::size_t width, cudaStream_t stream) {
+void launch_bias_gelu(T* x_d, const float* bias_d, std::size_t tokens, std::size_t width,
+                      cudaStream_t stream) {
   const std::size_t count = tokens * width;
   if (count == 0) return;
   const auto blocks = static_cast<unsigned>((count + kThreads - 1) / kThreads);

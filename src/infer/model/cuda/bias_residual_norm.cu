@@ -36,7 +36,7 @@ void launch_bias_residual_norm(const T* x_d, const float* bias_d, T* residual_d,
   check_launch("bias_residual_norm_kernel");
 }
 
-#define FERRY_INSTANTIATE(T)                                                                                   \
+#define FERRY_INSTANTIATE(T)                                                                                \
   template void launch_bias_residual_norm<T>(const T*, const float*, T*, const float*, const float*, float, \
                                              std::size_t, std::size_t, cudaStream_t);
 FERRY_INSTANTIATE_FOR_ELEMENTS(FERRY_INSTANTIATE)

@@ -17,9 +17,9 @@ namespace ferry::infer::cuda {
 
 }  // namespace ferry::infer::cuda
 
-#define FERRY_CUBLAS_CHECK(expr)                                                    \
-  do {                                                                              \
-    const cublasStatus_t ferry_cublas_status_ = (expr);                             \
-    if (ferry_cublas_status_ != CUBLAS_STATUS_SUCCESS)                              \
+#define FERRY_CUBLAS_CHECK(expr)                                                           \
+  do {                                                                                     \
+    const cublasStatus_t ferry_cublas_status_ = (expr);                                    \
+    if (ferry_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                     \
       ::ferry::infer::cuda::throw_cublas(ferry_cublas_status_, #expr, __FILE__, __LINE__); \
   } while (0)

@@ -21,7 +21,8 @@ DeviceBuffer<T> upload_as(std::span<const float> values) {
   for (std::size_t i = 0; i < values.size(); ++i) converted[i] = from_float<T>(values[i]);
   DeviceBuffer<T> buffer(values.size());
   if (!values.empty())
-    FERRY_CUDA_CHECK(cudaMemcpy(buffer.get(), converted.data(), values.size() * sizeof(T), cudaMemcpyHostToDevice));
+    FERRY_CUDA_CHECK(
+        cudaMemcpy(buffer.get(), converted.data(), values.size() * sizeof(T), cudaMemcpyHostToDevice));
   return buffer;
 }
 

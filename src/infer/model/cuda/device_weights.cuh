@@ -13,8 +13,8 @@ namespace ferry::infer::cuda {
 
 template <typename T>
 struct DeviceLinear {
-  DeviceBuffer<T> weight;     // [out][in]
-  DeviceBuffer<float> bias;   // [out]
+  DeviceBuffer<T> weight;    // [out][in]
+  DeviceBuffer<float> bias;  // [out]
 };
 
 struct DeviceLayerNorm {

@@ -20,16 +20,18 @@ __device__ int sequence_of(const std::uint32_t* starts, int sequences, std::uint
   int hi = sequences - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (starts[mid] <= t) lo = mid;
-    else hi = mid - 1;
+    if (starts[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
 
 template <typename T>
-__global__ void embed_norm_kernel(const std::int32_t* ids, const std::uint32_t* starts, int sequences, int hidden,
-                                  const T* word, const T* position, const T* token_type, const float* gamma,
-                                  const float* beta, float eps, T* out) {
+__global__ void embed_norm_kernel(const std::int32_t* ids, const std::uint32_t* starts, int sequences,
+                                  int hidden, const T* word, const T* position, const T* token_type,
+                                  const float* gamma, const float* beta, float eps, T* out) {
   extern __shared__ float row_s[];
   const std::uint32_t t = blockIdx.x;
   const std::uint32_t pos = t - starts[sequence_of(starts, sequences, t)];
@@ -49,9 +51,9 @@ void launch_embed_norm(const std::int32_t* ids_d, const std::uint32_t* starts_d,
                        cudaStream_t stream) {
   if (tokens == 0) return;
   embed_norm_kernel<T><<<static_cast<unsigned>(tokens), kThreads, hidden * sizeof(float), stream>>>(
-      ids_d, starts_d, static_cast<int>(sequences), static_cast<int>(hidden), static_cast<const T*>(tables.word),
-      static_cast<const T*>(tables.position), static_cast<const T*>(tables.token_type), tables.gamma, tables.beta,
-      tables.eps, out_d);
+      ids_d, starts_d, static_cast<int>(sequences), static_cast<int>(hidden),
+      static_cast<const T*>(tables.word), static_cast<const T*>(tables.position),
+      static_cast<const T*>(tables.token_type), tables.gamma, tables.beta, tables.eps, out_d);
   check_launch("embed_norm_kernel");
 }
 

@@ -39,7 +39,8 @@ void launch_embed_norm(const std::int32_t* ids_d, const std::uint32_t* starts_d,
 // x = GELU(x + bias) in place, x [tokens][width]; the exact GELU (erf), as
 // BERT's "gelu" activation.
 template <typename T>
-void launch_bias_gelu(T* x_d, const float* bias_d, std::size_t tokens, std::size_t width, cudaStream_t stream);
+void launch_bias_gelu(T* x_d, const float* bias_d, std::size_t tokens, std::size_t width,
+                      cudaStream_t stream);
 
 // residual = LayerNorm(x + bias + residual) in place, both [tokens][hidden].
 template <typename T>
@@ -53,12 +54,13 @@ void launch_bias_residual_norm(const T* x_d, const float* bias_d, T* residual_d,
 // at h * head_dim within each. qkv_bias_d: [3 * hidden]. ctx_d: [tokens][hidden],
 // the heads side by side as BERT concatenates them. head_dim <= kMaxHeadDim.
 template <typename T>
-void launch_attention(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d, std::size_t sequences,
-                      std::size_t hidden, std::size_t heads, T* ctx_d, cudaStream_t stream);
+void launch_attention(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d,
+                      std::size_t sequences, std::size_t hidden, std::size_t heads, T* ctx_d,
+                      cudaStream_t stream);
 
 // out[s] = the mean of hidden_d's rows of sequence s, in f32: [sequences][hidden].
 template <typename T>
-void launch_mean_pool(const T* hidden_d, const std::uint32_t* starts_d, std::size_t sequences, std::size_t hidden,
-                      float* out_d, cudaStream_t stream);
+void launch_mean_pool(const T* hidden_d, const std::uint32_t* starts_d, std::size_t sequences,
+                      std::size_t hidden, float* out_d, cudaStream_t stream);
 
 }  // namespace ferry::infer::cuda

@@ -12,8 +12,8 @@ namespace ferry::infer::cuda {
 // the variance around it: two passes over shared memory, which keeps the
 // variance exact where E[x^2] - E[x]^2 would cancel.
 template <typename T>
-__device__ inline void layer_norm_row(const float* row_s, int hidden, const float* gamma, const float* beta, float eps,
-                                      T* out) {
+__device__ inline void layer_norm_row(const float* row_s, int hidden, const float* gamma, const float* beta,
+                                      float eps, T* out) {
   float sum = 0.0f;
   for (int c = threadIdx.x; c < hidden; c += blockDim.x) sum += row_s[c];
   const float mean = block_sum(sum) / hidden;

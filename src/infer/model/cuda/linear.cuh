@@ -24,15 +24,16 @@ namespace ferry::infer::cuda {
 // B = the stored x^T as it is (CUBLAS_OP_N, in x tokens): m = out, n = tokens,
 // k = in, lda = in, ldb = in, ldc = out.
 template <typename T>
-void linear(cublasHandle_t handle, const T* x_d, const T* weight_d, T* y_d, std::size_t tokens, std::size_t in,
-            std::size_t out) {
-  const float alpha = 1.0f;  // read when the call is made (host pointer mode), so graph capture keeps the values
+void linear(cublasHandle_t handle, const T* x_d, const T* weight_d, T* y_d, std::size_t tokens,
+            std::size_t in, std::size_t out) {
+  const float alpha =
+      1.0f;  // read when the call is made (host pointer mode), so graph capture keeps the values
   const float beta = 0.0f;
   constexpr cudaDataType_t type = Element<T>::kCublasType;
-  FERRY_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(tokens),
-                                  static_cast<int>(in), &alpha, weight_d, type, static_cast<int>(in), x_d, type,
-                                  static_cast<int>(in), &beta, y_d, type, static_cast<int>(out), CUBLAS_COMPUTE_32F,
-                                  CUBLAS_GEMM_DEFAULT));
+  FERRY_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
+                                  static_cast<int>(tokens), static_cast<int>(in), &alpha, weight_d, type,
+                                  static_cast<int>(in), x_d, type, static_cast<int>(in), &beta, y_d, type,
+                                  static_cast<int>(out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace ferry::infer::cuda

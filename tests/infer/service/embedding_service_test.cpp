@@ -1,0 +1,321 @@
+// The embedding service's ring and batcher, with a stand-in model whose
+// output is a function of its input (a mock is fine here: the real model has
+// its own tests, and the end-to-end test serves it).
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "ferry/core/status.h"
+#include "ferry/infer/service.h"
+
+namespace ferry::infer {
+namespace {
+
+constexpr std::size_t kHidden = 4;
+
+// Row i: (sum of ids, length, first id, batch size). Can be held at the start
+// of a call to let requests pile up, and made to fail.
+class StandInModel final : public EmbeddingModel {
+ public:
+  StandInModel() {
+    info_.name = "stand-in";
+    info_.hidden = kHidden;
+    info_.max_positions = 512;
+    info_.vocab = 30522;
+    info_.precision = "f32";
+    info_.device = "cpu";
+  }
+  const ModelInfo& info() const noexcept override { return info_; }
+  void embed(const TokenBatch& batch, float* out) override {
+    {
+      std::unique_lock lock(mutex_);
+      ++calls_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !held_; });
+      batch_sizes_.push_back(batch.size());
+      batch_tokens_.push_back(batch.tokens());
+    }
+    if (fail_.load()) throw Error("stand-in failure");
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const auto seq = batch.sequence(i);
+      float sum = 0;
+      for (auto id : seq) sum += static_cast<float>(id);
+      out[i * kHidden + 0] = sum;
+      out[i * kHidden + 1] = static_cast<float>(seq.size());
+      out[i * kHidden + 2] = static_cast<float>(seq[0]);
+      out[i * kHidden + 3] = static_cast<float>(batch.size());
+    }
+  }
+  void hold() {
+    std::lock_guard lock(mutex_);
+    held_ = true;
+  }
+  void release() {
+    std::lock_guard lock(mutex_);
+    held_ = false;
+    cv_.notify_all();
+  }
+  void wait_for_calls(int n) {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return calls_ >= n; });
+  }
+  std::vector<std::size_t> batch_sizes() {
+    std::lock_guard lock(mutex_);
+    return batch_sizes_;
+  }
+  std::vector<std::size_t> batch_tokens() {
+    std::lock_guard lock(mutex_);
+    return batch_tokens_;
+  }
+  std::atomic<bool> fail_{false};
+
+ private:
+  ModelInfo info_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  int calls_ = 0;
+  std::vector<std::size_t> batch_sizes_, batch_tokens_;
+};
+
+// A tokenizer is required by the service but unused here: the jobs arrive tokenized.
+WordPieceTokenizer tiny_tokenizer() {
+  const std::string path = testing::TempDir() + "/service-test-vocab.txt";
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n", f);
+  std::fclose(f);
+  return WordPieceTokenizer::load(path);
+}
+
+struct Fixture {
+  explicit Fixture(ServiceOptions o) {
+    auto m = std::make_unique<StandInModel>();
+    model = m.get();
+    service = std::make_unique<EmbeddingService>(std::move(m), tiny_tokenizer(), o);
+    service->start();
+  }
+  StandInModel* model;
+  std::unique_ptr<EmbeddingService> service;
+};
+
+// A job of the given sequences; done counts into `finished`.
+std::shared_ptr<EmbedJob> job_of(const std::vector<std::vector<std::int32_t>>& seqs, std::atomic<int>& finished) {
+  auto j = std::make_shared<EmbedJob>();
+  for (const auto& s : seqs) j->tokens.add(s);
+  j->done = [&finished](EmbedJob&) { finished.fetch_add(1); };
+  return j;
+}
+
+bool wait_for(const std::function<bool()>& ok, double seconds = 10) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!ok()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+TEST(EmbeddingService, EachSequenceGetsItsOwnVector) {
+  Fixture f(ServiceOptions{});
+  std::atomic<int> finished{0};
+  auto j = job_of({{101, 5, 102}, {101, 7, 8, 9, 102}}, finished);
+  ASSERT_EQ(f.service->submit(j), Admission::Ok);
+  ASSERT_TRUE(wait_for([&] { return finished.load() == 1; }));
+  ASSERT_EQ(j->vectors.size(), 2 * kHidden);
+  EXPECT_EQ(j->vectors[0], 208.0f);
+  EXPECT_EQ(j->vectors[1], 3.0f);
+  EXPECT_EQ(j->vectors[kHidden + 0], 227.0f);
+  EXPECT_EQ(j->vectors[kHidden + 1], 5.0f);
+  EXPECT_TRUE(j->error.empty());
+  EXPECT_GE(j->batched_ns, j->queued_ns);
+  EXPECT_GE(j->computed_ns, j->launched_ns);
+}
+
+TEST(EmbeddingService, BatchesAreCappedBySequencesAndTokens) {
+  ServiceOptions o;
+  o.max_batch = 4;
+  o.max_batch_tokens = 20;
+  o.max_tokens = 10;
+  Fixture f(o);
+  f.model->hold();
+  std::atomic<int> finished{0};
+  std::vector<std::shared_ptr<EmbedJob>> jobs;
+  // The first call takes the first job alone; the rest pile up behind it.
+  jobs.push_back(job_of({{1, 2}}, finished));
+  ASSERT_EQ(f.service->submit(jobs.back()), Admission::Ok);
+  f.model->wait_for_calls(1);
+  for (int i = 0; i < 10; ++i) {
+    jobs.push_back(job_of({std::vector<std::int32_t>(i < 5 ? 2 : 8, 3)}, finished));
+    ASSERT_EQ(f.service->submit(jobs.back()), Admission::Ok);
+  }
+  f.model->release();
+  ASSERT_TRUE(wait_for([&] { return finished.load() == 11; }));
+  for (std::size_t s : f.model->batch_sizes()) EXPECT_LE(s, 4u);
+  for (std::size_t t : f.model->batch_tokens()) EXPECT_LE(t, 20u);
+  // 5 short then 5 long: [1] [2,2,2,2] [2,8,8] [8,8] -- or any split within both caps.
+  EXPECT_GE(f.model->batch_sizes().size(), 4u);
+}
+
+TEST(EmbeddingService, FullQueueRefusesWholeJobs) {
+  ServiceOptions o;
+  o.queue_slots = 4;
+  o.max_batch = 1;
+  Fixture f(o);
+  f.model->hold();
+  std::atomic<int> finished{0};
+  auto first = job_of({{1}}, finished);
+  ASSERT_EQ(f.service->submit(first), Admission::Ok);
+  f.model->wait_for_calls(1);  // taken off the ring: it no longer counts
+  std::vector<std::shared_ptr<EmbedJob>> jobs;
+  jobs.push_back(job_of({{1}, {2}, {3}}, finished));
+  EXPECT_EQ(f.service->submit(jobs.back()), Admission::Ok);
+  // Two more inputs would make 5 waiting of 4: refused whole, even though one would fit.
+  EXPECT_EQ(f.service->submit(job_of({{4}, {5}}, finished)), Admission::Full);
+  jobs.push_back(job_of({{6}}, finished));
+  EXPECT_EQ(f.service->submit(jobs.back()), Admission::Ok);
+  EXPECT_EQ(f.service->submit(job_of({{7}}, finished)), Admission::Full);
+  EXPECT_EQ(f.service->submit(job_of({{1}, {2}, {3}, {4}, {5}}, finished)), Admission::Invalid);  // can never fit
+  EXPECT_EQ(f.service->submit(job_of({}, finished)), Admission::Invalid);
+  EXPECT_EQ(f.service->stats().rejected_full, 2u);
+  f.model->release();
+  ASSERT_TRUE(wait_for([&] { return finished.load() == 3; }));
+  EXPECT_EQ(f.service->stats().queued, 0u);
+  EXPECT_EQ(f.service->submit(job_of({{8}}, finished)), Admission::Ok);  // room again
+  ASSERT_TRUE(wait_for([&] { return finished.load() == 4; }));
+}
+
+TEST(EmbeddingService, TooLongSequencesAreInvalid) {
+  ServiceOptions o;
+  o.max_tokens = 4;
+  o.max_batch_tokens = 4;
+  Fixture f(o);
+  std::atomic<int> finished{0};
+  EXPECT_EQ(f.service->submit(job_of({{1, 2, 3, 4, 5}}, finished)), Admission::Invalid);
+  EXPECT_EQ(f.service->submit(job_of({{1, 2, 3, 4}}, finished)), Admission::Ok);
+  ASSERT_TRUE(wait_for([&] { return finished.load() == 1; }));
+}
+
+TEST(EmbeddingService, AbandonedJobsAreSkipped) {
+  ServiceOptions o;
+  o.max_batch = 1;
+  Fixture f(o);
+  f.model->hold();
+  std::atomic<int> finished{0};
+  auto blocker = job_of({{1}}, finished);
+  ASSERT_EQ(f.service->submit(blocker), Admission::Ok);
+  f.model->wait_for_calls(1);
+  std::atomic<bool> gone{false};
+  auto j = job_of({{2}, {3}}, finished);
+  j->abandoned = [&gone] { return gone.load(); };
+  ASSERT_EQ(f.service->submit(j), Admission::Ok);
+  auto kept = job_of({{4}}, finished);
+  ASSERT_EQ(f.service->submit(kept), Admission::Ok);
+  gone = true;
+  f.model->release();
+  ASSERT_TRUE(wait_for([&] { return finished.load() == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(finished.load(), 2);  // the abandoned job's done never ran
+  EXPECT_EQ(f.service->stats().skipped_abandoned, 2u);
+  EXPECT_EQ(f.model->batch_sizes().size(), 2u);  // only the blocker and `kept` reached the model
+  EXPECT_EQ(f.service->stats().queued, 0u);
+}
+
+TEST(EmbeddingService, ModelFailureReachesEveryJobOfTheBatch) {
+  Fixture f(ServiceOptions{});
+  f.model->fail_ = true;
+  std::atomic<int> finished{0};
+  auto j = job_of({{1}, {2}}, finished);
+  ASSERT_EQ(f.service->submit(j), Admission::Ok);
+  ASSERT_TRUE(wait_for([&] { return finished.load() == 1; }));
+  EXPECT_NE(j->error.find("stand-in failure"), std::string::npos);
+  EXPECT_EQ(f.service->stats().model_errors, 1u);
+  f.model->fail_ = false;  // and it serves on
+  auto k = job_of({{5}}, finished);
+  ASSERT_EQ(f.service->submit(k), Admission::Ok);
+  ASSERT_TRUE(wait_for([&] { return finished.load() == 2; }));
+  EXPECT_TRUE(k->error.empty());
+  EXPECT_EQ(k->vectors[0], 5.0f);
+}
+
+TEST(EmbeddingService, WaitLetsABatchFill) {
+  ServiceOptions o;
+  o.max_wait = std::chrono::microseconds(200000);
+  o.max_batch = 8;
+  Fixture f(o);
+  std::atomic<int> finished{0};
+  std::vector<std::shared_ptr<EmbedJob>> jobs;
+  for (int i = 0; i < 8; ++i) {
+    jobs.push_back(job_of({{i + 1}}, finished));
+    ASSERT_EQ(f.service->submit(jobs.back()), Admission::Ok);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(wait_for([&] { return finished.load() == 8; }));
+  // 8 arrivals 5 ms apart, well inside a 200 ms wait: one full batch.
+  EXPECT_EQ(f.model->batch_sizes(), std::vector<std::size_t>{8});
+}
+
+// Many producers at once (TSan runs this): every job gets its own sequences' vectors.
+TEST(EmbeddingService, ConcurrentProducersGetTheirOwnResults) {
+  ServiceOptions o;
+  o.queue_slots = 64;
+  o.max_batch = 16;
+  Fixture f(o);
+  const int threads = 4;
+  const int per_thread = std::getenv("FERRY_FUZZ_MESSAGES") ? 3000 : 1000;
+  std::atomic<int> wrong{0}, refused{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        auto j = std::make_shared<EmbedJob>();
+        const std::int32_t a = t * 100000 + i, n = 1 + i % 3;
+        for (std::int32_t s = 0; s < n; ++s) j->tokens.add(std::vector<std::int32_t>(1 + s, a));
+        std::atomic<bool> done{false};
+        j->done = [&done](EmbedJob&) { done.store(true, std::memory_order_release); };
+        Admission r;
+        while ((r = f.service->submit(j)) == Admission::Full) {
+          refused.fetch_add(1);
+          std::this_thread::yield();
+        }
+        if (r != Admission::Ok) {
+          wrong.fetch_add(1);
+          continue;
+        }
+        while (!done.load(std::memory_order_acquire)) std::this_thread::yield();
+        for (std::int32_t s = 0; s < n; ++s)
+          if (j->vectors[s * kHidden + 0] != static_cast<float>(a) * static_cast<float>(1 + s) ||
+              j->vectors[s * kHidden + 1] != static_cast<float>(1 + s))
+            wrong.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(f.service->stats().queued, 0u);
+  std::printf("%d jobs from %d threads; %d refusals while full\n", threads * per_thread, threads, refused.load());
+}
+
+TEST(EmbeddingService, BadOptionsAreRefused) {
+  auto make = [](ServiceOptions o) {
+    return EmbeddingService(std::make_unique<StandInModel>(), tiny_tokenizer(), o);
+  };
+  ServiceOptions o;
+  o.max_tokens = 1000;  // beyond the model's 512 positions
+  EXPECT_THROW(make(o), Error);
+  o = {};
+  o.queue_slots = 0;
+  EXPECT_THROW(make(o), Error);
+  o = {};
+  o.max_batch_tokens = 100;  // below max_tokens 256
+  EXPECT_THROW(make(o), Error);
+}
+
+}  // namespace
+}  // namespace ferry::infer
