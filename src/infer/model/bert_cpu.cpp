@@ -1,7 +1,5 @@
 #include "infer/model/bert_cpu.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +8,7 @@
 
 #include "ferry/core/status.h"
 #include "infer/model/batch_check.h"
+#include "infer/model/openblas.h"
 
 namespace ferry::infer {
 
@@ -20,7 +19,7 @@ namespace {
 void linear(const float* x, std::size_t rows, std::size_t in, const float* weight, const float* bias,
             std::size_t out, float* y) noexcept {
   for (std::size_t r = 0; r < rows; ++r) std::memcpy(y + r * out, bias, out * sizeof(float));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(out),
+  openblas().sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(out),
               static_cast<int>(in), 1.0f, x, static_cast<int>(in), weight, static_cast<int>(in), 1.0f, y,
               static_cast<int>(out));
 }
@@ -120,7 +119,7 @@ class BertCpuModel final : public EmbeddingModel {
     const std::size_t longest = std::min(config_.max_positions, tokens);
     scores_ = scratch(longest * longest);
 
-    if (options.cpu_threads > 0) openblas_set_num_threads(options.cpu_threads);
+    if (options.cpu_threads > 0) openblas().set_num_threads(options.cpu_threads);
     info_.name = std::move(name);
     info_.hidden = h;
     info_.max_positions = config_.max_positions;
@@ -196,10 +195,10 @@ class BertCpuModel final : public EmbeddingModel {
         const float* k = q + h;
         const float* v = q + 2 * h;
         float* scores = scores_.get();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, static_cast<int>(d), scale, q, ld_qkv,
+        openblas().sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, static_cast<int>(d), scale, q, ld_qkv,
                     k, ld_qkv, 0.0f, scores, len);
         softmax_rows(scores, static_cast<std::size_t>(len), static_cast<std::size_t>(len));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, static_cast<int>(d), len, 1.0f, scores,
+        openblas().sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, static_cast<int>(d), len, 1.0f, scores,
                     len, v, ld_qkv, 0.0f, context_.get() + start * h + head * d, static_cast<int>(h));
       }
     }

