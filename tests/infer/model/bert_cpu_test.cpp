@@ -35,7 +35,9 @@ struct Reference {
 };
 
 Reference load_reference() {
-  const std::string dir = FERRY_REFERENCE_DIR;
+  // The build's source tree, or FERRY_REFERENCE_DIR where the binary runs from a copy (the GPU machine).
+  const char* env = std::getenv("FERRY_REFERENCE_DIR");
+  const std::string dir = env != nullptr && *env != '\0' ? env : FERRY_REFERENCE_DIR;
   std::ifstream json_in(dir + "/sentences.json");
   if (!json_in) throw Error("cannot read " + dir + "/sentences.json");
   const auto doc = nlohmann::json::parse(json_in);

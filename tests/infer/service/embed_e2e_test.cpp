@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -40,7 +42,9 @@ struct Reference {
 const Reference& reference() {
   static const Reference r = [] {
     Reference out;
-    const std::string dir = FERRY_FIXTURES_DIR "/reference";
+    // The build's source tree, or FERRY_REFERENCE_DIR where the binary runs from a copy (the GPU machine).
+    const char* env = std::getenv("FERRY_REFERENCE_DIR");
+    const std::string dir = env != nullptr && *env != '\0' ? env : FERRY_FIXTURES_DIR "/reference";
     std::ifstream js(dir + "/sentences.json");
     const json meta = json::parse(js);
     const std::size_t dims = meta["dims"];
