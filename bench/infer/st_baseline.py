@@ -120,7 +120,8 @@ def main():
         for batch in batches:
             texts = texts_of_length(model.tokenizer, length, batch)
             features = model.tokenize(texts)
-            features = {k: v.to(args.device) for k, v in features.items()}
+            # Tensors only: sentence-transformers 6 also returns the text column's name.
+            features = {k: v.to(args.device) for k, v in features.items() if hasattr(v, "to")}
             assert features["input_ids"].shape == (batch, length), features["input_ids"].shape
 
             def encode():

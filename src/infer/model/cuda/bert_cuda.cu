@@ -93,6 +93,22 @@ void check_config(const BertConfig& c, const BertOptions& options) {
                 " is too large for one batch's activations");
 }
 
+// The rows cuBLAS sees for a batch of `tokens`: rounded up to 16 * 2^k or
+// 24 * 2^k. cuBLAS loads the kernel a shape needs when it first meets the
+// shape, and loading a kernel waits for every kernel running on the device,
+// which ferry http's persistent GPU workers never stop doing. With rows from
+// this short list, every kernel is loaded at start (warm_up) and none later.
+// The padding rows cost at most half as much again in the products; each
+// output row depends on its input row alone, so the real rows are exact.
+std::size_t gemm_rows(std::size_t tokens) {
+  std::size_t step = 16;
+  for (;;) {
+    if (tokens <= step) return step;
+    if (tokens <= step + step / 2) return step + step / 2;
+    step *= 2;
+  }
+}
+
 bool graphs_enabled() {
   // FERRY_CUDA_GRAPHS=0 runs every batch eagerly: for profilers that follow
   // kernels one by one, and to tell a graph problem from a kernel problem.
@@ -116,11 +132,12 @@ class BertCudaModel final : public EmbeddingModel {
         pooled_h_(max_batch_ * config_.hidden),
         ids_d_(max_batch_tokens_),
         starts_d_(max_batch_ + 1),
-        hidden_d_(max_batch_tokens_ * config_.hidden),
-        qkv_d_(max_batch_tokens_ * 3 * config_.hidden),
-        context_d_(max_batch_tokens_ * config_.hidden),
-        sublayer_d_(max_batch_tokens_ * config_.hidden),
-        intermediate_d_(max_batch_tokens_ * config_.intermediate),
+        rows_(gemm_rows(max_batch_tokens_)),
+        hidden_d_(rows_ * config_.hidden),
+        qkv_d_(rows_ * 3 * config_.hidden),
+        context_d_(rows_ * config_.hidden),
+        sublayer_d_(rows_ * config_.hidden),
+        intermediate_d_(rows_ * config_.intermediate),
         pooled_d_(max_batch_ * config_.hidden) {
     // cublasSetStream resets the workspace to cuBLAS's own pool, so the
     // workspace is set after it.
@@ -132,6 +149,7 @@ class BertCudaModel final : public EmbeddingModel {
     info_.vocab = config_.vocab;
     info_.precision = precision_name(options.precision);
     info_.device = std::move(device_name);
+    warm_up();
   }
 
   ~BertCudaModel() override {
@@ -206,6 +224,30 @@ class BertCudaModel final : public EmbeddingModel {
     }
   }
 
+  // Runs every product at every row count gemm_rows() gives, so that cuBLAS
+  // has loaded all its kernels before any persistent kernel starts. The
+  // padding rows start as zeros (they are never written with anything else
+  // than products of zeros and of earlier padding).
+  void warm_up() {
+    cudaStream_t stream = stream_.get();
+    const std::size_t h = config_.hidden;
+    const std::size_t inter = config_.intermediate;
+    FERRY_CUDA_CHECK(cudaMemsetAsync(hidden_d_.get(), 0, rows_ * h * sizeof(T), stream));
+    FERRY_CUDA_CHECK(cudaMemsetAsync(context_d_.get(), 0, rows_ * h * sizeof(T), stream));
+    FERRY_CUDA_CHECK(cudaMemsetAsync(intermediate_d_.get(), 0, rows_ * inter * sizeof(T), stream));
+    const cuda::DeviceLayer<T>& l = weights_.layers.front();
+    for (std::size_t rows = gemm_rows(1);; rows = gemm_rows(rows + 1)) {
+      cuda::linear<T>(cublas_.get(), hidden_d_.get(), l.qkv.weight.get(), qkv_d_.get(), rows, h, 3 * h);
+      cuda::linear<T>(cublas_.get(), context_d_.get(), l.attention_out.weight.get(), sublayer_d_.get(), rows, h, h);
+      cuda::linear<T>(cublas_.get(), hidden_d_.get(), l.intermediate.weight.get(), intermediate_d_.get(), rows, h,
+                      inter);
+      cuda::linear<T>(cublas_.get(), intermediate_d_.get(), l.output.weight.get(), sublayer_d_.get(), rows, inter,
+                      h);
+      if (rows >= rows_) break;
+    }
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+
   // Everything from the staged input to the staged output, on stream_.
   void enqueue_batch(std::size_t tokens, std::size_t sequences) {
     cudaStream_t stream = stream_.get();
@@ -227,20 +269,19 @@ class BertCudaModel final : public EmbeddingModel {
     cuda::launch_embed_norm<T>(ids_d_.get(), starts_d_.get(), sequences, tokens, h, tables, hidden_d_.get(),
                                stream);
 
+    const std::size_t rows = gemm_rows(tokens);  // the products' rows; the other kernels see `tokens`
     for (const cuda::DeviceLayer<T>& l : weights_.layers) {
-      cuda::linear<T>(cublas, hidden_d_.get(), l.qkv.weight.get(), qkv_d_.get(), tokens, h, 3 * h);
+      cuda::linear<T>(cublas, hidden_d_.get(), l.qkv.weight.get(), qkv_d_.get(), rows, h, 3 * h);
       cuda::launch_attention<T>(qkv_d_.get(), l.qkv.bias.get(), starts_d_.get(), sequences, h, config_.heads,
                                 context_d_.get(), stream);
-      cuda::linear<T>(cublas, context_d_.get(), l.attention_out.weight.get(), sublayer_d_.get(), tokens, h,
-                      h);
+      cuda::linear<T>(cublas, context_d_.get(), l.attention_out.weight.get(), sublayer_d_.get(), rows, h, h);
       cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.attention_out.bias.get(), hidden_d_.get(),
                                          l.attention_norm.gamma.get(), l.attention_norm.beta.get(), eps,
                                          tokens, h, stream);
-      cuda::linear<T>(cublas, hidden_d_.get(), l.intermediate.weight.get(), intermediate_d_.get(), tokens, h,
+      cuda::linear<T>(cublas, hidden_d_.get(), l.intermediate.weight.get(), intermediate_d_.get(), rows, h,
                       inter);
       cuda::launch_bias_gelu<T>(intermediate_d_.get(), l.intermediate.bias.get(), tokens, inter, stream);
-      cuda::linear<T>(cublas, intermediate_d_.get(), l.output.weight.get(), sublayer_d_.get(), tokens, inter,
-                      h);
+      cuda::linear<T>(cublas, intermediate_d_.get(), l.output.weight.get(), sublayer_d_.get(), rows, inter, h);
       cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.output.bias.get(), hidden_d_.get(),
                                          l.output_norm.gamma.get(), l.output_norm.beta.get(), eps, tokens, h,
                                          stream);
@@ -272,7 +313,8 @@ class BertCudaModel final : public EmbeddingModel {
   DeviceBuffer<std::int32_t> ids_d_;
   DeviceBuffer<std::uint32_t> starts_d_;
 
-  // Activations, sized for max_batch_tokens: the residual stream, the fused
+  std::size_t rows_;  // gemm_rows(max_batch_tokens): the most rows a product has
+  // Activations, sized for rows_: the residual stream, the fused
   // projection, the attention context, a sublayer's output before its
   // LayerNorm, and the feed-forward block's inner activations.
   DeviceBuffer<T> hidden_d_;
@@ -290,6 +332,11 @@ class BertCudaModel final : public EmbeddingModel {
 }  // namespace
 
 std::unique_ptr<EmbeddingModel> make_bert_cuda_model(BertWeights weights, const BertOptions& options) {
+  // Before the first CUDA call: the model shares its process with persistent
+  // kernels (ferry http's GPU workers), and a kernel loaded lazily, at its
+  // first launch, waits for every running kernel to finish, which a persistent
+  // one never does. Loaded eagerly, nothing waits. (An explicit setting wins.)
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   std::string device_name = select_device(options.gpu);
   check_config(weights.config, options);
   switch (options.precision) {
