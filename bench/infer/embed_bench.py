@@ -41,12 +41,14 @@ GAZSI = [
 ]
 
 
-def start_ferry(args, extra):
+def start_ferry(args, extra, backend=None):
+    backend = backend or args.backend
     tmp = tempfile.mkdtemp(prefix="embed-bench-")
     port_file = os.path.join(tmp, "port")
     cmd = [args.ferry, "http", "-p", "0", "--listen-address", "127.0.0.1", "--port-file", port_file,
-           "--cpu", args.proxy_cpus, "--backend", args.backend, "--model", args.model,
-           "--log-level", "40"] + (["--launch", args.launch] if args.backend == "cuda" else []) + extra
+           "--cpu", args.proxy_cpus, "--backend", backend, "--model", args.model,
+           "--model-device", args.backend, "--log-level", "40"] + \
+        (["--launch", args.launch] if backend == "cuda" else []) + extra
     log = open(os.path.join(tmp, "ferry.log"), "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 90
@@ -149,6 +151,17 @@ def main():
         print_sweep("open-loop sweep (one short input per request)", result["sweep"])
     finally:
         stop(proc)
+
+    if args.backend == "cuda":
+        # The same model with the HTTP work on CPU worker threads: what the GPU's
+        # PCIe round trips cost the routing stage.
+        proc, port = start_ferry(args, [], backend="cpu")
+        try:
+            result["cpu_workers_idle"] = open_loop(args, port, [200], args.seconds, 1, 1)[0]
+            print_sweep("idle, HTTP on CPU workers, model on the GPU", [result["cpu_workers_idle"]])
+            result["cpu_workers_stages"] = stage_breakdown(port, 500)
+        finally:
+            stop(proc)
 
     result["batching"] = []
     for b in [int(x) for x in args.batches.split(",")]:

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
+#include <thread>
 
 #include "ferry/core/status.h"
 #include "infer/model/batch_check.h"
@@ -119,13 +121,20 @@ class BertCpuModel final : public EmbeddingModel {
     const std::size_t longest = std::min(config_.max_positions, tokens);
     scores_ = scratch(longest * longest);
 
-    if (options.cpu_threads > 0) openblas().set_num_threads(options.cpu_threads);
+    // Every core unless told otherwise: the library's own default follows
+    // OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, which containers often set to 1.
+    const int threads = options.cpu_threads > 0 ? options.cpu_threads
+                                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    openblas().set_num_threads(threads);
     info_.name = std::move(name);
     info_.hidden = h;
     info_.max_positions = config_.max_positions;
     info_.vocab = config_.vocab;
     info_.precision = "f32";
-    info_.device = "cpu";
+    static const char* const kParallel[] = {"serial", "pthreads", "OpenMP"};
+    const int parallel = openblas().get_parallel();
+    info_.device = "cpu (OpenBLAS " + std::string(parallel >= 0 && parallel <= 2 ? kParallel[parallel] : "?") +
+                   ", " + std::to_string(openblas().get_num_threads()) + " threads)";
   }
 
   const ModelInfo& info() const noexcept override { return info_; }

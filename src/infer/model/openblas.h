@@ -13,6 +13,8 @@ namespace ferry::infer {
 struct OpenBlas {
   decltype(&cblas_sgemm) sgemm = nullptr;
   decltype(&openblas_set_num_threads) set_num_threads = nullptr;
+  decltype(&openblas_get_num_threads) get_num_threads = nullptr;
+  decltype(&openblas_get_parallel) get_parallel = nullptr;  // 0: a serial build, 1: pthreads, 2: OpenMP
 };
 
 // Loads libopenblas.so.0 once; throws ferry::Error naming the package when it cannot.
