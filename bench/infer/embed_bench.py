@@ -47,7 +47,7 @@ def start_ferry(args, extra, backend=None):
     port_file = os.path.join(tmp, "port")
     cmd = [args.ferry, "http", "-p", "0", "--listen-address", "127.0.0.1", "--port-file", port_file,
            "--cpu", args.proxy_cpus, "--backend", backend, "--model", args.model,
-           "--model-device", args.backend, "--log-level", "40"] + \
+           "--model-device", args.backend, "--batcher-cpu", str(args.batcher_cpu), "--log-level", "40"] + \
         (["--launch", args.launch] if backend == "cuda" else []) + extra
     log = open(os.path.join(tmp, "ferry.log"), "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -82,7 +82,8 @@ def warm(port, n):
 def open_loop(args, port, rates, seconds, threads, connections, path="/inference?d=hello+world"):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
-    cmd = [args.open_loop, "-p", str(port), "--path", path, "--rates", ",".join(str(r) for r in rates),
+    # The client spins on its own cores, apart from the proxy threads and the batcher.
+    cmd = ["taskset", "-c", args.client_cpus, args.open_loop, "-p", str(port), "--path", path, "--rates", ",".join(str(r) for r in rates),
            "--seconds", str(seconds), "-t", str(threads), "-c", str(connections), "--json", out]
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
@@ -130,6 +131,8 @@ def main():
     p.add_argument("--launch", default="persistent")
     p.add_argument("--proxy-cpus", default="0,1,2,3", help="ferry http --cpu")
     p.add_argument("--client-threads", type=int, default=4)
+    p.add_argument("--client-cpus", default="8-15", help="cores the load generator runs on (taskset)")
+    p.add_argument("--batcher-cpu", type=int, default=4, help="ferry http --batcher-cpu")
     p.add_argument("--rates", default="2000,10000,25000,50000,75000,100000,150000")
     p.add_argument("--seconds", type=float, default=4)
     p.add_argument("--batches", default="1,8,32")
@@ -140,6 +143,7 @@ def main():
     args = p.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     result = {"bench": "embed", "backend": args.backend, "launch": args.launch, "proxy_cpus": args.proxy_cpus,
+              "batcher_cpu": args.batcher_cpu, "client_cpus": args.client_cpus,
               "client_threads": args.client_threads, "seconds": args.seconds}
 
     proc, port = start_ferry(args, [])

@@ -41,9 +41,10 @@ fi
 export FERRY_MODEL_DIR=$M/minilm FERRY_REFERENCE_DIR=$PWD/tests/infer/fixtures/reference
 echo "$SHA  $FERRY_MODEL_DIR/model.safetensors" | sha256sum -c || exit 1
 B=$C/build
-# PART=tests or PART=bench runs half of what follows (one call may last 10 minutes).
+# PART=tests, PART=bench (embed_bench and the CPU model) or PART=load (embed_bench alone) runs part of
+# what follows: one call may last 10 minutes.
 PART=${PART:-all}
-if [ "$PART" != bench ]; then
+if [ "$PART" != bench ] && [ "$PART" != load ]; then
 step bert_cuda_test timeout 300 "$B/tests/infer/model/bert_cuda_test"
 for m in ${LAUNCHES:-persistent graph}; do
   step "embed_e2e_cuda_$m" timeout 300 "$B/tests/infer/service/embed_e2e_test" --backend=cuda --launch=$m
@@ -53,9 +54,10 @@ step model_vs_st_cuda timeout 300 python3 bench/infer/st_baseline.py --model "$F
 fi
 if [ "$PART" != tests ]; then
 step embed_bench_cuda timeout 420 python3 bench/infer/embed_bench.py --ferry "$FERRY" --open-loop "$B/bench/http/ferry-open-loop" \
-  --model "$FERRY_MODEL_DIR" --backend cuda --launch "${BENCH_LAUNCH:-persistent}" --proxy-cpus 0,1,2,3 --client-threads 4 --seconds "$SECONDS_PER_RUN" \
+  --model "$FERRY_MODEL_DIR" --backend cuda --launch "${BENCH_LAUNCH:-persistent}" --proxy-cpus 0,1,2,3 \
+  --batcher-cpu 4 --client-cpus 8-15 --client-threads 4 --seconds "$SECONDS_PER_RUN" \
   --st-server bench/infer/st_server.py --json "$OUT/embed_bench_cuda.json"
-step model_vs_st_cpu timeout 300 python3 bench/infer/st_baseline.py --device cpu --model "$FERRY_MODEL_DIR" --seconds 2 \
+[ "$PART" = load ] || step model_vs_st_cpu timeout 300 python3 bench/infer/st_baseline.py --device cpu --model "$FERRY_MODEL_DIR" --seconds 2 \
   --batches 1,8,32 --lengths 32 --ferry "$B/bench/infer/ferry-model-bench" --json "$OUT/model_vs_st_cpu.json"
 fi
 log "summary"; cat "$OUT/summary.txt"; echo "status=$status"
