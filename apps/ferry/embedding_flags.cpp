@@ -34,12 +34,18 @@ void add_embedding_flags(CLI::App& sub, EmbeddingFlags& f) {
       ->capture_default_str();
   sub.add_option("--batcher-cpu", f.service.cpu, "Core to pin the batcher thread to (-1: unpinned)")
       ->capture_default_str();
+  sub.add_option("--batcher-spin-us", f.spin_us,
+                 "Microseconds an idle batcher polls before it sleeps: longer saves a lone request its wake-up "
+                 "(~14 us) at the cost of a busy core")
+      ->capture_default_str();
 }
 
 std::shared_ptr<infer::EmbeddingService> make_embedding_service(EmbeddingFlags& f, bool cuda_workers) {
   if (f.model_dir.empty()) return nullptr;
   if (f.max_wait_us < 0) throw Error("--max-wait-us must be 0 or more");
+  if (f.spin_us < 0) throw Error("--batcher-spin-us must be 0 or more");
   f.service.max_wait = std::chrono::microseconds(f.max_wait_us);
+  f.service.spin = std::chrono::microseconds(f.spin_us);
   infer::BertOptions b;
   b.model_dir = f.model_dir;
   b.expected_sha256 = f.sha256 == "minilm" ? infer::kMiniLmSha256 : f.sha256 == "none" ? "" : f.sha256;

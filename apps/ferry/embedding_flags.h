@@ -19,6 +19,7 @@ struct EmbeddingFlags {
   int gpu = 0;
   int threads = 0;
   long max_wait_us = 0;
+  long spin_us = 50;
   infer::ServiceOptions service;
 };
 

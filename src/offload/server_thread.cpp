@@ -288,9 +288,11 @@ void ServerThread::run() {
   now_ = last_linger_check;
   while (running_.load(std::memory_order_relaxed)) {
     if (has_commands_.load(std::memory_order_acquire)) process_commands();
-    // Polls rather than sleeps in epoll while responses are due: from the
-    // channel, or deferred ones (whose eventfd wake-up would cost ~10 us).
-    const bool polling = (bound_ && channel_in_flight_ > 0) || deferred_waiting_ > 0;
+    // Polls rather than sleeps in epoll while responses are due from the
+    // channel. Deferred ones wake the loop through the eventfd instead:
+    // polling for them too saved ~3 us a request when idle but cost
+    // throughput under load (docs/bench/inference.md).
+    const bool polling = bound_ && channel_in_flight_ > 0;
     const int n = epoll_wait(epoll_fd_, events, 256, polling ? 0 : 50);
     now_ = std::chrono::steady_clock::now();  // what this round reads and posts is stamped with it
     bool progress = n > 0;
@@ -512,7 +514,6 @@ std::uint32_t ServerThread::drain_responses() {
           std::shared_ptr<Framing::Deferred> defer() override {
             auto p = std::make_shared<PendingResponse>(thread->mailbox_, conn->slot, conn->generation);
             conn->queue.push_back({p, {}, 0});
-            ++thread->deferred_waiting_;
             return p;
           }
         } deferrer;
@@ -747,11 +748,8 @@ void ServerThread::close_connection(Connection& c, const char* why) {
   c.fd = -1;
   c.in.reset();
   c.out.reset();
-  for (auto& q : c.queue) {
-    if (!q.pending) continue;
-    q.pending->abandon();  // its work may be skipped
-    --deferred_waiting_;
-  }
+  for (auto& q : c.queue)
+    if (q.pending) q.pending->abandon();  // its work may be skipped
   c.queue.clear();
   c.kept.clear();
   c.in_len = c.out_head = c.out_tail = 0;
@@ -778,7 +776,6 @@ void ServerThread::take_deferred() {
     auto it = std::find_if(c->queue.begin(), c->queue.end(),
                            [&](const Connection::Queued& q) { return q.pending == done.pending; });
     if (it == c->queue.end()) continue;  // dropped after a response that closed the connection
-    --deferred_waiting_;
     Framing::Response r;
     try {
       r = done.build();
@@ -792,11 +789,8 @@ void ServerThread::take_deferred() {
     it->bytes = std::move(r.bytes);
     if (r.close_after) {
       // Nothing after it is sent: drop what waits behind it.
-      for (auto later = std::next(it); later != c->queue.end(); ++later) {
-        if (!later->pending) continue;
-        later->pending->abandon();
-        --deferred_waiting_;
-      }
+      for (auto later = std::next(it); later != c->queue.end(); ++later)
+        if (later->pending) later->pending->abandon();
       c->queue.erase(std::next(it), c->queue.end());
       close_after_output(*c);
     }

@@ -156,7 +156,6 @@ class ServerThread {
   RingConsumer responses_;
   std::uint32_t channel_in_flight_ = 0;
   std::shared_ptr<DeferredMailbox> mailbox_;
-  std::uint32_t deferred_waiting_ = 0;  // deferred responses not yet back: the loop polls meanwhile
   std::vector<std::uint8_t> scratch_;  // a response written while others wait before it
   log::Throttle warn_throttle_;  // one line a second for hostile clients' errors
 

@@ -31,6 +31,10 @@ struct ServiceOptions {
   std::chrono::microseconds max_wait{0};   // how long a batch waits to fill after its first sequence
   std::size_t max_tokens = 256;            // a sequence's ids at most, [CLS] and [SEP] included
   int cpu = -1;                            // pin the batcher to this core; -1: unpinned
+  // How long an idle batcher polls the ring before it sleeps. Waking it costs
+  // ~14 us a request; polling for 2 ms made that ~1 us but cost throughput
+  // under load on the H100 machine (docs/bench/inference.md).
+  std::chrono::microseconds spin{50};
 };
 
 // One request: its sequences, and what the service fills in.

@@ -18,9 +18,6 @@ std::int64_t now_ns() {
       .count();
 }
 
-// How long the batcher polls the ring for more work before it sleeps.
-constexpr auto kSpinBeforeSleep = std::chrono::milliseconds(2);
-
 // One sequence of a job, as the ring carries it.
 struct Item {
   std::shared_ptr<EmbedJob> job;
@@ -122,9 +119,8 @@ class EmbeddingService::Impl {
     wakeups_.notify_one();
   }
 
-  // Waits for the next sequence: spins for a while after the last one (a
-  // futex wake-up costs ~10 us, which is most of a short request's time
-  // outside the model), then sleeps until a producer wakes it.
+  // Waits for the next sequence: polls for ServiceOptions::spin after the
+  // last one, then sleeps until a producer wakes it.
   std::optional<Item> next(bool block) {
     std::optional<Item> item = wait_for_item(block);
     // Taken off the ring, it no longer holds a queue slot.
@@ -135,7 +131,7 @@ class EmbeddingService::Impl {
   std::optional<Item> wait_for_item(bool block) {
     if (auto item = ring_.try_pop()) return item;
     if (!block) return std::nullopt;
-    const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+    const auto spin_until = std::chrono::steady_clock::now() + opts_.spin;
     while (std::chrono::steady_clock::now() < spin_until) {
       if (auto item = ring_.try_pop()) return item;
     }
