@@ -11,6 +11,7 @@
 #include "ferry/core/status.h"
 #include "infer/model/batch_check.h"
 #include "infer/model/openblas.h"
+#include "infer/model/worker_pool.h"
 
 namespace ferry::infer {
 
@@ -118,14 +119,14 @@ class BertCpuModel final : public EmbeddingModel {
     context_ = scratch(tokens * h);
     sublayer_ = scratch(tokens * h);
     intermediate_ = scratch(tokens * config_.intermediate);
-    const std::size_t longest = std::min(config_.max_positions, tokens);
-    scores_ = scratch(longest * longest);
-
-    // Every core unless told otherwise: the library's own default follows
-    // OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, which containers often set to 1.
-    const int threads = options.cpu_threads > 0 ? options.cpu_threads
-                                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    openblas().set_num_threads(threads);
+    // Every core unless told otherwise. The model splits its work over its
+    // own threads (worker_pool.h), each calling a single-threaded sgemm.
+    const std::size_t threads = options.cpu_threads > 0 ? static_cast<std::size_t>(options.cpu_threads)
+                                                        : std::max(1u, std::thread::hardware_concurrency());
+    openblas().set_num_threads(1);
+    pool_ = std::make_unique<WorkerPool>(threads);
+    longest_ = std::min(config_.max_positions, tokens);
+    scores_ = scratch(threads * longest_ * longest_);
     info_.name = std::move(name);
     info_.hidden = h;
     info_.max_positions = config_.max_positions;
@@ -133,8 +134,8 @@ class BertCpuModel final : public EmbeddingModel {
     info_.precision = "f32";
     static const char* const kParallel[] = {"serial", "pthreads", "OpenMP"};
     const int parallel = openblas().get_parallel();
-    info_.device = "cpu (OpenBLAS " + std::string(parallel >= 0 && parallel <= 2 ? kParallel[parallel] : "?") +
-                   ", " + std::to_string(openblas().get_num_threads()) + " threads)";
+    info_.device = "cpu (" + std::to_string(threads) + " threads, OpenBLAS " +
+                   std::string(parallel >= 0 && parallel <= 2 ? kParallel[parallel] : "?") + ")";
   }
 
   const ModelInfo& info() const noexcept override { return info_; }
@@ -146,19 +147,26 @@ class BertCpuModel final : public EmbeddingModel {
     const std::size_t h = config_.hidden;
     const float eps = config_.layer_norm_eps;
 
+    const std::size_t inter = config_.intermediate;
     embed_tokens(batch);
     for (const Layer& l : layers_) {
-      linear(hidden_.get(), tokens, h, l.qkv_weight.data(), l.qkv_bias.data(), 3 * h, qkv_.get());
+      // Each block of token rows goes through a step on one thread; attention
+      // goes by sequence. Every step reads only what the one before wrote.
+      by_rows(tokens, [&](std::size_t r0, std::size_t n) {
+        linear(hidden_.get() + r0 * h, n, h, l.qkv_weight.data(), l.qkv_bias.data(), 3 * h, qkv_.get() + r0 * 3 * h);
+      });
       attention(batch);
-      linear(context_.get(), tokens, h, l.attention_out.weight.data(), l.attention_out.bias.data(), h,
-             sublayer_.get());
-      add_layer_norm(hidden_.get(), sublayer_.get(), tokens, h, l.attention_norm, eps);
-      linear(hidden_.get(), tokens, h, l.intermediate.weight.data(), l.intermediate.bias.data(),
-             config_.intermediate, intermediate_.get());
-      gelu(intermediate_.get(), tokens * config_.intermediate);
-      linear(intermediate_.get(), tokens, config_.intermediate, l.output.weight.data(), l.output.bias.data(),
-             h, sublayer_.get());
-      add_layer_norm(hidden_.get(), sublayer_.get(), tokens, h, l.output_norm, eps);
+      by_rows(tokens, [&](std::size_t r0, std::size_t n) {
+        linear(context_.get() + r0 * h, n, h, l.attention_out.weight.data(), l.attention_out.bias.data(), h,
+               sublayer_.get() + r0 * h);
+        add_layer_norm(hidden_.get() + r0 * h, sublayer_.get() + r0 * h, n, h, l.attention_norm, eps);
+        linear(hidden_.get() + r0 * h, n, h, l.intermediate.weight.data(), l.intermediate.bias.data(), inter,
+               intermediate_.get() + r0 * inter);
+        gelu(intermediate_.get() + r0 * inter, n * inter);
+        linear(intermediate_.get() + r0 * inter, n, inter, l.output.weight.data(), l.output.bias.data(), h,
+               sublayer_.get() + r0 * h);
+        add_layer_norm(hidden_.get() + r0 * h, sublayer_.get() + r0 * h, n, h, l.output_norm, eps);
+      });
     }
     mean_pool(batch, out);
   }
@@ -172,6 +180,19 @@ class BertCpuModel final : public EmbeddingModel {
     Linear intermediate, output;
     LayerNorm output_norm;
   };
+
+  // Calls step(first_row, rows) for blocks of the batch's rows, across the pool.
+  template <typename Step>
+  void by_rows(std::size_t rows, const Step& step) {
+    // A few blocks per thread keep them busy when blocks take uneven time; 16
+    // rows at least keep each sgemm worth its call.
+    const std::size_t per = std::max<std::size_t>(16, (rows + 2 * pool_->size() - 1) / (2 * pool_->size()));
+    const std::size_t blocks = (rows + per - 1) / per;
+    pool_->run(blocks, [&](std::size_t b, std::size_t) {
+      const std::size_t r0 = b * per;
+      step(r0, std::min(per, rows - r0));
+    });
+  }
 
   // hidden_ = LayerNorm(word + position + token type 0), positions restarting
   // at 0 in every sequence.
@@ -191,26 +212,26 @@ class BertCpuModel final : public EmbeddingModel {
 
   // context_ = softmax(Q K^T / sqrt(d)) V for every sequence and head, each
   // sequence attending only to itself: no padding and no mask needed.
-  void attention(const TokenBatch& batch) noexcept {
+  void attention(const TokenBatch& batch) {
     const std::size_t h = config_.hidden;
     const std::size_t d = h / config_.heads;
     const int ld_qkv = static_cast<int>(3 * h);
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    for (std::size_t s = 0; s < batch.size(); ++s) {
+    pool_->run(batch.size(), [&](std::size_t s, std::size_t worker) {
       const std::size_t start = batch.starts[s];
       const int len = static_cast<int>(batch.starts[s + 1] - start);
+      float* scores = scores_.get() + worker * longest_ * longest_;
       for (std::size_t head = 0; head < config_.heads; ++head) {
         const float* q = qkv_.get() + start * 3 * h + head * d;
         const float* k = q + h;
         const float* v = q + 2 * h;
-        float* scores = scores_.get();
         openblas().sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, static_cast<int>(d), scale, q, ld_qkv,
                     k, ld_qkv, 0.0f, scores, len);
         softmax_rows(scores, static_cast<std::size_t>(len), static_cast<std::size_t>(len));
         openblas().sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, static_cast<int>(d), len, 1.0f, scores,
                     len, v, ld_qkv, 0.0f, context_.get() + start * h + head * d, static_cast<int>(h));
       }
-    }
+    });
   }
 
   // out[s] = the mean of sequence s's last hidden states.
@@ -244,7 +265,9 @@ class BertCpuModel final : public EmbeddingModel {
   std::unique_ptr<float[]> context_;       // [tokens][hidden], attention's output before its dense layer
   std::unique_ptr<float[]> sublayer_;      // [tokens][hidden], a sublayer's output before the residual add
   std::unique_ptr<float[]> intermediate_;  // [tokens][intermediate]
-  std::unique_ptr<float[]> scores_;        // [len][len] for one sequence and head at a time
+  std::unique_ptr<float[]> scores_;        // per thread: [len][len] for one sequence and head at a time
+  std::size_t longest_ = 0;                // the longest sequence a batch may hold
+  std::unique_ptr<WorkerPool> pool_;
 };
 
 }  // namespace

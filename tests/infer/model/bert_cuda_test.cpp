@@ -26,14 +26,15 @@
 #include "ferry/core/status.h"
 #include "ferry/infer/bert.h"
 #include "ferry/infer/model.h"
+#include "reference_vectors.h"
 
 namespace ferry::infer {
 namespace {
 
-std::string model_dir() {
-  const char* env = std::getenv("FERRY_MODEL_DIR");
-  return env != nullptr && *env != '\0' ? env : FERRY_MODEL_DIR;
-}
+using test::cosine;
+using test::load_reference;
+using test::model_dir;
+using test::Reference;
 
 // The pinned digest, unless FERRY_MODEL_SHA256 says otherwise (empty: not
 // checked): a GPU machine that cannot take the 87 MiB f32 file may be given
@@ -41,42 +42,6 @@ std::string model_dir() {
 std::string model_sha256() {
   const char* env = std::getenv("FERRY_MODEL_SHA256");
   return env != nullptr ? env : kMiniLmSha256;
-}
-
-struct Reference {
-  std::size_t dims = 0;
-  std::vector<std::vector<std::int32_t>> ids;
-  std::vector<float> embeddings;  // ids.size() rows of dims, L2-normalised
-};
-
-Reference load_reference() {
-  // The build's source tree, or FERRY_REFERENCE_DIR where the binary runs from a copy (the GPU machine).
-  const char* env = std::getenv("FERRY_REFERENCE_DIR");
-  const std::string dir = env != nullptr && *env != '\0' ? env : FERRY_REFERENCE_DIR;
-  std::ifstream json_in(dir + "/sentences.json");
-  if (!json_in) throw Error("cannot read " + dir + "/sentences.json: run make_reference.py there");
-  const auto doc = nlohmann::json::parse(json_in);
-  Reference r;
-  r.dims = doc.at("dims").get<std::size_t>();
-  for (const auto& item : doc.at("items")) r.ids.push_back(item.at("ids").get<std::vector<std::int32_t>>());
-  if (r.ids.size() != doc.at("count").get<std::size_t>())
-    throw Error("sentences.json: count differs from items");
-  r.embeddings.resize(r.ids.size() * r.dims);
-  std::ifstream f32_in(dir + "/embeddings.f32", std::ios::binary);
-  f32_in.read(reinterpret_cast<char*>(r.embeddings.data()),
-              static_cast<std::streamsize>(r.embeddings.size() * 4));
-  if (!f32_in || f32_in.peek() != EOF) throw Error(dir + "/embeddings.f32 does not hold count * dims floats");
-  return r;
-}
-
-double cosine(std::span<const float> a, std::span<const float> b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ab += static_cast<double>(a[i]) * b[i];
-    aa += static_cast<double>(a[i]) * a[i];
-    bb += static_cast<double>(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
 }
 
 // What each precision must reach against an f32 reference.

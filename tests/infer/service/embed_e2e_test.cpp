@@ -13,21 +13,27 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "support/ferry_processes.h"
 #include "support/http_client.h"
+#include "reference_vectors.h"
 
 namespace ferry::test {
 namespace {
 
+using infer::test::cosine;
+using infer::test::load_reference;
+using infer::test::model_dir;
+using infer::test::Reference;
 using nlohmann::json;
 
-std::string model_dir() {
-  const char* env = std::getenv("FERRY_MODEL_DIR");
-  return env != nullptr && *env != '\0' ? env : FERRY_MODEL_DIR;
+const Reference& reference() {
+  static const Reference r = load_reference();
+  return r;
 }
 
 bool cuda() { return backend_under_test().backend == "cuda"; }
@@ -35,43 +41,7 @@ bool cuda() { return backend_under_test().backend == "cuda"; }
 // The least cosine a vector may have to sentence-transformers' (the bar).
 double required_cosine() { return cuda() ? 0.999 : 0.9999; }
 
-struct Reference {
-  std::vector<std::string> texts;
-  std::vector<std::vector<float>> vectors;
-};
-
-const Reference& reference() {
-  static const Reference r = [] {
-    Reference out;
-    // The build's source tree, or FERRY_REFERENCE_DIR where the binary runs from a copy (the GPU machine).
-    const char* env = std::getenv("FERRY_REFERENCE_DIR");
-    const std::string dir = env != nullptr && *env != '\0' ? env : FERRY_FIXTURES_DIR "/reference";
-    std::ifstream js(dir + "/sentences.json");
-    const json meta = json::parse(js);
-    const std::size_t dims = meta["dims"];
-    std::ifstream bin(dir + "/embeddings.f32", std::ios::binary);
-    for (const auto& item : meta["items"]) {
-      out.texts.push_back(item["text"]);
-      std::vector<float> v(dims);
-      bin.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(dims * sizeof(float)));
-      out.vectors.push_back(std::move(v));
-    }
-    return out;
-  }();
-  return r;
-}
-
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
-
-double norm(const std::vector<float>& v) {
+double norm(std::span<const float> v) {
   double s = 0;
   for (float x : v) s += double(x) * x;
   return std::sqrt(s);
@@ -153,7 +123,7 @@ TEST_F(EmbedE2E, GazsiQueryMatchesTheReference) {
   const std::vector<float> v = j["embedding"];
   ASSERT_EQ(v.size(), 384u);
   EXPECT_NEAR(norm(v), 1.0, 1e-5);
-  EXPECT_GE(cosine(v, ref.vectors[k]), required_cosine());
+  EXPECT_GE(cosine(v, ref.vector(k)), required_cosine());
   EXPECT_GE(j["batch_size"].get<int>(), 1);
   EXPECT_GT(j["inference_time_us"].get<double>(), 0);
   const json& st = j["stages_us"];
@@ -185,7 +155,7 @@ TEST_F(EmbedE2E, TeiBatchMatchesTheReferenceWithCurl) {
   ASSERT_TRUE(j.is_array()) << out.substr(0, 300);
   ASSERT_EQ(j.size(), 32u);
   double least = 1;
-  for (std::size_t i = 0; i < 32; ++i) least = std::min(least, cosine(j[i].get<std::vector<float>>(), ref.vectors[i]));
+  for (std::size_t i = 0; i < 32; ++i) least = std::min(least, cosine(j[i].get<std::vector<float>>(), ref.vector(i)));
   std::printf("least cosine to sentence-transformers over 32 inputs: %.7f\n", least);
   EXPECT_GE(least, required_cosine());
 }
@@ -289,7 +259,9 @@ TEST_F(EmbedE2E, InfoHealthAndMetrics) {
   EXPECT_EQ(info["max_input_length"], 256);
   // The model's name is its folder's.
   EXPECT_EQ(info["model_id"], std::filesystem::path(model_dir()).filename().string());
-  if (!cuda()) EXPECT_EQ(info["device"].get<std::string>().rfind("cpu", 0), 0u) << info["device"];
+  if (!cuda()) {
+    EXPECT_EQ(info["device"].get<std::string>().rfind("cpu", 0), 0u) << info["device"];
+  }
   EXPECT_EQ(exchange(port(), http_get("/inference?d=metrics")).status, 200);
   const std::string m = exchange(port(), http_get("/metrics")).body;
   for (const char* name : {"ferry_embed_duration_seconds_bucket{stage=\"inference\"", "ferry_embed_queue_size",
