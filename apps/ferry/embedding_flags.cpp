@@ -16,7 +16,7 @@ void add_embedding_flags(CLI::App& sub, EmbeddingFlags& f) {
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
   sub.add_option("--model-gpu", f.gpu, "cuda model: device ordinal")->capture_default_str();
-  sub.add_option("--model-threads", f.threads, "cpu model: BLAS threads (0: the BLAS default)")->capture_default_str();
+  sub.add_option("--model-threads", f.threads, "cpu model: threads, each running its share of the rows (0: one per core)")->capture_default_str();
   sub.add_option("--model-sha256", f.sha256,
                  "Expected sha256 of model.safetensors: 'minilm' (all-MiniLM-L6-v2's), a hex digest, or 'none'")
       ->capture_default_str();

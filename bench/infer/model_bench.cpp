@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
                  "sequence lengths in tokens, [CLS] and [SEP] included, comma-separated")
       ->delimiter(',');
   app.add_option("--seconds", seconds, "timed seconds per shape")->check(CLI::PositiveNumber);
-  app.add_option("--threads", threads, "BLAS threads on the CPU (0: the BLAS default)");
+  app.add_option("--threads", threads, "the CPU model's threads (0: one per core)");
   app.add_option("--json", json_path, "write the rows as JSON to this file");
   CLI11_PARSE(app, argc, argv);
 

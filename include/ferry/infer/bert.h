@@ -22,7 +22,7 @@ struct BertOptions {
   bool cuda = false;
   int gpu = 0;                      // CUDA device ordinal
   Precision precision = Precision::F16;  // GPU only; the CPU computes in f32
-  int cpu_threads = 0;              // BLAS threads on the CPU; 0: the BLAS default
+  int cpu_threads = 0;              // the CPU model's threads; 0: one per core
   std::size_t max_batch_tokens = 16384;  // the largest TokenBatch::tokens() embed() will see
   std::size_t max_batch = 256;           // the most sequences in one TokenBatch
 };
