@@ -78,7 +78,7 @@ class EmbeddingService {
   EmbeddingService(const EmbeddingService&) = delete;
   EmbeddingService& operator=(const EmbeddingService&) = delete;
 
-  void start();
+  void start();          // idempotent
   void stop() noexcept;  // idempotent; waiting jobs are dropped
 
   // Takes a job whose tokens hold 1..queue_slots sequences, each of

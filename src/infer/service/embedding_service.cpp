@@ -50,6 +50,7 @@ class EmbeddingService::Impl {
   ~Impl() { stop(); }
 
   void start() {
+    if (thread_.joinable()) return;  // already running
     running_.store(true);
     thread_ = std::thread([this] { run(); });
   }
