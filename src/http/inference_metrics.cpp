@@ -17,6 +17,12 @@ void append_histogram_line(std::string& out, const char* stage, const char* le, 
   out += "\"} " + std::to_string(n) + "\n";
 }
 
+// One counter or gauge with its HELP and TYPE lines.
+void append_single(std::string& out, const char* name, const char* type, const char* help, std::uint64_t value) {
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+         std::to_string(value) + "\n";
+}
+
 }  // namespace
 
 void InferenceMetrics::record(Stage stage, std::int64_t ns) noexcept {
@@ -56,28 +62,19 @@ std::string InferenceMetrics::render() const {
     out += std::string("ferry_embed_duration_seconds_count{stage=\"") + kStageNames[s] + "\"} " +
            std::to_string(cumulative) + "\n";
   }
-  out += "# HELP ferry_embed_inputs_total Inputs embedded (a batched request counts each).\n";
-  out += "# TYPE ferry_embed_inputs_total counter\n";
-  out += "ferry_embed_inputs_total " + std::to_string(inputs_.load(std::memory_order_relaxed)) + "\n";
-  out += "# HELP ferry_embed_input_tokens_total Token ids of those inputs, [CLS] and [SEP] included.\n";
-  out += "# TYPE ferry_embed_input_tokens_total counter\n";
-  out += "ferry_embed_input_tokens_total " + std::to_string(tokens_.load(std::memory_order_relaxed)) + "\n";
+  append_single(out, "ferry_embed_inputs_total", "counter", "Inputs embedded (a batched request counts each).",
+                inputs_.load(std::memory_order_relaxed));
+  append_single(out, "ferry_embed_input_tokens_total", "counter",
+                "Token ids of those inputs, [CLS] and [SEP] included.", tokens_.load(std::memory_order_relaxed));
   if (!service_) return out;
   const infer::ServiceStats st = service_->stats();
-  out += "# HELP ferry_embed_queue_size Sequences waiting for a batch now.\n";
-  out += "# TYPE ferry_embed_queue_size gauge\n";
-  out += "ferry_embed_queue_size " + std::to_string(st.queued) + "\n";
-  out += "# HELP ferry_embed_batches_total Batches the model ran.\n# TYPE ferry_embed_batches_total counter\n";
-  out += "ferry_embed_batches_total " + std::to_string(st.batches) + "\n";
-  out += "# HELP ferry_embed_batch_tokens_total Tokens in those batches.\n";
-  out += "# TYPE ferry_embed_batch_tokens_total counter\n";
-  out += "ferry_embed_batch_tokens_total " + std::to_string(st.batch_tokens) + "\n";
-  out += "# HELP ferry_embed_rejected_total Requests refused with 429 because the queue was full.\n";
-  out += "# TYPE ferry_embed_rejected_total counter\n";
-  out += "ferry_embed_rejected_total " + std::to_string(st.rejected_full) + "\n";
-  out += "# HELP ferry_embed_abandoned_total Sequences skipped because their client had gone.\n";
-  out += "# TYPE ferry_embed_abandoned_total counter\n";
-  out += "ferry_embed_abandoned_total " + std::to_string(st.skipped_abandoned) + "\n";
+  append_single(out, "ferry_embed_queue_size", "gauge", "Sequences waiting for a batch now.", st.queued);
+  append_single(out, "ferry_embed_batches_total", "counter", "Batches the model ran.", st.batches);
+  append_single(out, "ferry_embed_batch_tokens_total", "counter", "Tokens in those batches.", st.batch_tokens);
+  append_single(out, "ferry_embed_rejected_total", "counter",
+                "Requests refused with 429 because the queue was full.", st.rejected_full);
+  append_single(out, "ferry_embed_abandoned_total", "counter", "Sequences skipped because their client had gone.",
+                st.skipped_abandoned);
   out += "# HELP ferry_embed_batch_size Sequences per batch.\n# TYPE ferry_embed_batch_size histogram\n";
   const std::vector<std::uint64_t> sizes = service_->batch_size_histogram();
   std::uint64_t cumulative = 0;
