@@ -152,6 +152,9 @@ Framing::Written InferenceRoute::answer(const ReplyMeta& m, std::string_view lin
 Framing::Written InferenceRoute::submit(const ReplyMeta& m, infer::api::Request request, std::string_view line,
                                         const Framing::Client& client, std::uint8_t* dst, std::size_t room) const {
   const bool keep_alive = (m.flags & kReplyClose) == 0;
+  if (client.deferrer == nullptr)  // a caller of write_response() that cannot wait for an answer
+    return inline_reply(500, error_json(500, "this server cannot defer a response", "Backend"), false, line, client,
+                        dst, room);
   const std::size_t hidden = service_->model_info().hidden;
   const std::size_t max_tokens = service_->options().max_tokens;
   if (request.dimensions && *request.dimensions > hidden)
