@@ -15,9 +15,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "fuzz_check.h"
+#include "http/chunked_body.h"
 #include "http/content.h"
 #include "http/http_handler.h"
 #include "http/message_scan.h"
@@ -96,7 +98,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       FUZZ_CHECK(r.target + r.target_len <= s.head_bytes);
       FUZZ_CHECK(r.path + r.path_len <= s.head_bytes);
       check_path(head + r.path, r.path_len);
+      // The body the proxy keeps for the embedding APIs: a chunked one the scan
+      // accepted decodes, to no more data than its framing holds.
+      const std::uint8_t* body = head + s.head_bytes;
+      const std::size_t body_bytes = s.frame_bytes - s.head_start - s.head_bytes;
+      std::string data;
+      if (r.chunked) {
+        FUZZ_CHECK(decode_chunked_body(body, body_bytes, data));
+        FUZZ_CHECK(data.size() <= body_bytes);
+      }
     }
+    // Any bytes at all: decoding fails or succeeds, never reads outside them.
+    std::string any;
+    (void)decode_chunked_body(p, s.frame_bytes, any);
     check_handler(head, s.head_bytes);
     p += s.frame_bytes;
     n -= s.frame_bytes;

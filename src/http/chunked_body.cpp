@@ -39,11 +39,14 @@ bool decode_chunked_body(const std::uint8_t* p, std::size_t size, std::string& o
     if (p[i] != '\r' || p[i + 1] != '\n') return false;
     i += 2;
   }
-  // Trailer fields, then the empty line that ends the body.
+  // Trailer fields, then the empty line that ends the body. Like the head's
+  // lines, and as the scan reads them, these may end in a lone LF.
   for (;;) {
+    if (i < size && p[i] == '\n') return i + 1 == size;
     if (i + 1 < size && p[i] == '\r' && p[i + 1] == '\n') return i + 2 == size;
-    i = after_line(p, size, i);
-    if (i > size) return false;
+    while (i < size && p[i] != '\n') ++i;
+    if (i == size) return false;
+    ++i;
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // The data of a chunked request body (RFC 9112 §7.1), sizes, extensions and
-// trailers dropped. The proxy's scan (message_scan.h) has already checked its
-// syntax and size; this still refuses what does not parse rather than trust it.
+// trailers dropped. Trailer lines may end in a lone LF, as head lines may. The
+// proxy's scan (message_scan.h) has already checked its syntax and size; this
+// still refuses what does not parse rather than trust it.
 
 #include <cstddef>
 #include <cstdint>

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "http/access_log.h"
+#include "http/chunked_body.h"
 #include "http/content.h"
 #include "http/http_framing.h"
 #include "http/http_handler.h"
@@ -285,4 +286,26 @@ TEST(Metrics, CountsByStatusInThePrometheusFormat) {
 }
 
 }  // namespace
+// The chunked body the proxy keeps for the embedding APIs.
+TEST(ChunkedBody, DecodesDataAndSkipsExtensionsAndTrailers) {
+  const std::string body = "4;name=v\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-T: 1\r\n\r\n";
+  std::string out;
+  ASSERT_TRUE(decode_chunked_body(reinterpret_cast<const std::uint8_t*>(body.data()), body.size(), out));
+  EXPECT_EQ(out, "Wikipedia in\r\n\r\nchunks.");
+  const std::string empty = "0\r\n\r\n";
+  ASSERT_TRUE(decode_chunked_body(reinterpret_cast<const std::uint8_t*>(empty.data()), empty.size(), out));
+  EXPECT_EQ(out, "");
+  const std::string lone_lf = "2\r\nhi\r\n0\r\nX-T: 1\n\n";  // trailer lines ending in LF, as the scan allows
+  ASSERT_TRUE(decode_chunked_body(reinterpret_cast<const std::uint8_t*>(lone_lf.data()), lone_lf.size(), out));
+  EXPECT_EQ(out, "hi");
+}
+
+TEST(ChunkedBody, RefusesWhatDoesNotParse) {
+  for (const std::string bad : {"", "x\r\n", "4\r\nWik", "4\r\nWikiXX0\r\n\r\n", "4\r\nWiki\r\n0\r\n",
+                                "ffffffffffffffffff\r\n", "0\r\n\r\nextra", "4\r\nWiki\r\n"}) {
+    std::string out;
+    EXPECT_FALSE(decode_chunked_body(reinterpret_cast<const std::uint8_t*>(bad.data()), bad.size(), out)) << bad;
+  }
+}
+
 }  // namespace ferry::http
