@@ -11,6 +11,11 @@ set(FERRY_EXPORTED
   ferry_xfer_types:xfer_types
   ferry_xfer_gpu:xfer_gpu
   ferry_xfer:xfer
+  ferry_xfer_checksum:xfer_checksum
+  ferry_xfer_store_base:xfer_store_base
+  ferry_xfer_tier_dram:xfer_tier_dram
+  ferry_xfer_tier_file:xfer_tier_file
+  ferry_xfer_tier_redis:xfer_tier_redis
   ferry_xfer_store:xfer_store
   ferry_xfer_agent:xfer_agent
   ferry_route:route

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "fuzz_check.h"
-#include "xfer/store/resp_io.h"
+#include "xfer/store/redis/resp_io.h"
 
 using ferry::xfer::store::RespReader;
 

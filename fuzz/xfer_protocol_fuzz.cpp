@@ -26,8 +26,8 @@
 #include "ferry/core/status.h"
 #include "ferry/core/wire.h"
 #include "fuzz_check.h"
-#include "xfer/messages.h"
-#include "xfer/protocol.h"
+#include "xfer/wire/messages.h"
+#include "xfer/wire/protocol.h"
 
 using namespace ferry::xfer::proto;
 

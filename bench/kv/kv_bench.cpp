@@ -16,9 +16,9 @@
 #include "ferry/core/status.h"
 #include "ferry/xfer/agent.h"
 #include "bench/kv/kv_bench.h"
-#include "xfer/agent/leaf_segments.h"
-#include "xfer/gpu.h"
-#include "xfer/store/xxh3_parts.h"
+#include "xfer/checksum/leaf_segments.h"
+#include "xfer/gpu/gpu.h"
+#include "xfer/checksum/xxh3_parts.h"
 
 namespace ferry::xfer {
 namespace {
@@ -118,7 +118,7 @@ Row run_baseline(const Buffer& buf, void* host, std::size_t block, std::size_t b
     const gpu::Segment s = to_device ? gpu::Segment{dev, h, block} : gpu::Segment{h, dev, block};
     first_leaf[i] = segs.size();
     if (kernel)
-      agent::append_leaves(s, &segs);
+      append_leaves(s, &segs);
     else
       segs.push_back(s);
   }
@@ -126,7 +126,7 @@ Row run_baseline(const Buffer& buf, void* host, std::size_t block, std::size_t b
   std::vector<std::uint64_t> sums(segs.size());
   std::vector<std::uint8_t> hashed(segs.size());
   std::uint64_t unhashed = 0;
-  if (buf.on_gpu()) lanes = std::make_unique<gpu::Lanes>(buf.device(), 1, method, block * batch, store::xxh3_default_secret());
+  if (buf.on_gpu()) lanes = std::make_unique<gpu::Lanes>(buf.device(), 1, method, block * batch, xxh3_default_secret());
   const auto start = Clock::now();
   for (std::size_t it = 0; it < iterations; ++it) {
     if (lanes) {
@@ -135,7 +135,7 @@ Row run_baseline(const Buffer& buf, void* host, std::size_t block, std::size_t b
                              : lanes->copy(0, segs, to_device, &error);
       if (!ok) throw Error("kv bench baseline: " + error);
       for (std::size_t i = 0; kernel && i < batch; ++i)
-        if (!agent::checksum_from_leaves(sums, hashed, first_leaf[i], block)) ++unhashed;
+        if (!checksum_from_leaves(sums, hashed, first_leaf[i], block)) ++unhashed;
     } else {
       for (const auto& s : segs) std::memcpy(s.dst, s.src, s.len);
     }

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "ferry/core/status.h"
-#include "xfer/messages.h"
+#include "xfer/wire/messages.h"
 
 namespace ferry::xfer::proto {
 namespace {

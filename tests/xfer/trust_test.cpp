@@ -19,7 +19,7 @@
 #include "ferry/core/status.h"
 #include "support/ferry_processes.h"
 #include "support/proc_stats.h"
-#include "xfer/messages.h"
+#include "xfer/wire/messages.h"
 #include "xfer_test_env.h"
 
 namespace ferry::test {

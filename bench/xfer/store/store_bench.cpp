@@ -27,13 +27,14 @@
 #include <thread>
 
 #include "ferry/core/status.h"
-#include "xfer/store/aligned_buffer.h"
-#include "xfer/store/checksum.h"
+#include "xfer/store/file/aligned_buffer.h"
+#include "xfer/checksum/checksum.h"
 #include "xfer/store/sizes.h"
 #include "xfer/store/tier_spec.h"
 
 namespace store = ferry::xfer::store;
 using ferry::xfer::XferStatus;
+using ferry::xfer::checksum;
 
 namespace {
 
@@ -107,7 +108,7 @@ int main(int argc, char** argv) {
     }
     const double c0 = now_s();
     for (unsigned s = 0; s < batch; ++s)
-      sums[s] = store::checksum({reinterpret_cast<const std::uint8_t*>(src[s].data()), block});
+      sums[s] = checksum({reinterpret_cast<const std::uint8_t*>(src[s].data()), block});
     const double checksum_gbps = static_cast<double>(batch) * block / (now_s() - c0) / 1e9;
 
     if (distinct_keys == 0 || distinct_keys > objects) distinct_keys = objects;

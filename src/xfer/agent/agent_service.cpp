@@ -14,8 +14,8 @@
 #include "xfer/agent/mover.h"
 #include "xfer/agent/session.h"
 #include "xfer/agent/session_loop.h"
-#include "xfer/gpu.h"
-#include "xfer/protocol.h"
+#include "xfer/gpu/gpu.h"
+#include "xfer/wire/protocol.h"
 #include "xfer/store/tier_chain.h"
 #include "xfer/store/tier_spec.h"
 

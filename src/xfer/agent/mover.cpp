@@ -11,9 +11,9 @@
 #include "core/log.h"
 #include "ferry/core/detail/backoff.h"
 #include "ferry/core/status.h"
-#include "xfer/agent/leaf_segments.h"
-#include "xfer/store/checksum.h"
-#include "xfer/store/xxh3_parts.h"
+#include "xfer/checksum/leaf_segments.h"
+#include "xfer/checksum/checksum.h"
+#include "xfer/checksum/xxh3_parts.h"
 
 namespace ferry::xfer::agent {
 namespace {
@@ -50,7 +50,7 @@ DataMover::DataMover(const MoverOptions& options, store::TierChain& chain) : opt
   if (options_.gpu) {
     staging_ = static_cast<std::uint8_t*>(gpu::alloc_pinned(total));
     lanes_ = std::make_unique<gpu::Lanes>(options_.device, options_.queue_depth, options_.copy, slot_bytes_,
-                                          store::xxh3_default_secret());
+                                          xxh3_default_secret());
   } else {
     staging_ = static_cast<std::uint8_t*>(std::aligned_alloc(kStageAlign, total));
     if (staging_ == nullptr) throw Error("cannot allocate " + std::to_string(total >> 20) + " MiB of staging");
@@ -296,7 +296,7 @@ void DataMover::begin_write(int lane, Flight& f) {
       append_leaves({f.host[k], app, d.len}, &f.segs);
     } else {
       std::memcpy(f.host[k], app, d.len);
-      f.sums[k] = store::checksum({f.host[k], d.len});
+      f.sums[k] = checksum({f.host[k], d.len});
     }
   }
   f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, false, hashed_copy(job.descs[first].len), &f.error);
@@ -317,7 +317,7 @@ void DataMover::end_write(int lane, Flight& f) {
       if (i == Flight::kNoSeg) continue;
       const std::uint64_t len = job.descs[first + k].len;
       const auto sum = checksum_from_leaves(f.gpu_sums, f.hashed, i, len);
-      f.sums[k] = sum ? *sum : store::checksum({f.host[k], len});
+      f.sums[k] = sum ? *sum : checksum({f.host[k], len});
     }
   }
   copy_time.stop();
@@ -405,7 +405,7 @@ bool DataMover::push_by_engine(int lane, Flight& f) {
   }
   close_wave();
 
-  std::unique_ptr<store::ChecksumStream> stream;
+  std::unique_ptr<ChecksumStream> stream;
   std::size_t waited = 0;
   for (const Piece& p : pieces) {
     if (!ok) break;
@@ -417,10 +417,10 @@ bool DataMover::push_by_engine(int lane, Flight& f) {
     const std::size_t len = job.descs[first + p.k].len;
     const ByteView bytes{f.host[p.k] + p.offset, p.len};
     if (p.len == len) {
-      f.sums[p.k] = store::checksum(bytes);
+      f.sums[p.k] = checksum(bytes);
       continue;
     }
-    if (p.offset == 0) stream = std::make_unique<store::ChecksumStream>();
+    if (p.offset == 0) stream = std::make_unique<ChecksumStream>();
     stream->update(bytes);
     if (p.offset + p.len == len) f.sums[p.k] = stream->digest();
   }
@@ -546,11 +546,11 @@ void DataMover::end_read(int lane, Flight& f) {
     const std::size_t i = f.seg_of[k];
     std::optional<std::uint64_t> by_gpu;
     if (i != Flight::kNoSeg) by_gpu = checksum_from_leaves(f.gpu_sums, f.hashed, i, r.size);
-    const std::uint64_t sum = by_gpu ? *by_gpu : store::checksum({f.host[k], r.size});
+    const std::uint64_t sum = by_gpu ? *by_gpu : checksum({f.host[k], r.size});
     if (sum != f.sums[k]) {
       r.status = XferStatus::ChecksumMismatch;
       r.error = "'" + std::string(job.descs[first + k].key) + "' fails its checksum in " + dram_name + " (stored " +
-                store::checksum_hex(f.sums[k]) + ", computed " + store::checksum_hex(sum) + ")";
+                checksum_hex(f.sums[k]) + ", computed " + checksum_hex(sum) + ")";
     }
   }
   if (!f.kernel && !f.segs.empty()) {  // drain the engines' DMA even after a failure

@@ -32,8 +32,8 @@
 #include "ferry/xfer/types.h"
 #include "xfer/agent/phases.h"
 #include "xfer/agent/region.h"
-#include "xfer/gpu.h"
-#include "xfer/store/dram_tier.h"
+#include "xfer/gpu/gpu.h"
+#include "xfer/store/dram/dram_tier.h"
 #include "xfer/store/tier_chain.h"
 
 namespace ferry::xfer::agent {

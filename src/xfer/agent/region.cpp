@@ -6,7 +6,7 @@
 
 #include "core/sealed_memfd.h"
 #include "ferry/core/status.h"
-#include "xfer/gpu.h"
+#include "xfer/gpu/gpu.h"
 
 namespace ferry::xfer::agent {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "ferry/xfer/types.h"
-#include "xfer/messages.h"
+#include "xfer/wire/messages.h"
 
 namespace ferry::xfer::agent {
 

@@ -10,7 +10,7 @@
 #include "core/log.h"
 #include "ferry/core/status.h"
 #include "xfer/agent/owner_fd.h"
-#include "xfer/messages.h"
+#include "xfer/wire/messages.h"
 
 namespace ferry::xfer::agent {
 namespace {

@@ -25,7 +25,7 @@
 #include "ferry/xfer/agent.h"
 #include "xfer/agent/mover.h"
 #include "xfer/agent/region.h"
-#include "xfer/protocol.h"
+#include "xfer/wire/protocol.h"
 #include "xfer/store/tier_chain.h"
 
 namespace ferry::xfer::agent {

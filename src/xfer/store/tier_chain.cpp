@@ -5,7 +5,7 @@
 
 #include "core/log.h"
 #include "ferry/core/status.h"
-#include "xfer/store/checksum.h"
+#include "xfer/checksum/checksum.h"
 #include "xfer/store/quote_key.h"
 #include "xfer/store/sizes.h"
 

@@ -3,7 +3,7 @@
 #include <charconv>
 
 #include "ferry/core/status.h"
-#include "xfer/store/dram_tier.h"
+#include "xfer/store/dram/dram_tier.h"
 #include "xfer/store/sizes.h"
 
 namespace ferry::xfer::store {

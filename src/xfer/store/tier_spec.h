@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "xfer/store/file_tier.h"
-#include "xfer/store/redis_tier.h"
+#include "xfer/store/file/file_tier.h"
+#include "xfer/store/redis/redis_tier.h"
 #include "xfer/store/tier.h"
 #include "xfer/store/tier_chain.h"
 

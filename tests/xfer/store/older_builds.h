@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "xfer/store/aligned_buffer.h"
-#include "xfer/store/file_format.h"
-#include "xfer/store/file_names.h"
+#include "xfer/store/file/aligned_buffer.h"
+#include "xfer/store/file/file_format.h"
+#include "xfer/store/file/file_names.h"
 
 namespace ferry::xfer::store::test {
 

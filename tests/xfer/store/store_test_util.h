@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "xfer/store/checksum.h"
+#include "xfer/checksum/checksum.h"
 #include "xfer/store/tier.h"
 
 namespace ferry::xfer::store::test {

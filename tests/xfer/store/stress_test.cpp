@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "ferry/core/status.h"
-#include "xfer/store/dram_tier.h"
-#include "xfer/store/file_tier.h"
+#include "xfer/store/dram/dram_tier.h"
+#include "xfer/store/file/file_tier.h"
 #include "xfer/store/store_stress.h"
 #include "xfer/store/tier_chain.h"
 

@@ -6,8 +6,8 @@
 #include <map>
 
 #include "ferry/core/status.h"
-#include "xfer/store/dram_tier.h"
-#include "xfer/store/file_tier.h"
+#include "xfer/store/dram/dram_tier.h"
+#include "xfer/store/file/file_tier.h"
 #include "xfer/store/store_test_util.h"
 
 namespace ferry::xfer::store {

@@ -1,0 +1,59 @@
+// CPU-only builds: there is no GPU, so Vram is emulated with shared host memory
+// (buffer.cpp) and the agent copies with memcpy threads.
+#include "ferry/core/status.h"
+#include "xfer/gpu/gpu.h"
+
+namespace ferry::xfer::gpu {
+namespace {
+[[noreturn]] void no_gpu() { throw Error("this ferry was built without CUDA: no GPU operations"); }
+}  // namespace
+
+bool available() { return false; }
+void* alloc_device(std::size_t, int) { no_gpu(); }
+void free_device(void*, int) noexcept {}
+void copy_to_device(void*, const void*, std::size_t, int) { no_gpu(); }
+void copy_from_device(void*, const void*, std::size_t, int) { no_gpu(); }
+IpcExport export_ipc(const void*) { no_gpu(); }
+void* open_ipc(const std::uint8_t (&)[kIpcHandleSize], int) { no_gpu(); }
+void close_ipc(void*, int) noexcept {}
+void* alloc_pinned(std::size_t) { no_gpu(); }
+void register_host(void*, std::size_t) { no_gpu(); }
+void unregister_host(void*) noexcept {}
+void free_pinned(void*) noexcept {}
+Lanes::Lanes(int device, int count, CopyMethod method, std::size_t, const std::uint8_t*)
+    : device_(device), method_(method), count_(count) {
+  no_gpu();
+}
+Lanes::~Lanes() = default;
+bool Lanes::copy(int, std::span<const Segment>, bool, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
+bool Lanes::start(int, std::span<const Segment>, bool, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
+std::uint64_t Lanes::mark(int) noexcept { return 0; }
+bool Lanes::wait(int, std::uint64_t, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
+bool Lanes::finish(int, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
+bool Lanes::copy_hashed(int, std::span<const Segment>, bool, HashedCopy, std::uint64_t*, std::uint8_t*,
+                        std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
+bool Lanes::start_hashed(int, int, std::span<const Segment>, bool, HashedCopy, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
+bool Lanes::collect_hashed(int, int, std::uint64_t*, std::uint8_t*, std::string* error) noexcept {
+  *error = "no GPU in this build";
+  return false;
+}
+
+}  // namespace ferry::xfer::gpu
