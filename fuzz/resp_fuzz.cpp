@@ -70,32 +70,32 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<char> payload;
   for (;;) {
     RespReader::Head head;
-    const std::string err = reader.read_head(fd, &head);
+    const ferry::xfer::store::RespError err = reader.read_head(fd, &head);
     const std::size_t nl = s.find('\n', pos);
     if (nl == std::string_view::npos || nl - pos < 2 || s[nl - 1] != '\r') {
-      FUZZ_CHECK(!err.empty());  // end of stream, or a line not ended by \r\n
+      FUZZ_CHECK(err.failed());  // end of stream, or a line not ended by \r\n
       break;
     }
     const char type = s[pos];
     const std::string_view text = s.substr(pos + 1, nl - 1 - (pos + 1));
     pos = nl + 1;
     if (type == '+' || type == '-') {
-      FUZZ_CHECK(err.empty());
+      FUZZ_CHECK(!err.failed());
       FUZZ_CHECK(head.kind == (type == '+' ? RespReader::Kind::Status : RespReader::Kind::Error));
       FUZZ_CHECK(head.text == text);
       FUZZ_CHECK(consumed(reader) == pos);
       continue;
     }
     if (type != ':' && type != '$') {
-      FUZZ_CHECK(!err.empty());
+      FUZZ_CHECK(err.failed());
       break;
     }
     const std::optional<std::int64_t> n = model_integer(text);
     if (!n) {
-      FUZZ_CHECK(!err.empty());
+      FUZZ_CHECK(err.failed());
       break;
     }
-    FUZZ_CHECK(err.empty());
+    FUZZ_CHECK(!err.failed());
     FUZZ_CHECK(head.n == *n);
     FUZZ_CHECK(consumed(reader) == pos);
     if (type == ':') {
@@ -111,25 +111,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::size_t left = s.size() - pos;
     if (len > left) {
       // Cut short: the reader must say so (discarding: no buffer of len bytes).
-      FUZZ_CHECK(!reader.read_payload(fd, nullptr, len).empty());
+      FUZZ_CHECK(reader.read_payload(fd, nullptr, len).failed());
       break;
     }
     if (discard) {
-      FUZZ_CHECK(reader.read_payload(fd, nullptr, len).empty());
+      FUZZ_CHECK(!reader.read_payload(fd, nullptr, len).failed());
     } else {
       payload.assign(len + 1, '\x5a');  // one guard byte past the payload
-      FUZZ_CHECK(reader.read_payload(fd, payload.data(), len).empty());
+      FUZZ_CHECK(!reader.read_payload(fd, payload.data(), len).failed());
       FUZZ_CHECK(std::memcmp(payload.data(), s.data() + pos, len) == 0);
       FUZZ_CHECK(payload[len] == '\x5a');
     }
     pos += len;
     FUZZ_CHECK(consumed(reader) == pos);
-    const std::string crlf = reader.read_crlf(fd);
+    const ferry::xfer::store::RespError crlf = reader.read_crlf(fd);
     if (s.size() - pos < 2 || s[pos] != '\r' || s[pos + 1] != '\n') {
-      FUZZ_CHECK(!crlf.empty());
+      FUZZ_CHECK(crlf.failed());
       break;
     }
-    FUZZ_CHECK(crlf.empty());
+    FUZZ_CHECK(!crlf.failed());
     pos += 2;
     FUZZ_CHECK(consumed(reader) == pos);
   }

@@ -130,10 +130,10 @@ Row run_baseline(const Buffer& buf, void* host, std::size_t block, std::size_t b
   const auto start = Clock::now();
   for (std::size_t it = 0; it < iterations; ++it) {
     if (lanes) {
-      std::string error;
-      const bool ok = kernel ? lanes->copy_hashed(0, segs, to_device, how, sums.data(), hashed.data(), &error)
-                             : lanes->copy(0, segs, to_device, &error);
-      if (!ok) throw Error("kv bench baseline: " + error);
+      Fault fault;
+      const XferStatus s = kernel ? lanes->copy_hashed(0, segs, to_device, how, sums.data(), hashed.data(), fault)
+                                  : lanes->copy(0, segs, to_device, fault);
+      if (s != XferStatus::Ok) throw Error("kv bench baseline: " + fault.detail());
       for (std::size_t i = 0; kernel && i < batch; ++i)
         if (!checksum_from_leaves(sums, hashed, first_leaf[i], block)) ++unhashed;
     } else {

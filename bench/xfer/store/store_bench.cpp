@@ -153,16 +153,17 @@ int main(int argc, char** argv) {
                 gets[k].out = {reinterpret_cast<std::uint8_t*>(dst[k].data()), dst[k].size()};
               }
             }
+            ferry::xfer::Fault fault;
             if (is_put)
-              chain->put({puts.data(), n});
+              chain->put({puts.data(), n}, fault);
             else
-              chain->get({gets.data(), n});
+              chain->get({gets.data(), n}, fault);
             for (std::size_t k = 0; k < n; ++k) {
               const XferStatus s = is_put ? puts[k].status : gets[k].status;
               if (s == XferStatus::Ok) continue;
               if (errors.fetch_add(1) == 0) {
                 std::lock_guard lock(err_mu);
-                ph.first_error = is_put ? puts[k].error : gets[k].error;
+                ph.first_error = fault.failed() ? fault.detail() : std::string(to_string(s));
               }
             }
           }
@@ -177,7 +178,10 @@ int main(int argc, char** argv) {
     const Phase put = run(true);
     const Phase get = run(false);
     if (!keep)
-      for (std::uint64_t i = 0; i < distinct_keys; ++i) chain->remove(keys[i]);
+      for (std::uint64_t i = 0; i < distinct_keys; ++i) {
+        ferry::xfer::Fault fault;  // a key that stays is logged where it failed
+        (void)chain->remove(keys[i], fault);
+      }
 
     const double bytes = static_cast<double>(objects * block);
     const auto phase_json = [&](const Phase& p) {

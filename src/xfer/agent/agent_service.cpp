@@ -153,11 +153,11 @@ void AgentService::Impl::start() {
   mo.chunk_bytes = o.chunk_kib << 10;  // 0: the mover picks
   mo.chunk_blocks = o.chunk_blocks;
   mo.queue_depth = o.queue_depth;
-  mo.gpu = decide_gpu(o.gpu, &mo.device);
-  mo.copy = copy_method(o.copy);
-  mo.kernel_below = o.kernel_below;
-  mo.kernel_below_pull = o.kernel_below_pull;
-  mo.engines_from = o.engines_from;
+  mo.copy.gpu = decide_gpu(o.gpu, &mo.copy.device);
+  mo.copy.method = copy_method(o.copy);
+  mo.copy.kernel_below = o.kernel_below;
+  mo.copy.kernel_below_pull = o.kernel_below_pull;
+  mo.copy.engines_from = o.engines_from;
   mo.lane_spin_us = static_cast<unsigned>(o.lane_spin_us >= 0 ? o.lane_spin_us : o.cpus.empty() ? 0 : 200);
   mover_ = std::make_unique<agent::DataMover>(mo, chain);
 
@@ -168,8 +168,8 @@ void AgentService::Impl::start() {
   ctx.limits.max_regions = o.max_regions;
   ctx.limits.stall = std::chrono::milliseconds(static_cast<long long>(o.stall_timeout_s * 1000));
   ctx.chain = &chain;
-  ctx.gpu_here = mo.gpu;
-  ctx.backends = declared_backends(mo.gpu, chain);
+  ctx.gpu_here = mo.copy.gpu;
+  ctx.backends = declared_backends(mo.copy.gpu, chain);
   for (std::size_t i = 0; i < chain.size(); ++i) ctx.tiers.push_back(chain.tier(i).describe());
   // The loop thread calls it only while it runs, when mover_ is alive.
   ctx.stats_json = [this] { return build_stats(); };
@@ -183,7 +183,7 @@ void AgentService::Impl::start() {
   std::string chain_text;
   for (const auto& t : ctx.tiers) chain_text += (chain_text.empty() ? "" : " -> ") + t;
   log::app().info("agent listening on {}; tiers: {}", endpoint_, chain_text);
-  log::app().info("data path: {}{}", mover_->describe(), mo.gpu ? ", GPU " + std::to_string(mo.device) : "");
+  log::app().info("data path: {}{}", mover_->describe(), mo.copy.gpu ? ", GPU " + std::to_string(mo.copy.device) : "");
 
   agent::LoopOptions lo;
   lo.peers = o.peers;

@@ -11,9 +11,8 @@
 #include "core/log.h"
 #include "ferry/core/detail/backoff.h"
 #include "ferry/core/status.h"
-#include "xfer/checksum/leaf_segments.h"
 #include "xfer/checksum/checksum.h"
-#include "xfer/checksum/xxh3_parts.h"
+#include "xfer/gpu/gpu.h"
 
 namespace ferry::xfer::agent {
 namespace {
@@ -23,19 +22,15 @@ namespace {
 constexpr std::size_t kStageAlign = 4096;
 std::size_t align_up(std::size_t n) { return (n + kStageAlign - 1) & ~(kStageAlign - 1); }
 
-// The unit of pipelining: a block is copied, and hashed, in pieces of this size.
-constexpr std::size_t kPieceBytes = 1u << 20;
-
 }  // namespace
 
-DataMover::DataMover(const MoverOptions& options, store::TierChain& chain) : options_(options), chain_(chain) {
-  // A DRAM tier on top is the fast path: blocks go straight into (and out of) its pool.
-  if (chain_.size() > 0) dram_ = dynamic_cast<store::DramTier*>(&chain_.tier(0));
-  for (std::size_t i = 0; i < chain_.size(); ++i) tier_names_.push_back(chain_.tier(i).describe());
-  if (dram_ != nullptr && options_.gpu) {
-    const auto pool = dram_->pool();
-    log::app().info("pinning the dram tier's {} MiB for DMA (the GPU copies straight into it)", pool.size() >> 20);
-    gpu::register_host(pool.data(), pool.size());
+DataMover::DataMover(const MoverOptions& options, store::Storage& storage) : options_(options), storage_(storage) {
+  // Storage that offers zero-copy (a dram tier on top) is the fast path: blocks
+  // go straight into (and out of) its memory, pinned once for DMA.
+  const auto dma = storage_.dma_memory();
+  if (!dma.empty() && options_.copy.gpu) {
+    log::app().info("pinning the dram tier's {} MiB for DMA (the GPU copies straight into it)", dma.size() >> 20);
+    gpu::register_host(dma.data(), dma.size());
     pool_registered_ = true;
   }
   if (options_.queue_depth < 1 || options_.queue_depth > 256) throw Error("--queue-depth must be in 1..256");
@@ -47,14 +42,13 @@ DataMover::DataMover(const MoverOptions& options, store::TierChain& chain) : opt
     throw Error("--chunk-kib " + std::to_string(options_.chunk_bytes >> 10) + " exceeds a staging slot (" +
                 std::to_string(slot_bytes_ >> 10) + " KiB = --staging-mib / --queue-depth)");
   const std::size_t total = slot_bytes_ * static_cast<std::size_t>(options_.queue_depth);
-  if (options_.gpu) {
+  if (options_.copy.gpu) {
     staging_ = static_cast<std::uint8_t*>(gpu::alloc_pinned(total));
-    lanes_ = std::make_unique<gpu::Lanes>(options_.device, options_.queue_depth, options_.copy, slot_bytes_,
-                                          xxh3_default_secret());
   } else {
     staging_ = static_cast<std::uint8_t*>(std::aligned_alloc(kStageAlign, total));
     if (staging_ == nullptr) throw Error("cannot allocate " + std::to_string(total >> 20) + " MiB of staging");
   }
+  copier_ = std::make_unique<BlockCopier>(options_.copy, options_.queue_depth, slot_bytes_);
   for (int lane = 0; lane < options_.queue_depth; ++lane) threads_.emplace_back([this, lane] { run(lane); });
 }
 
@@ -69,13 +63,13 @@ DataMover::~DataMover() {
   cv_.notify_all();
   for (auto& t : threads_) t.join();
   for (auto& b : left) {
-    for (std::size_t i = b.first; i < b.first + b.count; ++i)
-      b.job->results[i] = {XferStatus::Cancelled, 0, "", "the agent is shutting down"};
+    const XferStatus cancelled = b.job->fault.raise(XferStatus::Cancelled, "the agent is shutting down");
+    for (std::size_t i = b.first; i < b.first + b.count; ++i) b.job->results[i] = {cancelled, 0, "", ""};
     finish_batch(b.job);
   }
-  lanes_.reset();
-  if (pool_registered_) gpu::unregister_host(dram_->pool().data());
-  if (options_.gpu)
+  copier_.reset();
+  if (pool_registered_) gpu::unregister_host(storage_.dma_memory().data());
+  if (options_.copy.gpu)
     gpu::free_pinned(staging_);
   else
     std::free(staging_);
@@ -83,48 +77,36 @@ DataMover::~DataMover() {
 
 std::string DataMover::describe() const {
   return std::to_string(options_.queue_depth) + " lanes x " + std::to_string(slot_bytes_ >> 10) +
-         " KiB staging (" + (options_.gpu ? "pinned, CUDA " : "host, memcpy") +
-         (options_.gpu ? (options_.copy == gpu::CopyMethod::Batch  ? "cudaMemcpyBatchAsync"
-                          : options_.copy == gpu::CopyMethod::Loop ? "cudaMemcpyAsync loop"
-                          : options_.copy == gpu::CopyMethod::Kernel
-                              ? "copy kernel with XXH3 on the GPU"
-                              : "copy kernel with XXH3 on the GPU below " +
-                                    std::to_string(options_.kernel_below >> 10) + " KiB (pushes) / " +
-                                    std::to_string(options_.kernel_below_pull >> 10) +
-                                    " KiB (pulls) blocks, cudaMemcpyBatchAsync at and above" +
-                                    (options_.engines_from > 0
-                                         ? "; from " + std::to_string(options_.engines_from >> 10) +
-                                               " KiB on, cudaMemcpyBatchAsync copies and the kernel only hashes"
-                                         : std::string()))
-                       : "") +
-         "), batches up to " + std::to_string(options_.chunk_bytes >> 10) + " KiB and " +
-         std::to_string(options_.chunk_blocks) + " blocks" +
+         " KiB staging (" + copier_->describe() + "), batches up to " + std::to_string(options_.chunk_bytes >> 10) +
+         " KiB and " + std::to_string(options_.chunk_blocks) + " blocks" +
          (options_.lane_spin_us > 0 ? ", idle lanes poll " + std::to_string(options_.lane_spin_us) + " us" : "");
 }
 
 void DataMover::submit(std::shared_ptr<Job> job) {
   job->results.assign(job->descs.size(), DescResult{});
+  job->tiers.assign(job->descs.size(), -1);
   std::vector<Batch> batches;
   std::size_t i = 0;
   while (i < job->descs.size()) {
     if (job->descs[i].len > slot_bytes_) {  // cannot be staged whole
-      job->results[i] = {XferStatus::TooLarge, 0, "",
-                         "'" + std::string(job->descs[i].key) + "': " + std::to_string(job->descs[i].len) +
-                             " bytes exceed the agent's staging slot of " + std::to_string(slot_bytes_) +
-                             " bytes (raise --staging-mib or lower --queue-depth)"};
+      job->results[i].status = job->fault.raise(
+          XferStatus::TooLarge,
+          "'" + std::string(job->descs[i].key) + "': " + std::to_string(job->descs[i].len) +
+              " bytes exceed the agent's staging slot of " + std::to_string(slot_bytes_) +
+              " bytes (raise --staging-mib or lower --queue-depth)",
+          job->descs[i].key);
       ++i;
       continue;
     }
     Batch b{job, i, 0};
     std::size_t bytes = 0;
+    const BlockCopier::Way way = copier_->way(job->op, job->descs[i].len);
     while (i < job->descs.size() && job->descs[i].len <= slot_bytes_) {
       const std::size_t need = align_up(job->descs[i].len);
       if (b.count > 0 && (bytes + need > options_.chunk_bytes || bytes + need > slot_bytes_ ||
                           b.count == options_.chunk_blocks))
         break;
-      if (b.count > 0 && (by_kernel(job->op, job->descs[i].len) != by_kernel(job->op, job->descs[b.first].len) ||
-                          hashed_copy(job->descs[i].len) != hashed_copy(job->descs[b.first].len)))
-        break;
+      if (b.count > 0 && copier_->way(job->op, job->descs[i].len) != way) break;
       bytes += need;
       ++b.count;
       ++i;
@@ -147,31 +129,24 @@ void DataMover::submit(std::shared_ptr<Job> job) {
 // One batch's state between begin() and end() (see mover.h).
 struct DataMover::Flight {
   Batch batch;
-  int slot = 0;          // the lane's copy-kernel buffer set (gpu::Lanes::start_hashed)
-  bool kernel = false;   // device blocks go by the copy kernel
-  bool started = false;  // start_hashed succeeded: end() collects it
-  bool staged = false;   // a block uses the lane's staging slot (there is one per lane)
-  bool ok = true;
-  std::string error;
-  std::vector<std::uint8_t*> host;  // per block: its bytes in host memory (pool range or staging)
-  std::vector<std::uint64_t> sums;  // push: each block's checksum; pull: the stored one
-  std::vector<gpu::Segment> segs;   // the device blocks' copies (by the kernel: their leaves)
-  std::vector<std::size_t> seg_of;  // block -> its (first) segment, or kNoSeg
-  std::vector<std::uint64_t> gpu_sums;
-  std::vector<std::uint8_t> hashed;
+  BlockCopier::Flight copy;
+  XferStatus copied = XferStatus::Ok;  // the copy's status: a failure fails every block of the batch
+  bool staged = false;  // a block uses the lane's staging slot (there is one per lane)
+  std::vector<BlockRef> blocks;
+  std::vector<std::uint64_t> sums;  // push: each block's checksum; pull: the stored one of borrowed blocks
   // push
-  std::vector<MutableByteView> reserved;
+  store::Lease lease;
   std::vector<store::PutItem> items;
   // pull
-  std::vector<bool> borrowed;                     // found in the dram tier, read in place
+  std::vector<std::uint8_t> borrowed;              // found in zero-copy memory, read in place
   std::vector<std::shared_ptr<const void>> holds;  // keep the borrowed bytes until the copy is done
-  std::vector<store::GetItem> gets;               // the rest, read from the chain into staging
-  std::vector<std::size_t> got;                   // gets[i] is block got[i]
+  std::vector<store::GetItem> gets;                // the rest, read from storage into staging
+  std::vector<std::size_t> got;                    // gets[i] is block got[i]
+  std::vector<std::uint64_t> computed;             // pull: borrowed blocks' sums as copied
 
-  static constexpr std::size_t kNoSeg = ~std::size_t{0};
   // Only a kernel copy with no block in the staging slot may stay in flight while
   // the lane begins another batch (which may use the slot).
-  bool may_stay_in_flight() const { return started && !staged; }
+  bool may_stay_in_flight() const { return copy.started && !staged; }
   std::size_t first() const { return batch.first; }
   std::size_t count() const { return batch.count; }
 };
@@ -195,7 +170,7 @@ bool DataMover::take(Batch* b, bool wait) {
 
 void DataMover::run(int lane) {
   std::array<Flight, gpu::Lanes::kHashedSlots> flights;
-  for (std::size_t i = 0; i < flights.size(); ++i) flights[i].slot = static_cast<int>(i);
+  for (std::size_t i = 0; i < flights.size(); ++i) flights[i].copy.slot = static_cast<int>(i);
   std::size_t next = 0;
   Flight* in_flight = nullptr;
   const auto complete = [&](Flight& f) {
@@ -233,10 +208,11 @@ void DataMover::finish_batch(const std::shared_ptr<Job>& job) {
 
 void DataMover::begin(int lane, Flight& f) {
   batches_.fetch_add(1, std::memory_order_relaxed);
-  f.started = f.staged = false;
-  f.ok = true;
-  f.error.clear();
-  if (f.batch.job->op == XferOp::Write)
+  f.staged = false;
+  f.copied = XferStatus::Ok;
+  const Job& job = *f.batch.job;
+  f.copy.way = copier_->way(job.op, job.descs[f.first()].len);
+  if (job.op == XferOp::Write)
     begin_write(lane, f);
   else
     begin_read(lane, f);
@@ -253,232 +229,120 @@ void DataMover::begin_write(int lane, Flight& f) {
   Job& job = *f.batch.job;
   const std::size_t first = f.first(), count = f.count();
   std::uint8_t* slot = staging_ + static_cast<std::size_t>(lane) * slot_bytes_;
-  // Each block lands where it will be stored when the top tier is DRAM and has
-  // room (a reserved pool range the tier then adopts: no second copy), else in
-  // this lane's staging slot.
+  // Each block lands where it will be stored when storage offers zero-copy and
+  // has room (a reserved range it then adopts: no second copy), else in this
+  // lane's staging slot. The whole batch's ranges in one call (one lock).
   PhaseTimer reserve_time(phases_, Phase::Reserve);
-  // The whole batch's ranges under one lock of the tier's allocator.
-  f.reserved.assign(count, MutableByteView{nullptr, 0});
-  if (dram_ != nullptr) {
-    thread_local std::vector<std::uint64_t> sizes;
-    sizes.resize(count);
-    for (std::size_t k = 0; k < count; ++k) sizes[k] = job.descs[first + k].len;
-    dram_->reserve(sizes, f.reserved);
-  }
-  f.host.clear();
+  thread_local std::vector<std::uint64_t> sizes;
+  sizes.resize(count);
+  for (std::size_t k = 0; k < count; ++k) sizes[k] = job.descs[first + k].len;
+  storage_.reserve(sizes, f.lease);
+  f.blocks.resize(count);
   std::size_t off = 0;
   for (std::size_t k = 0; k < count; ++k) {
-    if (f.reserved[k].data != nullptr) {
-      f.host.push_back(f.reserved[k].data);
+    const JobDesc& d = job.descs[first + k];
+    BlockRef& b = f.blocks[k];
+    b.app = d.region->base() + d.offset;
+    b.len = d.len;
+    b.on_device = d.region->on_device();
+    if (f.lease.ranges()[k].range.data != nullptr) {
+      b.host = f.lease.ranges()[k].range.data;
     } else {
-      f.host.push_back(slot + off);
-      off += align_up(job.descs[first + k].len);
+      b.host = slot + off;
+      off += align_up(d.len);
       f.staged = true;
     }
   }
   reserve_time.stop();
 
-  f.sums.assign(count, 0);
-  f.kernel = by_kernel(XferOp::Write, job.descs[first].len);
-  if (!f.kernel) return;  // the copy engines' path runs whole in end_write
-  // The kernel hashes each device block leaf by leaf, while it copies it or, from
-  // --engines-from on, after the copy engines have (hashed_copy()); the CPU
-  // copies and hashes only host (memfd) blocks and hashes what the kernel leaves
-  // (a leaf of 240 bytes or less, unaligned: see end_write).
+  f.sums.resize(count);
   PhaseTimer copy_time(phases_, Phase::Copy);
-  f.segs.clear();
-  f.seg_of.assign(count, Flight::kNoSeg);
-  for (std::size_t k = 0; k < count; ++k) {
-    const JobDesc& d = job.descs[first + k];
-    const std::uint8_t* app = d.region->base() + d.offset;
-    if (d.region->on_device() && d.len > 0) {
-      f.seg_of[k] = f.segs.size();
-      append_leaves({f.host[k], app, d.len}, &f.segs);
-    } else {
-      std::memcpy(f.host[k], app, d.len);
-      f.sums[k] = checksum({f.host[k], d.len});
-    }
-  }
-  f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, false, hashed_copy(job.descs[first].len), &f.error);
+  f.copied = copier_->start_push(lane, f.copy, f.blocks, f.sums, job.fault);
 }
 
 void DataMover::end_write(int lane, Flight& f) {
   Job& job = *f.batch.job;
   const std::size_t first = f.first(), count = f.count();
   PhaseTimer copy_time(phases_, Phase::Copy);
-  if (!f.kernel) {
-    f.ok = push_by_engine(lane, f);
-  } else if (f.started) {
-    f.gpu_sums.resize(f.segs.size());
-    f.hashed.resize(f.segs.size());
-    f.ok = lanes_->collect_hashed(lane, f.slot, f.gpu_sums.data(), f.hashed.data(), &f.error);
-    for (std::size_t k = 0; f.ok && k < count; ++k) {
-      const std::size_t i = f.seg_of[k];
-      if (i == Flight::kNoSeg) continue;
-      const std::uint64_t len = job.descs[first + k].len;
-      const auto sum = checksum_from_leaves(f.gpu_sums, f.hashed, i, len);
-      f.sums[k] = sum ? *sum : checksum({f.host[k], len});
-    }
-  }
+  if (f.copied == XferStatus::Ok) f.copied = copier_->finish_push(lane, f.copy, f.blocks, f.sums, job.fault);
   copy_time.stop();
   PhaseTimer put_time(phases_, Phase::Put);
 
-  f.items.clear();
-  if (!f.ok) {
-    for (std::size_t k = 0; k < count; ++k)
-      job.results[first + k] = {XferStatus::IoError, 0, "", "'" + std::string(job.descs[first + k].key) + "': " + f.error};
+  if (f.copied != XferStatus::Ok) {
+    for (std::size_t k = 0; k < count; ++k) job.results[first + k] = {f.copied, 0, "", ""};
   } else {
+    f.items.clear();
     for (std::size_t k = 0; k < count; ++k) {
       store::PutItem& it = f.items.emplace_back();
       it.key = job.descs[first + k].key;
-      it.data = ByteView{f.host[k], job.descs[first + k].len};
+      it.data = ByteView{f.blocks[k].host, f.blocks[k].len};
       it.checksum = f.sums[k];
     }
-    chain_.put(f.items);
+    storage_.put(f.items, job.fault);
     for (std::size_t k = 0; k < count; ++k) {
-      store::PutItem& it = f.items[k];
+      const store::PutItem& it = f.items[k];
       DescResult& r = job.results[first + k];
       r.status = it.status;
-      r.error = std::move(it.error);
       if (it.status == XferStatus::Ok) {
         r.size = it.data.size;
-        r.tier = tier_name(it.tier);
+        job.tiers[first + k] = it.tier;
         bytes_written_.fetch_add(it.data.size, std::memory_order_relaxed);
         objects_written_.fetch_add(1, std::memory_order_relaxed);
       }
     }
   }
-  if (dram_ != nullptr) {
-    // Only ranges the tier did not adopt: an adopted one may already be freed
-    // (a later duplicate key, another lane's overwrite, eviction) and reserved
-    // again by another lane, whose reservation an unreserve by offset would free.
-    for (std::size_t k = 0; k < f.items.size(); ++k)
-      if (f.items[k].adopted) f.reserved[k] = MutableByteView{nullptr, 0};
-    dram_->unreserve(f.reserved);
-  }
-}
-
-bool DataMover::push_by_engine(int lane, Flight& f) {
-  const Job& job = *f.batch.job;
-  const std::size_t first = f.first(), count = f.count();
-  // Copy in waves of pieces, and checksum each piece as soon as its wave has
-  // landed, while the later waves are still crossing PCIe: a large block is
-  // hashed behind its own DMA instead of after it (the reference's chunked,
-  // pipelined DMA).
-  struct Piece {
-    std::size_t k, offset, len, wave;
-  };
-  constexpr std::size_t kNoWave = ~std::size_t{0};
-  thread_local std::vector<Piece> pieces;
-  thread_local std::vector<gpu::Segment> segs;
-  thread_local std::vector<std::uint64_t> tickets;
-  pieces.clear();
-  segs.clear();
-  tickets.clear();
-  std::size_t batch_bytes = 0;
-  for (std::size_t k = 0; k < count; ++k) batch_bytes += job.descs[first + k].len;
-  const std::size_t wave_target = std::max(kPieceBytes, batch_bytes / (gpu::Lanes::kMarks / 2));
-  std::size_t wave_bytes = 0;
-  bool ok = true;
-  std::string* error = &f.error;
-  const auto close_wave = [&] {
-    if (segs.empty()) return;
-    ok = ok && lanes_->start(lane, segs, false, error);
-    tickets.push_back(lanes_->mark(lane));
-    segs.clear();
-    wave_bytes = 0;
-  };
-  for (std::size_t k = 0; k < count; ++k) {
-    const JobDesc& d = job.descs[first + k];
-    const std::uint8_t* app = d.region->base() + d.offset;
-    for (std::size_t at = 0; at < d.len; at += kPieceBytes) {
-      const std::size_t len = std::min<std::size_t>(kPieceBytes, d.len - at);
-      if (d.region->on_device()) {
-        segs.push_back({f.host[k] + at, app + at, len});
-        pieces.push_back({k, at, len, tickets.size()});
-        if ((wave_bytes += len) >= wave_target) close_wave();
-      } else {
-        std::memcpy(f.host[k] + at, app + at, len);
-        pieces.push_back({k, at, len, kNoWave});
-      }
-    }
-  }
-  close_wave();
-
-  std::unique_ptr<ChecksumStream> stream;
-  std::size_t waited = 0;
-  for (const Piece& p : pieces) {
-    if (!ok) break;
-    if (p.wave != kNoWave && p.wave >= waited) {
-      ok = lanes_->wait(lane, tickets[p.wave], error);
-      waited = p.wave + 1;
-      if (!ok) break;
-    }
-    const std::size_t len = job.descs[first + p.k].len;
-    const ByteView bytes{f.host[p.k] + p.offset, p.len};
-    if (p.len == len) {
-      f.sums[p.k] = checksum(bytes);
-      continue;
-    }
-    if (p.offset == 0) stream = std::make_unique<ChecksumStream>();
-    stream->update(bytes);
-    if (p.offset + p.len == len) f.sums[p.k] = stream->digest();
-  }
-  if (!tickets.empty()) {  // drain the lane even after a failure: the next batch reuses its slot
-    std::string drain_error;
-    if (!lanes_->finish(lane, &drain_error) && ok) {
-      ok = false;
-      *error = drain_error;
-    }
-  }
-  return ok;
+  // What storage did not adopt goes back now (a failed copy, a put that went to
+  // a lower tier, a duplicate key).
+  f.lease.release();
 }
 
 void DataMover::begin_read(int lane, Flight& f) {
   Job& job = *f.batch.job;
   const std::size_t first = f.first(), count = f.count();
   std::uint8_t* slot = staging_ + static_cast<std::size_t>(lane) * slot_bytes_;
-  // Objects in the DRAM tier are copied out of its pool in place, and verified
-  // while (or, by the kernel, as) the copy runs; the rest are read (and verified)
-  // from the chain into this lane's staging slot first.
-  f.host.assign(count, nullptr);
+  // Objects in zero-copy memory are copied out of it in place, and verified
+  // while (or, by the kernel, as) the copy runs; the rest are read (and
+  // verified) from storage into this lane's staging slot first.
+  f.blocks.resize(count);
   f.sums.assign(count, 0);
-  f.borrowed.assign(count, false);
+  f.borrowed.assign(count, 0);
   f.holds.clear();
   f.gets.clear();
   f.got.clear();
   PhaseTimer lookup_time(phases_, Phase::Lookup);
-  const std::string& dram_name = tier_name(dram_ != nullptr ? 0 : -1);
-  // The whole batch's lookups under one lock of the tier's index.
+  // The whole batch's lookups in one call (one lock of the tier's index).
   thread_local std::vector<std::string_view> keys;
-  thread_local std::vector<std::optional<store::DramTier::Borrowed>> found;
+  thread_local std::vector<std::optional<store::Borrowed>> found;
+  keys.resize(count);
   found.assign(count, std::nullopt);
-  if (dram_ != nullptr) {
-    keys.resize(count);
-    for (std::size_t k = 0; k < count; ++k) keys[k] = job.descs[first + k].key;
-    dram_->borrow(keys, found);
-  }
+  for (std::size_t k = 0; k < count; ++k) keys[k] = job.descs[first + k].key;
+  storage_.borrow(keys, found);
   std::size_t off = 0;
   for (std::size_t k = 0; k < count; ++k) {
     const JobDesc& d = job.descs[first + k];
     DescResult& r = job.results[first + k];
-    if (auto& b = found[k]) {
-      r.size = b->bytes.size;
-      r.tier = dram_name;
-      if (b->bytes.size > d.len) {
-        r.status = XferStatus::TooLarge;
-        r.error = "'" + std::string(d.key) + "' has " + std::to_string(b->bytes.size) + " bytes, the buffer holds " +
-                  std::to_string(d.len);
+    BlockRef& b = f.blocks[k];
+    b.app = d.region->base() + d.offset;
+    b.on_device = d.region->on_device();
+    b.len = 0;
+    if (auto& got = found[k]) {
+      r.size = got->bytes.size;
+      job.tiers[first + k] = storage_.borrowed_tier();
+      if (got->bytes.size > d.len) {
+        r.status = job.fault.raise(XferStatus::TooLarge,
+                                   "'" + std::string(d.key) + "' has " + std::to_string(got->bytes.size) +
+                                       " bytes, the buffer holds " + std::to_string(d.len),
+                                   d.key);
       } else {
         r.status = XferStatus::Ok;
-        f.host[k] = const_cast<std::uint8_t*>(b->bytes.data);
-        f.sums[k] = b->checksum;
-        f.borrowed[k] = true;
-        f.holds.push_back(std::move(b->hold));  // the bytes stay valid until the copy is done
+        b.host = const_cast<std::uint8_t*>(got->bytes.data);
+        f.sums[k] = got->checksum;
+        f.borrowed[k] = 1;
+        f.holds.push_back(std::move(got->hold));  // the bytes stay valid until the copy is done
       }
       continue;
     }
-    f.host[k] = slot + off;
+    b.host = slot + off;
     f.staged = true;
     f.got.push_back(k);
     store::GetItem& it = f.gets.emplace_back();
@@ -486,85 +350,54 @@ void DataMover::begin_read(int lane, Flight& f) {
     it.out = MutableByteView{slot + off, d.len};
     off += align_up(d.len);
   }
-  chain_.get(f.gets);
+  storage_.get(f.gets, job.fault);
   for (std::size_t i = 0; i < f.got.size(); ++i) {
-    store::GetItem& it = f.gets[i];
+    const store::GetItem& it = f.gets[i];
     DescResult& r = job.results[first + f.got[i]];
     r.status = it.status;
-    r.error = std::move(it.error);
     // TooLarge carries the object's size too, so that the application can read
     // it again into a block that fits (docs/xfer-tiers.md, section 7).
     if (it.status == XferStatus::Ok || it.status == XferStatus::TooLarge) {
       r.size = it.size;
-      r.tier = tier_name(it.tier);
+      job.tiers[first + f.got[i]] = it.tier;
     }
   }
   lookup_time.stop();
 
   PhaseTimer copy_time(phases_, Phase::Copy);
-  // The copy kernel hashes what it copies (leaf by leaf); by the copy engines,
-  // end_read starts the DMA and verifies on the CPU while it reads the pool.
-  f.kernel = by_kernel(XferOp::Read, job.descs[first].len);
-  f.segs.clear();
-  f.seg_of.assign(count, Flight::kNoSeg);
   for (std::size_t k = 0; k < count; ++k) {
     const DescResult& r = job.results[first + k];
-    if (r.status != XferStatus::Ok || r.size == 0) continue;
-    const JobDesc& d = job.descs[first + k];
-    std::uint8_t* app = d.region->base() + d.offset;
-    if (d.region->on_device()) {
-      f.seg_of[k] = f.segs.size();
-      if (f.kernel)
-        append_leaves({app, f.host[k], r.size}, &f.segs);
-      else
-        f.segs.push_back({app, f.host[k], r.size});
-    } else {
-      std::memcpy(app, f.host[k], r.size);
-    }
+    if (r.status == XferStatus::Ok) f.blocks[k].len = r.size;
   }
-  if (f.kernel)
-    f.ok = f.started = lanes_->start_hashed(lane, f.slot, f.segs, true, hashed_copy(job.descs[first].len), &f.error);
+  f.copied = copier_->start_pull(lane, f.copy, f.blocks, job.fault);
 }
 
 void DataMover::end_read(int lane, Flight& f) {
   Job& job = *f.batch.job;
   const std::size_t first = f.first(), count = f.count();
   PhaseTimer copy_time(phases_, Phase::Copy);
-  f.gpu_sums.assign(f.segs.size(), 0);
-  f.hashed.assign(f.segs.size(), 0);
-  if (f.started)
-    f.ok = lanes_->collect_hashed(lane, f.slot, f.gpu_sums.data(), f.hashed.data(), &f.error);
-  else if (!f.kernel && lanes_ != nullptr && !f.segs.empty())
-    f.ok = lanes_->start(lane, f.segs, true, &f.error);
+  f.computed.assign(count, 0);
+  // Verifies only the borrowed blocks: storage's get verified the staged ones.
+  // A mismatch fails the descriptor: the application must not use what landed
+  // in its buffer.
+  if (f.copied == XferStatus::Ok)
+    f.copied = copier_->finish_pull(lane, f.copy, f.blocks, f.borrowed, f.computed, job.fault);
   copy_time.stop();
   PhaseTimer verify_time(phases_, Phase::Verify);
-  const std::string& dram_name = tier_name(dram_ != nullptr ? 0 : -1);
-  // A mismatch fails the descriptor: the application must not use what landed in its buffer.
-  for (std::size_t k = 0; f.ok && k < count; ++k) {
-    if (!f.borrowed[k]) continue;
-    DescResult& r = job.results[first + k];
-    const std::size_t i = f.seg_of[k];
-    std::optional<std::uint64_t> by_gpu;
-    if (i != Flight::kNoSeg) by_gpu = checksum_from_leaves(f.gpu_sums, f.hashed, i, r.size);
-    const std::uint64_t sum = by_gpu ? *by_gpu : checksum({f.host[k], r.size});
-    if (sum != f.sums[k]) {
-      r.status = XferStatus::ChecksumMismatch;
-      r.error = "'" + std::string(job.descs[first + k].key) + "' fails its checksum in " + dram_name + " (stored " +
-                checksum_hex(f.sums[k]) + ", computed " + checksum_hex(sum) + ")";
-    }
-  }
-  if (!f.kernel && !f.segs.empty()) {  // drain the engines' DMA even after a failure
-    std::string drain_error;
-    if (!lanes_->finish(lane, &drain_error) && f.ok) {
-      f.ok = false;
-      f.error = drain_error;
-    }
+  for (std::size_t k = 0; f.copied == XferStatus::Ok && k < count; ++k) {
+    if (!f.borrowed[k] || f.computed[k] == f.sums[k]) continue;
+    const std::string_view key = job.descs[first + k].key;
+    job.results[first + k].status =
+        job.fault.raise(XferStatus::ChecksumMismatch,
+                        "'" + std::string(key) + "' fails its checksum where it is stored (stored " +
+                            checksum_hex(f.sums[k]) + ", computed " + checksum_hex(f.computed[k]) + ")",
+                        key);
   }
   f.holds.clear();  // the copies are done: the borrowed bytes may go
-  if (!f.ok) {
+  if (f.copied != XferStatus::Ok) {
     for (std::size_t k = 0; k < count; ++k) {
       DescResult& r = job.results[first + k];
-      if (r.status == XferStatus::Ok) r = {XferStatus::IoError, 0, "", "'" + std::string(job.descs[first + k].key) + "': " + f.error};
+      if (r.status == XferStatus::Ok) r = {f.copied, 0, "", ""};
     }
     return;
   }

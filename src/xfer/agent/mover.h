@@ -1,20 +1,25 @@
 #pragma once
-// The agent's data path: moves descriptors between application memory and the
-// tier chain through a staging buffer, `queue_depth` batches at a time.
+// The agent's data path: moves descriptors between application memory and
+// storage (the tier chain, through store::Storage) via a staging buffer,
+// `queue_depth` batches at a time.
 //
-//   application memory ──copy lane──► staging slot ──checksum, put──► tier chain   (Write, push)
-//   application memory ◄──copy lane── staging slot ◄──get, verify──── tier chain   (Read, pull)
+//   application memory ──copy lane──► staging slot ──checksum, put──► storage   (Write, push)
+//   application memory ◄──copy lane── staging slot ◄──get, verify──── storage   (Read, pull)
 //
-// When the top tier is DRAM, blocks skip the staging slot: they are copied
-// straight into a pool range the tier reserves and then adopts (push), or out of
-// the pool in place (pull); the pool is pinned for DMA where there is a GPU.
+// Where storage offers zero-copy (the dram tier on top), blocks skip the
+// staging slot: they are copied straight into ranges it reserves and then
+// adopts (push), or out of its memory in place (pull); that memory is pinned
+// for DMA where there is a GPU. How a block is copied and hashed is the
+// BlockCopier's business (block_copier.h).
 //
 // The staging buffer (--staging-mib; pinned where there is a GPU) is cut into
 // queue_depth slots, one per copy thread, and each thread owns one copy lane (a
 // CUDA stream). A batch gathers consecutive descriptors up to --chunk-kib, so many
-// small blocks cross PCIe in one cudaMemcpyBatchAsync call (--copy batch) or one
-// launch of the copy kernel (--copy kernel, which also computes the checksums on
-// the GPU); device memory goes through the lane, host (memfd) memory through memcpy.
+// small blocks cross PCIe in one copy call.
+//
+// Errors (api/fault.h): a job carries one Fault; each descriptor gets a status,
+// and the first failure's text is raised where it starts. Tier names and the
+// per-descriptor texts are made at the API edge (session.cpp).
 
 #include <atomic>
 #include <condition_variable>
@@ -30,11 +35,11 @@
 
 #include "ferry/xfer/agent.h"
 #include "ferry/xfer/types.h"
+#include "xfer/agent/block_copier.h"
 #include "xfer/agent/phases.h"
 #include "xfer/agent/region.h"
-#include "xfer/gpu/gpu.h"
-#include "xfer/store/dram/dram_tier.h"
-#include "xfer/store/tier_chain.h"
+#include "xfer/api/fault.h"
+#include "xfer/store/storage.h"
 
 namespace ferry::xfer::agent {
 
@@ -49,15 +54,7 @@ struct MoverOptions {
   std::size_t chunk_bytes = 0;
   std::size_t chunk_blocks = 128;
   int queue_depth = 8;
-  bool gpu = false;      // pinned staging and CUDA copy lanes
-  int device = 0;
-  gpu::CopyMethod copy = gpu::CopyMethod::Auto;  // --copy auto | batch | loop | kernel
-  // --copy auto: blocks below this go by the copy kernel, the rest by batch.
-  std::size_t kernel_below = 64u << 20;
-  std::size_t kernel_below_pull = 64u << 20;  // the same for pulls (reads)
-  // --copy auto, blocks the kernel hashes: from this size on (0: never) the copy
-  // engines copy them and the kernel hashes them in device memory.
-  std::size_t engines_from = 1u << 20;
+  CopyOptions copy;  // pinned staging and CUDA copy lanes when copy.gpu
   // How long an idle lane polls the queue before it sleeps. Waking a sleeping
   // thread costs tens of microseconds per request and lane; an agent on its own
   // cores (--cpus) can afford to poll, as the reference's DPU cores do.
@@ -75,7 +72,12 @@ struct Job {
   XferOp op = XferOp::Write;
   std::string wire;  // the transfer frame's body: the descriptors' keys point into it
   std::vector<JobDesc> descs;
-  std::vector<DescResult> results;  // filled by the mover
+  // Filled by the mover: each descriptor's status and size, and the index of
+  // the tier it went to or came from (-1: none). The session turns these into
+  // the reply's tier names and texts.
+  std::vector<DescResult> results;
+  std::vector<int> tiers;
+  Fault fault;  // the job's first failure
   // Called once, from a mover thread, when every descriptor has a result.
   std::function<void(Job&)> on_done;
   std::atomic<std::size_t> batches_left{0};
@@ -90,7 +92,8 @@ struct MoverStats {
 
 class DataMover {
  public:
-  DataMover(const MoverOptions& options, store::TierChain& chain);
+  // Throws ferry::Error (set-up) for bad options or when staging cannot be had.
+  DataMover(const MoverOptions& options, store::Storage& storage);
   ~DataMover();  // finishes queued batches with Cancelled, then joins
   DataMover(const DataMover&) = delete;
   DataMover& operator=(const DataMover&) = delete;
@@ -124,38 +127,14 @@ class DataMover {
   void end_write(int lane, Flight& f);
   void begin_read(int lane, Flight& f);
   void end_read(int lane, Flight& f);
-  // A push's copy into f.host[k] and the checksum f.sums[k] of each block by the
-  // copy engines, in waves, the CPU hashing behind them. False with f.error when
-  // a copy fails.
-  bool push_by_engine(int lane, Flight& f);
-  // Whether a block of `len` bytes moving by `op` goes by the copy kernel. A batch holds blocks
-  // of one method only (submit() cuts it where the method changes).
-  bool by_kernel(XferOp op, std::size_t len) const noexcept {
-    const std::size_t below = op == XferOp::Write ? options_.kernel_below : options_.kernel_below_pull;
-    return lanes_ != nullptr &&
-           (options_.copy == gpu::CopyMethod::Kernel || (options_.copy == gpu::CopyMethod::Auto && len < below));
-  }
-  // How a block that by_kernel() takes moves (a batch holds one way only).
-  gpu::HashedCopy hashed_copy(std::size_t len) const noexcept {
-    return options_.copy == gpu::CopyMethod::Auto && options_.engines_from > 0 && len >= options_.engines_from
-               ? gpu::HashedCopy::Engines
-               : gpu::HashedCopy::Fused;
-  }
   void finish_batch(const std::shared_ptr<Job>& job);
-  // The chain's tier names, built once: a result names its tier per block.
-  const std::string& tier_name(int tier) const noexcept {
-    static const std::string kNone;
-    return tier >= 0 ? tier_names_[static_cast<std::size_t>(tier)] : kNone;
-  }
 
   MoverOptions options_;
-  store::TierChain& chain_;
-  store::DramTier* dram_ = nullptr;  // the chain's top tier, when it is DRAM
-  std::vector<std::string> tier_names_;
+  store::Storage& storage_;
   bool pool_registered_ = false;
   std::size_t slot_bytes_ = 0;
   std::uint8_t* staging_ = nullptr;
-  std::unique_ptr<gpu::Lanes> lanes_;
+  std::unique_ptr<BlockCopier> copier_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

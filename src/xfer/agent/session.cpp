@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "ferry/core/status.h"
+#include "xfer/agent/job_results.h"
 #include "xfer/agent/owner_fd.h"
 #include "xfer/wire/messages.h"
 
@@ -396,8 +397,10 @@ void Session::on_transfer(proto::Frame& f) {
   std::weak_ptr<Session> self = weak_from_this();
   const std::uint64_t request = msg.request;
   DataMover* mover = ctx_.mover;
-  job->on_done = [self, request, mover, cost](Job& j) {
+  const std::vector<std::string>* tier_names = &ctx_.tiers;
+  job->on_done = [self, request, mover, cost, tier_names](Job& j) {
     PhaseTimer answer_time(mover->phases(), Phase::Answer);
+    describe_results(j, *tier_names);
     proto::TransferDone done;
     done.request = request;
     done.status = XferStatus::Ok;
@@ -439,7 +442,8 @@ void Session::on_call(const proto::Frame& f) {
       const std::string prefix = ns_ + m.prefix;
       const std::string after = m.after.empty() ? std::string() : ns_ + m.after;
       std::vector<store::TierChain::Listed> found;
-      for (auto& o : ctx_.chain->list())
+      Fault unlisted;  // a tier that cannot be listed (Redis down) is logged and left out
+      for (auto& o : ctx_.chain->list(unlisted))
         if (o.key.compare(0, prefix.size(), prefix) == 0 && (after.empty() || o.key > after))
           found.push_back(std::move(o));
       const std::size_t page =
@@ -448,14 +452,17 @@ void Session::on_call(const proto::Frame& f) {
       std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(n), found.end(),
                         [](const auto& a, const auto& b) { return a.key < b.key; });
       for (std::size_t i = 0; i < n; ++i)
-        r.objects.push_back({found[i].key.substr(ns_.size()), found[i].meta.size, found[i].tier_name});
+        r.objects.push_back({found[i].key.substr(ns_.size()), found[i].meta.size,
+                             ctx_.tiers.at(static_cast<std::size_t>(found[i].tier))});
       if (n < found.size()) r.text = r.objects.back().key;
       post(proto::encode(proto::Type::ListReply, r));
       return;
     }
     case proto::Type::Remove:
-      for (const auto& k : m.keys)
-        if (ctx_.chain->remove(ns_ + k)) ++r.count;
+      for (const auto& k : m.keys) {
+        Fault fault;  // a copy that stays (Redis down) is logged where it failed
+        if (ctx_.chain->remove(ns_ + k, fault) == XferStatus::Ok) ++r.count;
+      }
       post(proto::encode(proto::Type::RemoveReply, r));
       return;
     case proto::Type::Stats:

@@ -2,12 +2,16 @@
 // The transfer engine's few GPU operations, behind a plain C++ interface so the
 // rest of xfer/ compiles without nvcc. gpu_cuda.cu implements them with the CUDA
 // runtime; gpu_none.cpp (CPU-only builds) reports that there is no GPU.
-// Set-up calls throw ferry::Error; copy calls return false with *error set.
+// Set-up calls (allocation, registration, IPC, the Lanes constructor) throw
+// ferry::Error. Copy calls are on the data path (api/fault.h): noexcept, they
+// return an XferStatus, Ok or IoError, and where a CUDA call fails they raise
+// its error text into the caller's Fault.
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string>
+
+#include "xfer/api/fault.h"
 
 namespace ferry::xfer::gpu {
 
@@ -78,44 +82,48 @@ class Lanes {
   ~Lanes();
   Lanes(const Lanes&) = delete;
   Lanes& operator=(const Lanes&) = delete;
-  // Copies every segment on lane `lane` and waits for them. False with *error on failure.
-  bool copy(int lane, std::span<const Segment> segs, bool to_device, std::string* error) noexcept;
+  // Copies every segment on lane `lane` and waits for them. Ok, or IoError (raised).
+  [[nodiscard]] XferStatus copy(int lane, std::span<const Segment> segs, bool to_device,
+                                Fault& fault) noexcept;
   // Pipelining: start() queues copies on the lane's stream and returns at once;
   // mark() returns a ticket for everything queued so far, and wait() blocks until
   // the work before a ticket is done (at most kMarks tickets outstanding per lane);
-  // finish() waits for all of it.
+  // finish() waits for all of it. Each returns Ok, or IoError (raised).
   static constexpr int kMarks = 64;
-  bool start(int lane, std::span<const Segment> segs, bool to_device, std::string* error) noexcept;
+  [[nodiscard]] XferStatus start(int lane, std::span<const Segment> segs, bool to_device,
+                                 Fault& fault) noexcept;
   std::uint64_t mark(int lane) noexcept;
-  bool wait(int lane, std::uint64_t ticket, std::string* error) noexcept;
-  bool finish(int lane, std::string* error) noexcept;
+  [[nodiscard]] XferStatus wait(int lane, std::uint64_t ticket, Fault& fault) noexcept;
+  [[nodiscard]] XferStatus finish(int lane, Fault& fault) noexcept;
 
   // Lanes with the kernel (Kernel, Auto). Copies every segment on lane `lane` and
   // waits; for segment i, hashed[i] = 1 and sums[i] = XXH3-64 of its bytes (Fused:
   // as copied; Engines: as they are on the device side after the copy, i.e. a
   // push's source, a pull's destination), or hashed[i] = 0 where the kernel did
   // not hash (240 bytes or less, or not 16-byte aligned: src or dst for Fused,
-  // the device side for Engines; the caller hashes those). False with *error on
-  // failure.
-  bool copy_hashed(int lane, std::span<const Segment> segs, bool to_device, HashedCopy how, std::uint64_t* sums,
-                   std::uint8_t* hashed, std::string* error) noexcept;
+  // the device side for Engines; the caller hashes those). Ok, or IoError (raised).
+  [[nodiscard]] XferStatus copy_hashed(int lane, std::span<const Segment> segs, bool to_device,
+                                       HashedCopy how, std::uint64_t* sums, std::uint8_t* hashed,
+                                       Fault& fault) noexcept;
   // copy_hashed in two halves, so that a lane can keep the GPU busy while its
   // thread does a batch's bookkeeping: start_hashed queues the copies on buffer
   // set `slot` (0 .. kHashedSlots-1) and returns; collect_hashed waits for them
   // and fills sums/hashed. Each slot holds one call in flight; the two slots
-  // share the lane's stream, so their kernels run in the order started.
+  // share the lane's stream, so their kernels run in the order started. When
+  // start_hashed fails, nothing of the call is left in flight.
   static constexpr int kHashedSlots = 2;
-  bool start_hashed(int lane, int slot, std::span<const Segment> segs, bool to_device, HashedCopy how,
-                    std::string* error) noexcept;
-  bool collect_hashed(int lane, int slot, std::uint64_t* sums, std::uint8_t* hashed, std::string* error) noexcept;
+  [[nodiscard]] XferStatus start_hashed(int lane, int slot, std::span<const Segment> segs, bool to_device,
+                                        HashedCopy how, Fault& fault) noexcept;
+  [[nodiscard]] XferStatus collect_hashed(int lane, int slot, std::uint64_t* sums, std::uint8_t* hashed,
+                                          Fault& fault) noexcept;
   CopyMethod method() const noexcept { return method_; }
 
  private:
   int device_;
   CopyMethod method_;
   void* kernel_lanes_ = nullptr;  // cuda::KernelLane[count][kHashedSlots] for CopyMethod::Kernel, opaque here
-  void* streams_ = nullptr;  // cudaStream_t[count], opaque here
-  void* events_ = nullptr;   // cudaEvent_t[count][kMarks]
+  void* streams_ = nullptr;       // cudaStream_t[count], opaque here
+  void* events_ = nullptr;        // cudaEvent_t[count][kMarks]
   std::uint64_t* next_mark_ = nullptr;  // per lane
   int count_;
 };

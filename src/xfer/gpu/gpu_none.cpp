@@ -25,35 +25,28 @@ Lanes::Lanes(int device, int count, CopyMethod method, std::size_t, const std::u
   no_gpu();
 }
 Lanes::~Lanes() = default;
-bool Lanes::copy(int, std::span<const Segment>, bool, std::string* error) noexcept {
-  *error = "no GPU in this build";
-  return false;
+XferStatus Lanes::copy(int, std::span<const Segment>, bool, Fault& fault) noexcept {
+  return fault.raise(XferStatus::IoError, "no GPU in this build");
 }
-bool Lanes::start(int, std::span<const Segment>, bool, std::string* error) noexcept {
-  *error = "no GPU in this build";
-  return false;
+XferStatus Lanes::start(int, std::span<const Segment>, bool, Fault& fault) noexcept {
+  return fault.raise(XferStatus::IoError, "no GPU in this build");
 }
 std::uint64_t Lanes::mark(int) noexcept { return 0; }
-bool Lanes::wait(int, std::uint64_t, std::string* error) noexcept {
-  *error = "no GPU in this build";
-  return false;
+XferStatus Lanes::wait(int, std::uint64_t, Fault& fault) noexcept {
+  return fault.raise(XferStatus::IoError, "no GPU in this build");
 }
-bool Lanes::finish(int, std::string* error) noexcept {
-  *error = "no GPU in this build";
-  return false;
+XferStatus Lanes::finish(int, Fault& fault) noexcept {
+  return fault.raise(XferStatus::IoError, "no GPU in this build");
 }
-bool Lanes::copy_hashed(int, std::span<const Segment>, bool, HashedCopy, std::uint64_t*, std::uint8_t*,
-                        std::string* error) noexcept {
-  *error = "no GPU in this build";
-  return false;
+XferStatus Lanes::copy_hashed(int, std::span<const Segment>, bool, HashedCopy, std::uint64_t*, std::uint8_t*,
+                              Fault& fault) noexcept {
+  return fault.raise(XferStatus::IoError, "no GPU in this build");
 }
-bool Lanes::start_hashed(int, int, std::span<const Segment>, bool, HashedCopy, std::string* error) noexcept {
-  *error = "no GPU in this build";
-  return false;
+XferStatus Lanes::start_hashed(int, int, std::span<const Segment>, bool, HashedCopy, Fault& fault) noexcept {
+  return fault.raise(XferStatus::IoError, "no GPU in this build");
 }
-bool Lanes::collect_hashed(int, int, std::uint64_t*, std::uint8_t*, std::string* error) noexcept {
-  *error = "no GPU in this build";
-  return false;
+XferStatus Lanes::collect_hashed(int, int, std::uint64_t*, std::uint8_t*, Fault& fault) noexcept {
+  return fault.raise(XferStatus::IoError, "no GPU in this build");
 }
 
 }  // namespace ferry::xfer::gpu

@@ -1,18 +1,25 @@
 #pragma once
 // A storage tier of the agent (docs/architecture.md, docs/xfer.md): dram, file or
-// redis. Tiers are chained (tier_chain.h): a full tier sends its least recently
-// used objects down to the next one.
+// redis, each in a folder of its own. Tiers are chained (tier_chain.h): a full
+// tier sends its least recently used objects down to the next one. The chain is
+// the agent's only door to the tiers.
 //
 // Contract for every implementation:
 // - Thread-safe: the agent's copy threads call put/get/stat/remove concurrently.
 // - put replaces an object atomically: a reader sees the old object or the new
 //   one, never a mix (the file tier writes a temporary name, then renames).
-// - Every object is stored with its checksum (checksum.h's, computed by the
-//   caller) and get verifies it: a mismatch is
-//   ChecksumMismatch, and the bytes are not reported as data.
-// - Failures are per item (status + a message naming the key and the cause);
-//   one bad item never fails the others in the batch, and the tier keeps working.
+// - Every object is stored with its checksum (checksum/checksum.h's, computed by
+//   the caller) and get verifies it: a mismatch is ChecksumMismatch, and the
+//   bytes are not reported as data.
+// - Errors follow api/fault.h: the data path is noexcept; each item gets a
+//   status; the text that explains a failure (naming the key and the cause) is
+//   raised once into the call's Fault, where it starts. One bad item never fails
+//   the others in the batch, and the tier keeps working. NotFound (a miss) and
+//   NoSpace (the chain then evicts or moves on) are answers, not faults: they
+//   are not raised.
+// - Set-up (the constructor) throws ferry::Error.
 // - Batches let a tier keep a queue depth (io_uring) or pipeline (Redis).
+// - What a tier can do beyond this is declared: capabilities() (reservable.h).
 
 #include <cstdint>
 #include <limits>
@@ -25,6 +32,7 @@
 
 #include "ferry/core/bytes.h"
 #include "ferry/xfer/types.h"
+#include "xfer/api/fault.h"
 
 namespace ferry::xfer::store {
 
@@ -44,13 +52,7 @@ struct PutItem {
   ByteView data;
   std::uint64_t checksum = 0;  // checksum() of data (checksum.h)
   XferStatus status = XferStatus::InProgress;  // set by the tier
-  std::string error;                           // set on failure
   int tier = -1;  // set by TierChain: the index of the tier that took it
-  // Set by the dram tier when data was a range it reserved and it took that range
-  // as the object's storage. The caller must not unreserve such a range: once
-  // adopted it can be freed (overwritten, evicted) and reserved again by another
-  // caller at once, and an unreserve by offset would then free that one's range.
-  bool adopted = false;
 };
 
 struct GetItem {
@@ -58,9 +60,10 @@ struct GetItem {
   MutableByteView out;     // must hold the whole object, else TooLarge
   std::uint64_t size = 0;  // set: the object's size
   XferStatus status = XferStatus::InProgress;
-  std::string error;
   int tier = -1;  // set by TierChain: the index of the tier it was found in
 };
+
+class Reservable;
 
 class Tier {
  public:
@@ -73,38 +76,32 @@ class Tier {
 
   // Stores each item; sets item.status to Ok or an error (NoSpace when this
   // tier has no room: the chain then evicts or moves on).
-  virtual void put(std::span<PutItem> items) = 0;
+  virtual void put(std::span<PutItem> items, Fault& fault) noexcept = 0;
   // Reads and verifies each item; NotFound for a missing key.
-  virtual void get(std::span<GetItem> items) = 0;
+  virtual void get(std::span<GetItem> items, Fault& fault) noexcept = 0;
   // Counts as a use for LRU? No: stat, list and lru_victims never change the LRU order.
-  virtual std::optional<ObjectMeta> stat(std::string_view key) = 0;
+  virtual std::optional<ObjectMeta> stat(std::string_view key) noexcept = 0;
   // Removes the key. Ok: it was here and is gone; NotFound: it was not here;
-  // any other status: it could not be removed and may still be here, also
-  // after a restart (Unavailable: Redis is down; NoSpace: the file tier has no
-  // room to record the removal), with *error saying why.
-  virtual XferStatus try_remove(std::string_view key, std::string* error) = 0;
-  // try_remove() for a caller that only asks whether the key went: true when it
-  // was here and is gone, false when it was not here or could not be removed.
-  bool remove(std::string_view key) {
-    std::string error;
-    return try_remove(key, &error) == XferStatus::Ok;
-  }
-  virtual std::vector<std::pair<std::string, ObjectMeta>> list() = 0;
-  // list(), or false (with *error set) when the tier cannot say what it holds
-  // now (Redis down): the caller must then assume it may hold any key.
-  virtual bool try_list(std::vector<std::pair<std::string, ObjectMeta>>* out, std::string* /*error*/) {
-    *out = list();
-    return true;
-  }
+  // any other status (raised): it could not be removed and may still be here,
+  // also after a restart (Unavailable: Redis is down; NoSpace: the file tier has
+  // no room to record the removal).
+  virtual XferStatus remove(std::string_view key, Fault& fault) noexcept = 0;
+  // Every object, or a raised error when the tier cannot say what it holds now
+  // (Redis down): the caller must then assume it may hold any key.
+  virtual XferStatus list(std::vector<std::pair<std::string, ObjectMeta>>* out, Fault& fault) noexcept = 0;
   // Least recently used keys (put or get counts as a use), oldest first, whose
   // sizes add up to at least `bytes` (or every key, if they add up to less).
-  virtual std::vector<std::string> lru_victims(std::uint64_t bytes) = 0;
+  virtual std::vector<std::string> lru_victims(std::uint64_t bytes) noexcept = 0;
 
   // Bytes a put call should carry for this tier to keep its device busy; 0: no
   // preference. The chain places puts in windows of a few keys (tier_chain.h);
   // for a tier whose queue drains at the end of every call (the file tier) it
   // extends each window until it holds this many bytes.
   virtual std::uint64_t put_window_bytes() const { return 0; }
+
+  // Capabilities: the zero-copy interface, where the tier offers it (the dram
+  // tier does). nullptr: it does not.
+  virtual Reservable* reservable() noexcept { return nullptr; }
 };
 
 }  // namespace ferry::xfer::store

@@ -29,20 +29,20 @@ struct TierChain::Job {
   PutItem* item = nullptr;
   int source = -1;
   int placed = -1;
-  bool adopted = false;              // the tier that took it adopted the caller's reserved range
   XferStatus hard = XferStatus::Ok;  // the first refusal that was not NoSpace
   std::string errors;                // every tier's answer, for the final message
-  std::string failure;               // set when an older copy stayed: the job failed, with this message
+  bool failed = false;               // an older copy stayed: the job failed (raised where it did)
 };
 
 // The stripes this thread holds: its batch's (locked in order) and its victims'
-// (try-locked). And the tiers a removal found Unavailable in this call, with
-// why: the call's other keys fail at once rather than each waiting for Redis's
-// connect timeout.
+// (try-locked). And the tiers a removal found Unavailable in this call: the
+// call's other keys fail at once rather than each waiting for Redis's connect
+// timeout (the first one raised why).
 struct TierChain::Op {
+  explicit Op(Fault& f) : fault(f) {}
+  Fault& fault;  // the put call's
   std::bitset<kStripes> held;
   std::uint32_t unavailable = 0;
-  std::array<std::string, 32> unavailable_why;
 };
 
 TierChain::TierChain(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::move(tiers)) {
@@ -51,13 +51,13 @@ TierChain::TierChain(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::mov
   for (std::size_t i = 0; i < tiers_.size(); ++i) {
     if (!tiers_[i]) throw Error("tier chain: tier " + std::to_string(i) + " is null");
     std::vector<std::pair<std::string, ObjectMeta>> listed;
-    std::string why;
-    if (!tiers_[i]->try_list(&listed, &why)) {
+    Fault why;  // the tier raised (and logged) the cause
+    if (tiers_[i]->list(&listed, why) != XferStatus::Ok) {
       unlisted_.fetch_or(1u << i, std::memory_order_relaxed);
       log::app().warn(
-          "tier chain: cannot list {} ({}); until it can, each put also removes its keys there, and "
+          "tier chain: cannot list {}; until it can, each put also removes its keys there, and "
           "fails while it cannot (an older copy there would be served after a restart)",
-          tiers_[i]->describe(), why);
+          tiers_[i]->describe());
       continue;
     }
     for (const auto& [key, meta] : listed) stripes_[stripe_of(key)].where[key] |= 1u << i;
@@ -68,6 +68,7 @@ TierChain::TierChain(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::mov
   if (dup > 0)
     log::app().warn(
         "tier chain: {} key(s) are in more than one tier (a move was cut short); the topmost copy wins", dup);
+  zero_copy_ = tiers_[0]->reservable();
 }
 
 TierChain::~TierChain() = default;
@@ -116,8 +117,8 @@ void TierChain::relist() {
     const std::uint32_t bit = 1u << i;
     if (!(unlisted & bit)) continue;
     std::vector<std::pair<std::string, ObjectMeta>> listed;
-    std::string why;
-    if (!tiers_[i]->try_list(&listed, &why)) continue;
+    Fault why;
+    if (tiers_[i]->list(&listed, why) != XferStatus::Ok) continue;
     // A key removed there since the listing gets a bit it no longer deserves:
     // that costs one removal later, never a stale copy.
     for (const auto& [key, meta] : listed) {
@@ -133,15 +134,32 @@ void TierChain::relist() {
   }
 }
 
-void TierChain::put(std::span<PutItem> items) {
+// ---- the zero-copy door --------------------------------------------------------
+
+void TierChain::reserve(std::span<const std::uint64_t> sizes, Lease& lease) noexcept {
+  LeaseFiller::fill(lease, zero_copy_, sizes);
+}
+
+void TierChain::borrow(std::span<const std::string_view> keys, std::span<std::optional<Borrowed>> out) noexcept {
+  if (zero_copy_ == nullptr) {
+    for (auto& o : out) o.reset();
+    return;
+  }
+  zero_copy_->borrow(keys, out);
+}
+
+std::span<std::byte> TierChain::dma_memory() const noexcept {
+  return zero_copy_ != nullptr ? zero_copy_->memory() : std::span<std::byte>{};
+}
+
+void TierChain::put(std::span<PutItem> items, Fault& fault) noexcept {
   relist();
-  Op op;
+  Op op(fault);
   std::vector<Job> jobs;
   jobs.reserve(items.size());
   for (auto& item : items) {
     if (item.key.empty()) {
-      item.status = XferStatus::InvalidDesc;
-      item.error = "tier chain: empty key";
+      item.status = fault.raise(XferStatus::InvalidDesc, "tier chain: empty key");
       continue;
     }
     Job j;
@@ -186,24 +204,20 @@ void TierChain::put(std::span<PutItem> items) {
   }
 
   for (auto& j : jobs) {
-    // Also for a put that failed after the dram tier adopted its range (it took
-    // the new version out again, which freed the range): it is not the caller's.
-    j.item->adopted = j.adopted;
     if (j.placed >= 0) {
       j.item->status = XferStatus::Ok;
-      j.item->error.clear();
       j.item->tier = j.placed;
       continue;
     }
-    if (!j.failure.empty()) {
+    if (j.failed) {
       j.item->status = j.hard;
-      j.item->error = std::move(j.failure);
       continue;
     }
     // Refused everywhere: NoSpace when every tier was full, else the first other
-    // reason (a broken disk, Redis down ...).
-    j.item->status = j.hard == XferStatus::Ok ? XferStatus::NoSpace : j.hard;
-    j.item->error = "no tier took " + quote_key(j.key) + " (" + format_size(j.data.size) + "): " + j.errors;
+    // reason (a broken disk, Redis down ...), which that tier raised.
+    j.item->status = fault.raise(j.hard == XferStatus::Ok ? XferStatus::NoSpace : j.hard,
+                                 "no tier took " + quote_key(j.key) + " (" + format_size(j.data.size) + "): " + j.errors,
+                                 j.key);
   }
 }
 
@@ -212,10 +226,11 @@ void TierChain::place(std::size_t level, std::vector<Job*> jobs, Op& op) {
   for (std::size_t i = level; i < tiers_.size() && !jobs.empty(); ++i) {
     Tier& t = *tiers_[i];
     std::vector<Job*> fits, down;
-    const auto refused = [&](Job* j, XferStatus s, const std::string& why) {
+    const auto refused = [&](Job* j, XferStatus s, std::string_view why) {
       if (s != XferStatus::NoSpace && j->hard == XferStatus::Ok) j->hard = s;
       if (!j->errors.empty()) j->errors += "; ";
-      j->errors += t.describe() + ": " + why;
+      j->errors += t.describe() + ": ";
+      j->errors += why;
     };
     for (Job* j : jobs) {
       if (j->data.size > t.capacity()) {
@@ -232,19 +247,18 @@ void TierChain::place(std::size_t level, std::vector<Job*> jobs, Op& op) {
         batch[k].data = fits[k]->data;
         batch[k].checksum = fits[k]->checksum;
       }
-      t.put(batch);
+      t.put(batch, op.fault);
       std::vector<Job*> full;
       std::uint64_t need = 0;
       for (std::size_t k = 0; k < fits.size(); ++k) {
         Job* j = fits[k];
         if (batch[k].status == XferStatus::Ok) {
-          j->adopted = batch[k].adopted;
           placed(*j, i, op);
         } else if (batch[k].status == XferStatus::NoSpace) {
           full.push_back(j);
           need += std::max<std::uint64_t>(j->data.size, 1);
         } else {
-          refused(j, batch[k].status, batch[k].error);
+          refused(j, batch[k].status, to_string(batch[k].status));  // the tier raised why
           down.push_back(j);
         }
       }
@@ -265,32 +279,31 @@ void TierChain::place(std::size_t level, std::vector<Job*> jobs, Op& op) {
     // source copy until it is placed.
     jobs.clear();
     for (Job* j : down) {
-      std::string why;
-      const XferStatus s = j->source >= 0 ? XferStatus::Ok : drop_copy(j->key, i, op, &why);
+      Fault why;  // the tier's cause, logged there; the job's failure names it
+      const XferStatus s = j->source >= 0 ? XferStatus::Ok : drop_copy(j->key, i, op, why);
       if (s == XferStatus::Ok) {
         jobs.push_back(j);
         continue;
       }
-      j->hard = s;
-      j->failure = "cannot store " + quote_key(j->key) + " (" + format_size(j->data.size) +
-                   "): " + j->errors + "; and its older copy in " + t.describe() + " could not be removed (" +
-                   why + "): below it, the new version would be hidden by the older one";
+      j->failed = true;
+      j->hard = op.fault.raise(s,
+                               "cannot store " + quote_key(j->key) + " (" + format_size(j->data.size) +
+                                   "): " + j->errors + "; and its older copy in " + t.describe() +
+                                   " could not be removed (" + why.detail() +
+                                   "): below it, the new version would be hidden by the older one",
+                               j->key);
     }
   }
 }
 
 // Removes the key from tier `level`, or says at once that the tier was found
 // Unavailable earlier in this call.
-XferStatus TierChain::remove_from(std::size_t level, std::string_view key, Op& op, std::string* error) {
+XferStatus TierChain::remove_from(std::size_t level, std::string_view key, Op& op, Fault& fault) noexcept {
   if (op.unavailable & (1u << level)) {
-    *error = op.unavailable_why[level];
-    return XferStatus::Unavailable;
+    return fault.raise(XferStatus::Unavailable, tiers_[level]->describe() + " is unavailable", key);
   }
-  const XferStatus s = tiers_[level]->try_remove(key, error);
-  if (s == XferStatus::Unavailable) {
-    op.unavailable |= 1u << level;
-    op.unavailable_why[level] = *error;
-  }
+  const XferStatus s = tiers_[level]->remove(key, fault);
+  if (s == XferStatus::Unavailable) op.unavailable |= 1u << level;
   return s;
 }
 
@@ -304,18 +317,19 @@ bool TierChain::remove_from_unlisted(Job& job, std::uint32_t unlisted, Op& op) {
   for (std::size_t b = 0; b < tiers_.size(); ++b) {
     const std::uint32_t bit = 1u << b;
     if (!(unlisted & bit)) continue;
-    std::string why;
-    const XferStatus s = remove_from(b, job.key, op, &why);
+    Fault why;
+    const XferStatus s = remove_from(b, job.key, op, why);
     if (s == XferStatus::Ok || s == XferStatus::NotFound) {
       mask &= ~bit;
       continue;
     }
     set_where(job.key, mask | bit);  // it may be there: the next put or remove of the key tries again
-    job.hard = s;
-    job.failure =
-        "cannot store " + quote_key(job.key) + ": " + tiers_[b]->describe() +
-        " could not be listed at start-up and may hold an older copy, which could not be removed (" + why +
-        "); not stored, so that a restart cannot serve that copy";
+    job.failed = true;
+    job.hard = job.item->status = op.fault.raise(s,
+                   "cannot store " + quote_key(job.key) + ": " + tiers_[b]->describe() +
+                       " could not be listed at start-up and may hold an older copy, which could not be removed (" +
+                       why.detail() + "); not stored, so that a restart cannot serve that copy",
+                   job.key);
     return false;
   }
   set_where(job.key, mask);
@@ -342,8 +356,8 @@ void TierChain::placed(Job& job, std::size_t level, Op& op) {
   std::string stale_why;
   for (std::size_t b = 0; b < tiers_.size(); ++b) {
     if (!(others & (1u << b))) continue;
-    std::string why;
-    const XferStatus s = remove_from(b, job.key, op, &why);
+    Fault why;
+    const XferStatus s = remove_from(b, job.key, op, why);
     if (s == XferStatus::Ok || s == XferStatus::NotFound) {
       mask &= ~(1u << b);
       continue;
@@ -351,26 +365,28 @@ void TierChain::placed(Job& job, std::size_t level, Op& op) {
     mask |= 1u << b;  // it may still be there: the next put or remove of the key tries again
     if (job.source >= 0) {
       log::app().warn("tier chain: {} moved to {}; its copy in {} stays: {}", quote_key(job.key),
-                      tiers_[level]->describe(), tiers_[b]->describe(), why);
+                      tiers_[level]->describe(), tiers_[b]->describe(), why.detail());
     } else if (stale == XferStatus::Ok) {
       stale = s;
-      stale_why = tiers_[b]->describe() + ": " + why;
+      stale_why = tiers_[b]->describe() + ": " + why.detail();
     }
   }
   if (stale == XferStatus::Ok) {
     job.placed = static_cast<int>(level);
   } else {
-    std::string why;
-    const XferStatus s = tiers_[level]->try_remove(job.key, &why);
+    Fault why;
+    const XferStatus s = tiers_[level]->remove(job.key, why);
     if (s == XferStatus::Ok || s == XferStatus::NotFound) {
       mask &= ~bit;
     } else {
       log::app().error("tier chain: cannot take the unacknowledged new version of {} out of {} again: {}",
-                       quote_key(job.key), tiers_[level]->describe(), why);
+                       quote_key(job.key), tiers_[level]->describe(), why.detail());
     }
-    job.hard = stale;
-    job.failure = "cannot store " + quote_key(job.key) + ": its older copy could not be removed (" +
-                  stale_why + "); the new version was not kept, so that a restart cannot serve the older one";
+    job.failed = true;
+    job.hard = op.fault.raise(stale,
+                   "cannot store " + quote_key(job.key) + ": its older copy could not be removed (" + stale_why +
+                       "); the new version was not kept, so that a restart cannot serve the older one",
+                   job.key);
   }
   if (it != map.end() && mask == 0) {
     map.erase(it);
@@ -383,11 +399,11 @@ void TierChain::placed(Job& job, std::size_t level, Op& op) {
 
 // Removes the key's copy in tier `level`, if the map names one. Ok when none is
 // left; else why not.
-XferStatus TierChain::drop_copy(std::string_view key, std::size_t level, Op& op, std::string* error) {
+XferStatus TierChain::drop_copy(std::string_view key, std::size_t level, Op& op, Fault& fault) noexcept {
   const std::uint32_t bit = 1u << level;
   const std::uint32_t mask = where(key);
   if (!(mask & bit)) return XferStatus::Ok;
-  const XferStatus s = remove_from(level, key, op, error);
+  const XferStatus s = remove_from(level, key, op, fault);
   if (s != XferStatus::Ok && s != XferStatus::NotFound) {
     set_where(key, mask | bit);  // it may still be there
     return s;
@@ -429,7 +445,8 @@ bool TierChain::make_room(std::size_t level, std::uint64_t bytes, Op& op) {
     g.out = {bufs.back().data(), bufs.back().size()};
     reads.push_back(g);
   }
-  t.get(reads);
+  Fault victims_fault;  // a victim that cannot be read stays (or, corrupt, goes): the caller's put goes on
+  t.get(reads, victims_fault);
 
   bool progress = false;
   std::vector<Job> moves;
@@ -447,16 +464,22 @@ bool TierChain::make_room(std::size_t level, std::uint64_t bytes, Op& op) {
       moves.push_back(j);
     } else if (g.status == XferStatus::ChecksumMismatch) {
       // Its bytes are lost already; moving them would only spread the damage.
-      log::app().error("tier chain: dropping {} from {}: {}", quote_key(g.key), t.describe(), g.error);
-      if (std::string why; drop_copy(g.key, level, op, &why) != XferStatus::Ok)
-        log::app().warn("tier chain: cannot drop {} from {}: {}", quote_key(g.key), t.describe(), why);
+      log::app().error("tier chain: dropping {} from {}: it fails its checksum", quote_key(g.key), t.describe());
+      if (Fault why; drop_copy(g.key, level, op, why) != XferStatus::Ok)
+        log::app().warn("tier chain: cannot drop {} from {}: {}", quote_key(g.key), t.describe(), why.detail());
       dropped_corrupt_.fetch_add(1, std::memory_order_relaxed);
       progress = true;
     }
   }
   std::vector<Job*> todo;
   for (auto& j : moves) todo.push_back(&j);
-  place(level + 1, todo, op);
+  // The moves' own failures are not the caller's: they go to a fault of their own.
+  Fault moves_fault;
+  Op moves_op(moves_fault);
+  moves_op.held = op.held;
+  moves_op.unavailable = op.unavailable;
+  place(level + 1, todo, moves_op);
+  op.unavailable |= moves_op.unavailable;
   std::string first_error;
   for (const auto& j : moves) {
     if (j.placed >= 0) {
@@ -479,13 +502,12 @@ bool TierChain::make_room(std::size_t level, std::uint64_t bytes, Op& op) {
 
 // ---- get, stat, remove, list ----------------------------------------------------
 
-void TierChain::get(std::span<GetItem> items) {
+void TierChain::get(std::span<GetItem> items, Fault& fault) noexcept {
   std::vector<std::size_t> pending;
   for (std::size_t k = 0; k < items.size(); ++k) {
     items[k].tier = -1;
     if (items[k].key.empty()) {
-      items[k].status = XferStatus::InvalidDesc;
-      items[k].error = "tier chain: empty key";
+      items[k].status = fault.raise(XferStatus::InvalidDesc, "tier chain: empty key");
     } else {
       pending.push_back(k);
     }
@@ -498,7 +520,7 @@ void TierChain::get(std::span<GetItem> items) {
       batch[k].key = items[pending[k]].key;
       batch[k].out = items[pending[k]].out;
     }
-    tiers_[i]->get(batch);
+    tiers_[i]->get(batch, fault);
     std::vector<std::size_t> next;
     for (std::size_t k = 0; k < pending.size(); ++k) {
       GetItem& item = items[pending[k]];
@@ -507,64 +529,52 @@ void TierChain::get(std::span<GetItem> items) {
         continue;
       }
       item.status = batch[k].status;
-      item.error = std::move(batch[k].error);
       item.size = batch[k].size;
       item.tier = static_cast<int>(i);
     }
     pending = std::move(next);
   }
-  for (const std::size_t k : pending) {
-    items[k].status = XferStatus::NotFound;
-    items[k].error = "no tier holds " + quote_key(items[k].key);
-  }
+  for (const std::size_t k : pending) items[k].status = XferStatus::NotFound;
 }
 
-std::optional<TierChain::Found> TierChain::stat(std::string_view key) {
+std::optional<TierChain::Found> TierChain::stat(std::string_view key) noexcept {
   for (std::size_t i = 0; i < tiers_.size(); ++i)
     if (auto meta = tiers_[i]->stat(key)) return Found{static_cast<int>(i), *meta};
   return std::nullopt;
 }
 
-XferStatus TierChain::try_remove(std::string_view key, std::string* error) {
+XferStatus TierChain::remove(std::string_view key, Fault& fault) noexcept {
   std::lock_guard lock(stripes_[stripe_of(key)].mu);
   bool any = false;
   std::uint32_t left = 0;  // tiers whose copy may still be there
   XferStatus failed = XferStatus::Ok;
   for (std::size_t i = 0; i < tiers_.size(); ++i) {  // every tier, whatever the map says
-    std::string why;
-    const XferStatus s = tiers_[i]->try_remove(key, &why);
+    Fault why;
+    const XferStatus s = tiers_[i]->remove(key, why);
     if (s == XferStatus::Ok) {
       any = true;
     } else if (s != XferStatus::NotFound) {
       left |= 1u << i;
-      if (failed == XferStatus::Ok) {
-        failed = s;
-        *error = "cannot remove " + quote_key(key) + " from " + tiers_[i]->describe() + ": " + why;
-      }
+      if (failed == XferStatus::Ok)
+        failed = fault.raise(s, "cannot remove " + quote_key(key) + " from " + tiers_[i]->describe() + ": " + why.detail(),
+                             key);
     }
   }
   set_where(key, left);
   if (failed != XferStatus::Ok) return failed;
-  if (!any) *error = "no tier holds " + quote_key(key);
   return any ? XferStatus::Ok : XferStatus::NotFound;
 }
 
-bool TierChain::remove(std::string_view key) {
-  std::string error;
-  const XferStatus s = try_remove(key, &error);
-  if (s != XferStatus::Ok && s != XferStatus::NotFound) log::app().warn("tier chain: {}", error);
-  return s == XferStatus::Ok;
-}
-
-std::vector<TierChain::Listed> TierChain::list() {
+std::vector<TierChain::Listed> TierChain::list(Fault& fault) {
   std::vector<Listed> out;
   KeyMap<std::size_t> seen;
+  std::vector<std::pair<std::string, ObjectMeta>> listed;
   for (std::size_t i = 0; i < tiers_.size(); ++i) {
-    const std::string name = tiers_[i]->describe();
-    for (auto& [key, meta] : tiers_[i]->list()) {
+    if (tiers_[i]->list(&listed, fault) != XferStatus::Ok) continue;
+    for (auto& [key, meta] : listed) {
       if (seen.find(key) != seen.end()) continue;  // a copy above wins
       seen.emplace(key, out.size());
-      out.push_back(Listed{std::move(key), meta, static_cast<int>(i), name});
+      out.push_back(Listed{std::move(key), meta, static_cast<int>(i)});
     }
   }
   return out;

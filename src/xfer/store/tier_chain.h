@@ -60,43 +60,48 @@
 
 #include "core/spin_mutex.h"
 #include "xfer/store/key_map.h"
+#include "xfer/store/storage.h"
 #include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
 
-class TierChain {
+// The agent's one door to its tiers (storage.h): the data path's puts and gets,
+// and the top tier's zero-copy capability where it offers one.
+class TierChain final : public Storage {
  public:
   // Takes ownership; throws ferry::Error for no tiers or more than 32.
   explicit TierChain(std::vector<std::unique_ptr<Tier>> tiers);
-  ~TierChain();
+  ~TierChain() override;
 
-  // Stores each item (status and error per item, as Tier::put).
-  void put(std::span<PutItem> items);
+  // Stores each item (a status per item; the first failure's text in `fault`).
+  void put(std::span<PutItem> items, Fault& fault) noexcept override;
   // Reads each item from the topmost tier that has it; sets item.tier.
-  void get(std::span<GetItem> items);
+  void get(std::span<GetItem> items, Fault& fault) noexcept override;
+  // The top tier's Reservable, when it has one (the dram tier).
+  void reserve(std::span<const std::uint64_t> sizes, Lease& lease) noexcept override;
+  void borrow(std::span<const std::string_view> keys, std::span<std::optional<Borrowed>> out) noexcept override;
+  int borrowed_tier() const noexcept override { return 0; }
+  std::span<std::byte> dma_memory() const noexcept override;
 
   struct Found {
     int tier = -1;
     ObjectMeta meta;
   };
-  std::optional<Found> stat(std::string_view key);
+  std::optional<Found> stat(std::string_view key) noexcept;
   // Removes the key from every tier. Ok: some tier had it, and none has now;
-  // NotFound: no tier had it; any other status: a tier could not remove its
-  // copy (Redis down, a full disk for the file tier's tombstone), which may
-  // still be read, also after a restart; *error names the tier and the cause.
-  XferStatus try_remove(std::string_view key, std::string* error);
-  // try_remove() for callers that count removals: true only for Ok (a failure
-  // is logged).
-  bool remove(std::string_view key);
+  // NotFound: no tier had it; any other status (raised, naming the tier and
+  // the cause): a tier could not remove its copy (Redis down, a full disk for
+  // the file tier's tombstone), which may still be read, also after a restart.
+  XferStatus remove(std::string_view key, Fault& fault) noexcept;
 
   struct Listed {
     std::string key;
     ObjectMeta meta;
     int tier = -1;
-    std::string tier_name;  // the tier's describe()
   };
-  // Every key once, with the topmost tier that holds it.
-  std::vector<Listed> list();
+  // Every key once, with the topmost tier that holds it. A tier that cannot be
+  // listed (Redis down) is raised and skipped: the listing holds the others.
+  std::vector<Listed> list(Fault& fault);
 
   std::size_t size() const { return tiers_.size(); }
   Tier& tier(std::size_t i) const { return *tiers_.at(i); }
@@ -129,8 +134,8 @@ class TierChain {
   bool make_room(std::size_t level, std::uint64_t bytes, Op& op);
   bool remove_from_unlisted(Job& job, std::uint32_t unlisted, Op& op);
   void placed(Job& job, std::size_t level, Op& op);
-  XferStatus drop_copy(std::string_view key, std::size_t level, Op& op, std::string* error);
-  XferStatus remove_from(std::size_t level, std::string_view key, Op& op, std::string* error);
+  XferStatus drop_copy(std::string_view key, std::size_t level, Op& op, Fault& fault) noexcept;
+  XferStatus remove_from(std::size_t level, std::string_view key, Op& op, Fault& fault) noexcept;
   void relist();
 
   // The key's mask (bit i: tier i holds it); the caller holds the key's stripe.
@@ -146,6 +151,7 @@ class TierChain {
   };
 
   std::vector<std::unique_ptr<Tier>> tiers_;
+  Reservable* zero_copy_ = nullptr;  // the top tier's capability, or none
   std::array<Stripe, kStripes> stripes_;
 
   // Bit i: tier i could not be listed (Redis down at start-up), so the map does

@@ -64,22 +64,24 @@ void run_stress(Store& store, const StressParams& p) {
           const std::size_t size = 1 + rng() % p.max_size;
           const auto v = stress_value(id, ++version, size);
           PutItem item = put_item(keys[id], v);
-          store.put({&item, 1});
+          Fault fault;
+          store.put({&item, 1}, fault);
           if (item.status != XferStatus::Ok) {
-            fail("put " + keys[id] + ": " + item.error);
+            fail("put " + keys[id] + ": " + fault.detail());
             mine[k].reset();  // a failed put may leave no copy: forget what we knew
             continue;
           }
           mine[k] = std::make_pair(version, size);
         } else if (what < 8) {  // read an own key: exactly the latest version
           GetItem item = get_item(keys[id], {buf.data(), buf.size()});
-          store.get({&item, 1});
+          Fault fault;
+          store.get({&item, 1}, fault);
           if (!mine[k]) {
-            if (item.status != XferStatus::NotFound) fail("get " + keys[id] + " after remove: " + item.error);
+            if (item.status != XferStatus::NotFound) fail("get " + keys[id] + " after remove: " + fault.detail());
             continue;
           }
           if (item.status != XferStatus::Ok) {
-            fail("get " + keys[id] + ": " + item.error + " (" + to_string(item.status) + ")");
+            fail("get " + keys[id] + ": " + fault.detail() + " (" + to_string(item.status) + ")");
             continue;
           }
           const auto want = stress_value(id, mine[k]->first, mine[k]->second);
@@ -88,10 +90,11 @@ void run_stress(Store& store, const StressParams& p) {
         } else if (what < 9) {  // read anyone's key: any version, but whole
           const std::size_t other = rng() % total_keys;
           GetItem item = get_item(keys[other], {buf.data(), buf.size()});
-          store.get({&item, 1});
+          Fault fault;
+          store.get({&item, 1}, fault);
           if (item.status == XferStatus::NotFound) continue;
           if (item.status != XferStatus::Ok) {
-            fail("get " + keys[other] + ": " + item.error);
+            fail("get " + keys[other] + ": " + fault.detail());
             continue;
           }
           std::uint64_t key_id = 0, ver = 0;
@@ -103,7 +106,7 @@ void run_stress(Store& store, const StressParams& p) {
               fail("get " + keys[other] + ": torn or foreign bytes");
           }
         } else {  // remove an own key
-          const bool had = store.remove(keys[id]);
+          const bool had = remove_one(store, keys[id]);
           if (had != mine[k].has_value())
             fail("remove " + keys[id] + " returned " + (had ? "true" : "false"));
           mine[k].reset();

@@ -66,11 +66,14 @@ inline GetItem get_item(std::string_view key, MutableByteView out) {
   return item;
 }
 
-inline XferStatus put_one(Tier& tier, std::string_view key, const std::vector<std::uint8_t>& data,
-                          std::string* error = nullptr) {
+// Tier, TierChain, or anything with their put/get/remove.
+template <class Store>
+XferStatus put_one(Store& store, std::string_view key, const std::vector<std::uint8_t>& data,
+                   std::string* error = nullptr) {
   PutItem item = put_item(key, data);
-  tier.put({&item, 1});
-  if (error != nullptr) *error = item.error;
+  Fault fault;
+  store.put({&item, 1}, fault);
+  if (error != nullptr) *error = fault.detail();
   return item.status;
 }
 
@@ -82,16 +85,27 @@ struct GetResult {
 };
 
 // Reads into a buffer of `capacity` bytes (default: generous) and trims it to the object's size.
-inline GetResult get_one(Tier& tier, std::string_view key, std::size_t capacity = 4 << 20) {
+template <class Store>
+GetResult get_one(Store& store, std::string_view key, std::size_t capacity = 4 << 20) {
   GetResult r;
   r.data.resize(capacity);
   GetItem item = get_item(key, {r.data.data(), r.data.size()});
-  tier.get({&item, 1});
+  Fault fault;
+  store.get({&item, 1}, fault);
   r.status = item.status;
-  r.error = item.error;
+  r.error = fault.detail();
   r.tier = item.tier;
   r.data.resize(item.status == XferStatus::Ok ? item.size : 0);
   return r;
+}
+
+// remove() for a test that only asks whether the key went (Ok).
+template <class Store>
+bool remove_one(Store& store, std::string_view key, std::string* error = nullptr) {
+  Fault fault;
+  const XferStatus s = store.remove(key, fault);
+  if (error != nullptr) *error = fault.detail();
+  return s == XferStatus::Ok;
 }
 
 }  // namespace ferry::xfer::store::test

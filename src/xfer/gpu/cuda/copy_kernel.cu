@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "ferry/worker/cuda/cuda_check.h"
 #include "xfer/gpu/cuda/copy_kernel.h"
@@ -158,15 +159,12 @@ KernelLane::~KernelLane() {
   cudaEventDestroy(done_);
 }
 
-bool KernelLane::launch(cudaStream_t stream, std::string* error) noexcept {
+XferStatus KernelLane::launch(cudaStream_t stream, Fault& fault) noexcept {
   const std::size_t obj_bytes = objs_.size() * sizeof(Obj), piece_bytes = pieces_.size() * sizeof(Piece);
   std::memcpy(table_h_, objs_.data(), obj_bytes);
   std::memcpy(table_h_ + obj_bytes, pieces_.data(), piece_bytes);
   cudaError_t err = cudaMemcpyAsync(table_d_, table_h_, obj_bytes + piece_bytes, cudaMemcpyHostToDevice, stream);
-  if (err != cudaSuccess) {
-    *error = cuda_error("copy kernel: descriptor upload failed", err);
-    return false;
-  }
+  if (err != cudaSuccess) return fault.raise(XferStatus::IoError, cuda_error("copy kernel: descriptor upload failed", err));
   const auto* objs_d = reinterpret_cast<const Obj*>(table_d_);
   const auto* pieces_d = reinterpret_cast<const Piece*>(table_d_ + obj_bytes);
   const auto n_pieces = static_cast<std::uint32_t>(pieces_.size());
@@ -187,10 +185,9 @@ bool KernelLane::launch(cudaStream_t stream, std::string* error) noexcept {
     // A later launch or the copy-back failed to enqueue, but copy_pieces may be
     // running: wait for it, since the caller frees the pool ranges it touches.
     cudaStreamSynchronize(stream);
-    *error = cuda_error("copy kernel failed", err);
-    return false;
+    return fault.raise(XferStatus::IoError, cuda_error("copy kernel failed", err));
   }
-  return true;
+  return XferStatus::Ok;
 }
 
 void KernelLane::take_round(std::size_t first) noexcept {
@@ -200,12 +197,10 @@ void KernelLane::take_round(std::size_t first) noexcept {
   }
 }
 
-bool KernelLane::start(cudaStream_t stream, std::span<const Segment> segs, bool to_device, bool hash_only,
-                       std::string* error) noexcept {
-  if (in_flight_) {
-    *error = "copy kernel: start() before the previous round was collected";
-    return false;
-  }
+XferStatus KernelLane::start(cudaStream_t stream, std::span<const Segment> segs, bool to_device, bool hash_only,
+                             Fault& fault) noexcept {
+  if (in_flight_)
+    return fault.raise(XferStatus::IoError, "copy kernel: start() before the previous round was collected");
   sums_.assign(segs.size(), 0);
   hashed_.assign(segs.size(), 0);
   last_round_first_ = 0;
@@ -232,10 +227,9 @@ bool KernelLane::start(cudaStream_t stream, std::span<const Segment> segs, bool 
       }
       const std::size_t need = (flags & kHash) != 0 ? xxh3::scrambled_blocks(s.len) + 2 : 0;
       if (objs_.size() == max_objs_ || pieces_.size() + n_pieces > max_pieces_ || entries + need > max_entries_) {
-        if (objs_.empty()) {
-          *error = "copy kernel: a segment of " + std::to_string(s.len) + " bytes exceeds the lane's buffers";
-          return false;
-        }
+        if (objs_.empty())
+          return fault.raise(XferStatus::IoError, "copy kernel: a segment of " + std::to_string(s.len) +
+                                                      " bytes exceeds the lane's buffers");
         break;
       }
       const auto index = static_cast<std::uint32_t>(objs_.size());
@@ -243,37 +237,28 @@ bool KernelLane::start(cudaStream_t stream, std::span<const Segment> segs, bool 
       entries += need;
       for (std::uint64_t b = 0; b < blocks; b += kPieceBlocks) pieces_.push_back({index, static_cast<std::uint32_t>(b)});
     }
-    if (!launch(stream, error)) return false;
+    if (const XferStatus st = launch(stream, fault); st != XferStatus::Ok) return st;
     if (i == segs.size()) break;  // the last round stays in flight
     // An earlier round: the buffers are needed again, so it must finish first.
     const cudaError_t err = cudaEventSynchronize(done_);
-    if (err != cudaSuccess) {
-      *error = cuda_error("copy kernel failed", err);
-      return false;
-    }
+    if (err != cudaSuccess) return fault.raise(XferStatus::IoError, cuda_error("copy kernel failed", err));
     take_round(first);
     last_round_first_ = i;
   }
   in_flight_ = true;
-  return true;
+  return XferStatus::Ok;
 }
 
-bool KernelLane::collect(std::uint64_t* sums, std::uint8_t* hashed, std::string* error) noexcept {
-  if (!in_flight_) {
-    *error = "copy kernel: collect() without a round in flight";
-    return false;
-  }
+XferStatus KernelLane::collect(std::uint64_t* sums, std::uint8_t* hashed, Fault& fault) noexcept {
+  if (!in_flight_) return fault.raise(XferStatus::IoError, "copy kernel: collect() without a round in flight");
   in_flight_ = false;
-  if (sums_.empty()) return true;  // nothing was queued
+  if (sums_.empty()) return XferStatus::Ok;  // nothing was queued
   const cudaError_t err = cudaEventSynchronize(done_);
-  if (err != cudaSuccess) {
-    *error = cuda_error("copy kernel failed", err);
-    return false;
-  }
+  if (err != cudaSuccess) return fault.raise(XferStatus::IoError, cuda_error("copy kernel failed", err));
   take_round(last_round_first_);
   std::copy(sums_.begin(), sums_.end(), sums);
   std::copy(hashed_.begin(), hashed_.end(), hashed);
-  return true;
+  return XferStatus::Ok;
 }
 
 }  // namespace ferry::xfer::gpu::cuda

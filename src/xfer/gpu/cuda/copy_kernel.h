@@ -24,11 +24,11 @@
 
 #include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
 
-#include "xfer/gpu/gpu.h"
+#include "xfer/api/fault.h"
 #include "xfer/checksum/xxh3_parts.h"
+#include "xfer/gpu/gpu.h"
 
 namespace ferry::xfer::gpu::cuda {
 
@@ -42,14 +42,15 @@ class KernelLane {
 
   // Gpu::Lanes::start_hashed on `stream` (the lane's): queues the copies and
   // hashes of segs and returns; with hash_only, only the hashes, read from the
-  // segments' device side (the caller queued their copies before). A call that needs several rounds of this lane's
-  // buffers runs all but the last to completion first. False with *error when a
-  // round fails (nothing is then left in flight).
-  bool start(cudaStream_t stream, std::span<const Segment> segs, bool to_device, bool hash_only,
-             std::string* error) noexcept;
+  // segments' device side (the caller queued their copies before). A call that
+  // needs several rounds of this lane's buffers runs all but the last to
+  // completion first. Ok, or IoError (raised) when a round fails (nothing is then
+  // left in flight).
+  [[nodiscard]] XferStatus start(cudaStream_t stream, std::span<const Segment> segs, bool to_device,
+                                 bool hash_only, Fault& fault) noexcept;
   // Waits for what start() queued; sums[i], hashed[i] for its segment i (as
-  // Gpu::Lanes::copy_hashed describes).
-  bool collect(std::uint64_t* sums, std::uint8_t* hashed, std::string* error) noexcept;
+  // Gpu::Lanes::copy_hashed describes). Ok, or IoError (raised).
+  [[nodiscard]] XferStatus collect(std::uint64_t* sums, std::uint8_t* hashed, Fault& fault) noexcept;
 
   // Device-side descriptors (the layout the kernels read; 32 bytes each).
   struct Obj {
@@ -68,9 +69,9 @@ class KernelLane {
 
  private:
   // Queues the round in objs_/pieces_ and the copy-back of its hashes, then
-  // records done_. False with *error when a launch fails (after waiting for the
+  // records done_. IoError (raised) when a launch fails (after waiting for the
   // stream: a kernel may be running on the caller's memory).
-  bool launch(cudaStream_t stream, std::string* error) noexcept;
+  [[nodiscard]] XferStatus launch(cudaStream_t stream, Fault& fault) noexcept;
   // The round's hashes, once done_ has passed, into sums_/hashed_ from `first` on.
   void take_round(std::size_t first) noexcept;
 

@@ -156,14 +156,15 @@ Lanes::~Lanes() {
 }
 
 namespace {
-std::string copy_error(bool to_device, cudaError_t err) {
-  return std::string(to_device ? "host-to-device" : "device-to-host") + " copy failed: " + cudaGetErrorName(err) +
-         " (" + cudaGetErrorString(err) + ")";
+// The text of a failed copy call, composed where it fails (api/fault.h).
+std::string copy_error(const char* what, cudaError_t err) {
+  return std::string(what) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
 }
+const char* direction(bool to_device) noexcept { return to_device ? "host-to-device copy" : "device-to-host copy"; }
 }  // namespace
 
-bool Lanes::start(int lane, std::span<const Segment> segs, bool to_device, std::string* error) noexcept {
-  if (segs.empty()) return true;
+XferStatus Lanes::start(int lane, std::span<const Segment> segs, bool to_device, Fault& fault) noexcept {
+  if (segs.empty()) return XferStatus::Ok;
   cudaStream_t stream = static_cast<cudaStream_t*>(streams_)[lane];
   cudaSetDevice(device_);
   cudaError_t err = cudaSuccess;
@@ -195,11 +196,8 @@ bool Lanes::start(int lane, std::span<const Segment> segs, bool to_device, std::
       if (err != cudaSuccess) break;
     }
   }
-  if (err != cudaSuccess) {
-    *error = copy_error(to_device, err);
-    return false;
-  }
-  return true;
+  if (err != cudaSuccess) return fault.raise(XferStatus::IoError, copy_error(direction(to_device), err));
+  return XferStatus::Ok;
 }
 
 std::uint64_t Lanes::mark(int lane) noexcept {
@@ -209,38 +207,36 @@ std::uint64_t Lanes::mark(int lane) noexcept {
   return ticket;
 }
 
-bool Lanes::wait(int lane, std::uint64_t ticket, std::string* error) noexcept {
+// wait and finish do not know the direction of what they wait for: "copy".
+XferStatus Lanes::wait(int lane, std::uint64_t ticket, Fault& fault) noexcept {
   cudaEvent_t ev = static_cast<cudaEvent_t*>(events_)[lane * kMarks + static_cast<int>(ticket % kMarks)];
   const cudaError_t err = cudaEventSynchronize(ev);
-  if (err != cudaSuccess) {
-    *error = copy_error(false, err);
-    return false;
-  }
-  return true;
+  if (err != cudaSuccess) return fault.raise(XferStatus::IoError, copy_error("copy", err));
+  return XferStatus::Ok;
 }
 
-bool Lanes::finish(int lane, std::string* error) noexcept {
+XferStatus Lanes::finish(int lane, Fault& fault) noexcept {
   const cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t*>(streams_)[lane]);
-  if (err != cudaSuccess) {
-    *error = copy_error(false, err);
-    return false;
-  }
-  return true;
+  if (err != cudaSuccess) return fault.raise(XferStatus::IoError, copy_error("copy", err));
+  return XferStatus::Ok;
 }
 
-bool Lanes::copy(int lane, std::span<const Segment> segs, bool to_device, std::string* error) noexcept {
-  return start(lane, segs, to_device, error) && finish(lane, error);
+XferStatus Lanes::copy(int lane, std::span<const Segment> segs, bool to_device, Fault& fault) noexcept {
+  if (const XferStatus s = start(lane, segs, to_device, fault); s != XferStatus::Ok) return s;
+  return finish(lane, fault);
 }
 
-bool Lanes::copy_hashed(int lane, std::span<const Segment> segs, bool to_device, HashedCopy how,
-                        std::uint64_t* sums, std::uint8_t* hashed, std::string* error) noexcept {
-  return start_hashed(lane, 0, segs, to_device, how, error) && collect_hashed(lane, 0, sums, hashed, error);
+XferStatus Lanes::copy_hashed(int lane, std::span<const Segment> segs, bool to_device, HashedCopy how,
+                              std::uint64_t* sums, std::uint8_t* hashed, Fault& fault) noexcept {
+  if (const XferStatus s = start_hashed(lane, 0, segs, to_device, how, fault); s != XferStatus::Ok) return s;
+  return collect_hashed(lane, 0, sums, hashed, fault);
 }
 
 namespace {
-cuda::KernelLane* kernel_lane(void* lanes, int lane, int slot, std::string* error) {
+// The lane's kernel buffers for `slot`; nullptr (raised) for lanes without the kernel.
+cuda::KernelLane* kernel_lane(void* lanes, int lane, int slot, Fault& fault) noexcept {
   if (lanes == nullptr) {
-    *error = "copy_hashed: these lanes do not use the copy kernel";
+    (void)fault.raise(XferStatus::IoError, "copy_hashed: these lanes do not use the copy kernel");
     return nullptr;
   }
   auto& k = *static_cast<std::vector<std::unique_ptr<cuda::KernelLane>>*>(lanes);
@@ -248,13 +244,13 @@ cuda::KernelLane* kernel_lane(void* lanes, int lane, int slot, std::string* erro
 }
 }  // namespace
 
-bool Lanes::start_hashed(int lane, int slot, std::span<const Segment> segs, bool to_device, HashedCopy how,
-                         std::string* error) noexcept {
-  cuda::KernelLane* k = kernel_lane(kernel_lanes_, lane, slot, error);
-  if (k == nullptr) return false;
+XferStatus Lanes::start_hashed(int lane, int slot, std::span<const Segment> segs, bool to_device, HashedCopy how,
+                               Fault& fault) noexcept {
+  cuda::KernelLane* k = kernel_lane(kernel_lanes_, lane, slot, fault);
+  if (k == nullptr) return XferStatus::IoError;
   cudaSetDevice(device_);
   cudaStream_t stream = static_cast<cudaStream_t*>(streams_)[lane];
-  if (how == HashedCopy::Fused) return k->start(stream, segs, to_device, false, error);
+  if (how == HashedCopy::Fused) return k->start(stream, segs, to_device, false, fault);
   // The engines' copies first, on the same stream: the hashes read what they wrote
   // (a pull), and the kernel's completion event then covers the copies too.
   // Segments the caller cut (a block's checksum leaves) go to the engines whole.
@@ -271,23 +267,23 @@ bool Lanes::start_hashed(int lane, int slot, std::span<const Segment> segs, bool
     }
     merged.push_back(s);
   }
-  if (!start(lane, merged, to_device, error)) {
+  if (const XferStatus s = start(lane, merged, to_device, fault); s != XferStatus::Ok) {
     cudaStreamSynchronize(stream);  // a part of the batch may have been queued
-    return false;
+    return s;
   }
-  if (!k->start(stream, segs, to_device, true, error)) {
+  if (const XferStatus s = k->start(stream, segs, to_device, true, fault); s != XferStatus::Ok) {
     cudaStreamSynchronize(stream);  // the copies are in flight on the caller's memory
-    return false;
+    return s;
   }
-  return true;
+  return XferStatus::Ok;
 }
 
-bool Lanes::collect_hashed(int lane, int slot, std::uint64_t* sums, std::uint8_t* hashed,
-                           std::string* error) noexcept {
-  cuda::KernelLane* k = kernel_lane(kernel_lanes_, lane, slot, error);
-  if (k == nullptr) return false;
+XferStatus Lanes::collect_hashed(int lane, int slot, std::uint64_t* sums, std::uint8_t* hashed,
+                                 Fault& fault) noexcept {
+  cuda::KernelLane* k = kernel_lane(kernel_lanes_, lane, slot, fault);
+  if (k == nullptr) return XferStatus::IoError;
   cudaSetDevice(device_);
-  return k->collect(sums, hashed, error);
+  return k->collect(sums, hashed, fault);
 }
 
 }  // namespace ferry::xfer::gpu

@@ -93,67 +93,49 @@ void DramTier::release_range(std::uint64_t offset, std::uint64_t len) noexcept {
   alloc_.free(offset, len);
 }
 
-std::shared_ptr<const DramTier::Block> DramTier::make_block(std::uint64_t size, std::uint64_t sum,
-                                                            std::string* error) {
+// An empty pointer when the pool has no free range of that size: the chain then
+// moves older objects down, or puts this one in the next tier (NoSpace is an
+// answer here, not a fault).
+std::shared_ptr<const DramTier::Block> DramTier::make_block(std::uint64_t size, std::uint64_t sum) noexcept {
   std::uint64_t offset = 0;
   if (size > 0) {
     std::lock_guard lock(alloc_mu_);
     const auto at = alloc_.allocate(size);
-    if (!at) {
-      *error = "dram tier " + spec_ + ": no free range of " + format_size(alloc_.rounded(size)) + " (free " +
-               format_size(alloc_.free_bytes()) + ", largest free range " +
-               format_size(alloc_.largest_free()) + ")";
-      return nullptr;
-    }
+    if (!at) return nullptr;
     offset = *at;
   }
   return std::make_shared<const Block>(this, offset, size, sum);
 }
 
-std::optional<MutableByteView> DramTier::reserve(std::uint64_t size) {
-  if (size == 0) return std::nullopt;
-  std::lock_guard lock(alloc_mu_);
-  const auto at = alloc_.allocate(size);
-  if (!at) return std::nullopt;
-  reserved_.emplace(*at, size);
-  return MutableByteView{static_cast<std::uint8_t*>(base_) + *at, static_cast<std::size_t>(size)};
-}
-
-void DramTier::unreserve(MutableByteView range) noexcept {
-  const auto offset = static_cast<std::uint64_t>(range.data - static_cast<std::uint8_t*>(base_));
-  std::lock_guard lock(alloc_mu_);
-  auto it = reserved_.find(offset);
-  if (it == reserved_.end()) return;  // adopted by put()
-  alloc_.free(offset, it->second);
-  reserved_.erase(it);
-}
-
-void DramTier::reserve(std::span<const std::uint64_t> sizes, std::span<MutableByteView> out) {
+void DramTier::reserve(std::span<const std::uint64_t> sizes, std::span<Reserved> out) noexcept {
   auto* base = static_cast<std::uint8_t*>(base_);
   std::lock_guard lock(alloc_mu_);
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    out[i] = MutableByteView{nullptr, 0};
+    out[i] = Reserved{};
     if (sizes[i] == 0) continue;
     const auto at = alloc_.allocate(sizes[i]);
     if (!at) continue;
-    reserved_.emplace(*at, sizes[i]);
-    out[i] = MutableByteView{base + *at, static_cast<std::size_t>(sizes[i])};
+    const std::uint64_t ticket = next_ticket_++;
+    reserved_.emplace(*at, Reservation{sizes[i], ticket});
+    out[i] = Reserved{MutableByteView{base + *at, static_cast<std::size_t>(sizes[i])}, ticket};
   }
 }
 
-void DramTier::unreserve(std::span<const MutableByteView> ranges) noexcept {
+void DramTier::release(std::span<const Reserved> ranges) noexcept {
   const auto* base = static_cast<const std::uint8_t*>(base_);
   std::lock_guard lock(alloc_mu_);
-  for (const MutableByteView& r : ranges) {
-    if (r.data == nullptr) continue;
-    auto it = reserved_.find(static_cast<std::uint64_t>(r.data - base));
-    if (it == reserved_.end()) continue;  // adopted by put()
-    alloc_.free(it->first, it->second);
+  for (const Reserved& r : ranges) {
+    if (r.range.data == nullptr) continue;
+    auto it = reserved_.find(static_cast<std::uint64_t>(r.range.data - base));
+    // Absent: adopted by put(). Another ticket: adopted, freed, and reserved
+    // again by another caller, whose range this must not free.
+    if (it == reserved_.end() || it->second.ticket != r.ticket) continue;
+    alloc_.free(it->first, it->second.size);
     reserved_.erase(it);
   }
 }
 
-void DramTier::borrow(std::span<const std::string_view> keys, std::span<std::optional<Borrowed>> out) {
+void DramTier::borrow(std::span<const std::string_view> keys, std::span<std::optional<Borrowed>> out) noexcept {
   // References taken under the lock, the Borrowed built outside it.
   thread_local std::vector<std::shared_ptr<const Block>> blocks;
   blocks.assign(keys.size(), nullptr);
@@ -178,22 +160,6 @@ void DramTier::borrow(std::span<const std::string_view> keys, std::span<std::opt
   }
 }
 
-std::optional<DramTier::Borrowed> DramTier::borrow(std::string_view key) {
-  std::shared_ptr<const Block> block;
-  {
-    std::lock_guard lock(mu_);
-    auto it = index_.find(key);
-    if (it == index_.end()) return std::nullopt;
-    block = it->second.block;
-    lru_.splice(lru_.begin(), lru_, it->second.lru);
-  }
-  Borrowed b;
-  b.bytes = ByteView{block->data(), static_cast<std::size_t>(block->size)};
-  b.checksum = block->checksum;
-  b.hold = std::move(block);
-  return b;
-}
-
 std::uint64_t DramTier::offset_of(const std::uint8_t* p) const noexcept {
   return static_cast<std::uint64_t>(p - static_cast<const std::uint8_t*>(base_));
 }
@@ -204,12 +170,12 @@ bool DramTier::take_reserved(const PutItem& item) noexcept {
   const auto* base = static_cast<const std::uint8_t*>(base_);
   if (item.data.size == 0 || item.data.data < base || item.data.data >= base + pool_size_) return false;
   auto it = reserved_.find(offset_of(item.data.data));
-  if (it == reserved_.end() || it->second != item.data.size) return false;
+  if (it == reserved_.end() || it->second.size != item.data.size) return false;
   reserved_.erase(it);
   return true;
 }
 
-void DramTier::put(std::span<PutItem> items) {
+void DramTier::put(std::span<PutItem> items, Fault& fault) noexcept {
   // Place and copy every item first, without the index lock (nobody can see the
   // new blocks yet), then publish the whole batch under one acquisition of mu_:
   // the agent's lanes put batches of many small blocks concurrently, and a lock
@@ -228,16 +194,14 @@ void DramTier::put(std::span<PutItem> items) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     PutItem& item = items[i];
     if (item.key.empty()) {
-      item.status = XferStatus::InvalidDesc;
-      item.error = "dram tier: empty key";
+      item.status = fault.raise(XferStatus::InvalidDesc, "dram tier: empty key");
       continue;
     }
     std::shared_ptr<const Block> block;
     if (adopted[i]) {
-      item.adopted = true;
       block = std::make_shared<const Block>(this, offset_of(item.data.data), item.data.size, item.checksum);
     } else {
-      block = make_block(item.data.size, item.checksum, &item.error);
+      block = make_block(item.data.size, item.checksum);
       if (!block) {
         item.status = XferStatus::NoSpace;
         continue;
@@ -265,7 +229,6 @@ void DramTier::put(std::span<PutItem> items) {
       }
       used_ += item.data.size;
       item.status = XferStatus::Ok;
-      item.error.clear();
     }
   }
   blocks.clear();
@@ -297,18 +260,17 @@ void DramTier::release_overwritten(std::vector<std::shared_ptr<const Block>>& ol
   for (const auto& [offset, len] : ranges) alloc_.free(offset, len);
 }
 
-void DramTier::get(std::span<GetItem> items) {
-  for (auto& item : items) get_one(item);
+void DramTier::get(std::span<GetItem> items, Fault& fault) noexcept {
+  for (auto& item : items) get_one(item, fault);
 }
 
-void DramTier::get_one(GetItem& item) {
+void DramTier::get_one(GetItem& item, Fault& fault) noexcept {
   std::shared_ptr<const Block> block;
   {
     std::lock_guard lock(mu_);
     auto it = index_.find(item.key);
     if (it == index_.end()) {
       item.status = XferStatus::NotFound;
-      item.error = "dram tier: no object " + quote_key(item.key);
       return;
     }
     block = it->second.block;  // the reference keeps the range alive during the copy
@@ -316,9 +278,10 @@ void DramTier::get_one(GetItem& item) {
   }
   item.size = block->size;
   if (item.out.size < block->size) {
-    item.status = XferStatus::TooLarge;
-    item.error = "dram tier: object " + quote_key(item.key) + " has " + std::to_string(block->size) +
-                 " bytes, the buffer holds " + std::to_string(item.out.size);
+    item.status = fault.raise(XferStatus::TooLarge,
+                              "dram tier: object " + quote_key(item.key) + " has " + std::to_string(block->size) +
+                                  " bytes, the buffer holds " + std::to_string(item.out.size),
+                              item.key);
     return;
   }
   if (block->size > 0) std::memcpy(item.out.data, block->data(), block->size);
@@ -326,30 +289,27 @@ void DramTier::get_one(GetItem& item) {
   // bad DMA) is reported rather than returned.
   const std::uint64_t got = checksum({item.out.data, block->size});
   if (got != block->checksum) {
-    item.status = XferStatus::ChecksumMismatch;
-    item.error = "dram tier: object " + quote_key(item.key) + " fails its checksum (stored " +
-                 checksum_hex(block->checksum) + ", computed " + checksum_hex(got) + ")";
+    item.status = fault.raise(XferStatus::ChecksumMismatch,
+                              "dram tier: object " + quote_key(item.key) + " fails its checksum (stored " +
+                                  checksum_hex(block->checksum) + ", computed " + checksum_hex(got) + ")",
+                              item.key);
     return;
   }
   item.status = XferStatus::Ok;
-  item.error.clear();
 }
 
-std::optional<ObjectMeta> DramTier::stat(std::string_view key) {
+std::optional<ObjectMeta> DramTier::stat(std::string_view key) noexcept {
   std::lock_guard lock(mu_);
   auto it = index_.find(key);
   if (it == index_.end()) return std::nullopt;
   return ObjectMeta{it->second.block->size, it->second.block->checksum};
 }
 
-XferStatus DramTier::try_remove(std::string_view key, std::string* error) {
+XferStatus DramTier::remove(std::string_view key, Fault& /*fault*/) noexcept {
   std::shared_ptr<const Block> old;  // released after the lock: the last reference frees the range
   std::lock_guard lock(mu_);
   auto it = index_.find(key);
-  if (it == index_.end()) {
-    *error = "dram tier: no object " + quote_key(key);
-    return XferStatus::NotFound;
-  }
+  if (it == index_.end()) return XferStatus::NotFound;
   used_ -= it->second.block->size;
   old = std::move(it->second.block);
   lru_.erase(it->second.lru);
@@ -357,15 +317,15 @@ XferStatus DramTier::try_remove(std::string_view key, std::string* error) {
   return XferStatus::Ok;
 }
 
-std::vector<std::pair<std::string, ObjectMeta>> DramTier::list() {
+XferStatus DramTier::list(std::vector<std::pair<std::string, ObjectMeta>>* out, Fault& /*fault*/) noexcept {
   std::lock_guard lock(mu_);
-  std::vector<std::pair<std::string, ObjectMeta>> out;
-  out.reserve(index_.size());
-  for (const auto& [key, e] : index_) out.emplace_back(key, ObjectMeta{e.block->size, e.block->checksum});
-  return out;
+  out->clear();
+  out->reserve(index_.size());
+  for (const auto& [key, e] : index_) out->emplace_back(key, ObjectMeta{e.block->size, e.block->checksum});
+  return XferStatus::Ok;
 }
 
-std::vector<std::string> DramTier::lru_victims(std::uint64_t bytes) {
+std::vector<std::string> DramTier::lru_victims(std::uint64_t bytes) noexcept {
   std::lock_guard lock(mu_);
   std::vector<std::string> out;
   std::uint64_t sum = 0;

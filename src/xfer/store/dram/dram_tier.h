@@ -29,6 +29,7 @@
 #include "core/spin_mutex.h"
 #include "xfer/store/key_map.h"
 #include "xfer/store/dram/recycling_allocator.h"
+#include "xfer/store/reservable.h"
 #include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
@@ -37,7 +38,7 @@ namespace ferry::xfer::store {
 // buffers); the price is up to 4 KiB of slack per object.
 inline constexpr std::uint64_t kDramAlign = 4096;
 
-class DramTier final : public Tier {
+class DramTier final : public Tier, public Reservable {
  public:
   // Maps the pool; throws ferry::Error when capacity is 0 or mmap fails.
   explicit DramTier(std::uint64_t capacity, std::string spec = "");
@@ -50,41 +51,24 @@ class DramTier final : public Tier {
   std::uint64_t capacity() const override { return capacity_; }
   std::uint64_t used() const override;
 
-  void put(std::span<PutItem> items) override;
-  void get(std::span<GetItem> items) override;
-  std::optional<ObjectMeta> stat(std::string_view key) override;
-  XferStatus try_remove(std::string_view key, std::string* error) override;  // never fails: Ok or NotFound
-  std::vector<std::pair<std::string, ObjectMeta>> list() override;
-  std::vector<std::string> lru_victims(std::uint64_t bytes) override;
+  void put(std::span<PutItem> items, Fault& fault) noexcept override;
+  void get(std::span<GetItem> items, Fault& fault) noexcept override;
+  std::optional<ObjectMeta> stat(std::string_view key) noexcept override;
+  XferStatus remove(std::string_view key, Fault& fault) noexcept override;  // never fails: Ok or NotFound
+  XferStatus list(std::vector<std::pair<std::string, ObjectMeta>>* out, Fault& fault) noexcept override;
+  std::vector<std::string> lru_victims(std::uint64_t bytes) noexcept override;
 
-  // Zero-copy for the agent's DMA engine. reserve() sets aside a pool range that
-  // nobody can see yet; the agent fills it (the GPU DMAs straight into it once
-  // pool() is registered) and then put()s an item whose data is exactly that
-  // range: the tier adopts the range instead of copying. unreserve() frees a
-  // range that was not adopted (the chain stored the object elsewhere, or the
-  // copy failed) and does nothing for one that was. nullopt when the pool has no
-  // free range of that size (the caller stages instead).
-  std::optional<MutableByteView> reserve(std::uint64_t size);
-  void unreserve(MutableByteView range) noexcept;
-  // A batch's ranges under one lock: out[i] for sizes[i], {nullptr, 0} where
-  // there is no room (or sizes[i] is 0); unreserve(ranges) skips those.
-  void reserve(std::span<const std::uint64_t> sizes, std::span<MutableByteView> out);
-  void unreserve(std::span<const MutableByteView> ranges) noexcept;
-
-  // A stored object's bytes in place, for a zero-copy read: valid while `hold`
-  // lives, even if the key is removed or overwritten meanwhile. Counts as a use.
-  // The caller verifies `checksum` (this call does not read the bytes).
-  struct Borrowed {
-    ByteView bytes;
-    std::uint64_t checksum = 0;
-    std::shared_ptr<const void> hold;
-  };
-  std::optional<Borrowed> borrow(std::string_view key);
-  // A batch's borrows under one lock: out[i] for keys[i], nullopt where absent.
-  void borrow(std::span<const std::string_view> keys, std::span<std::optional<Borrowed>> out);
-
+  // Zero-copy (reservable.h): the agent's DMA engine fills reserved pool ranges
+  // that put() then adopts, and reads stored objects in place.
+  Reservable* reservable() noexcept override { return this; }
+  void reserve(std::span<const std::uint64_t> sizes, std::span<Reserved> out) noexcept override;
+  void release(std::span<const Reserved> ranges) noexcept override;
+  void borrow(std::span<const std::string_view> keys, std::span<std::optional<Borrowed>> out) noexcept override;
   // The whole pool (for cudaHostRegister): stable for the tier's lifetime.
-  std::span<std::byte> pool() const { return {static_cast<std::byte*>(base_), pool_size_}; }
+  std::span<std::byte> memory() const noexcept override {
+    return {static_cast<std::byte*>(base_), pool_size_};
+  }
+
   // Free pool bytes and the longest free range (fragmentation shows as the gap).
   std::uint64_t free_bytes() const;
   std::uint64_t largest_free() const;
@@ -95,11 +79,15 @@ class DramTier final : public Tier {
     std::shared_ptr<const Block> block;
     std::list<std::string>::iterator lru;  // position in lru_ (front = most recent)
   };
+  struct Reservation {
+    std::uint64_t size = 0;
+    std::uint64_t ticket = 0;
+  };
 
   bool take_reserved(const PutItem& item) noexcept;
   std::uint64_t offset_of(const std::uint8_t* p) const noexcept;
-  void get_one(GetItem& item);
-  std::shared_ptr<const Block> make_block(std::uint64_t size, std::uint64_t checksum, std::string* error);
+  void get_one(GetItem& item, Fault& fault) noexcept;
+  std::shared_ptr<const Block> make_block(std::uint64_t size, std::uint64_t checksum) noexcept;
   void release_range(std::uint64_t offset, std::uint64_t len) noexcept;
   void release_overwritten(std::vector<std::shared_ptr<const Block>>& old) noexcept;
 
@@ -108,9 +96,10 @@ class DramTier final : public Tier {
   std::size_t pool_size_ = 0;
   void* base_ = nullptr;
 
-  mutable SpinMutex alloc_mu_;  // guards alloc_ and reserved_; taken after mu_ when both are held
+  mutable SpinMutex alloc_mu_;  // guards alloc_, reserved_, next_ticket_; taken after mu_ when both are held
   RecyclingAllocator alloc_;
-  std::unordered_map<std::uint64_t, std::uint64_t> reserved_;  // offset -> size of ranges not yet adopted
+  std::unordered_map<std::uint64_t, Reservation> reserved_;  // offset -> ranges not yet adopted
+  std::uint64_t next_ticket_ = 1;
 
   mutable SpinMutex mu_;  // guards index_, lru_, used_ (short sections: see spin_mutex.h)
   KeyMap<Entry> index_;

@@ -128,7 +128,7 @@ std::string TombstoneLog::write_new(std::vector<Tombstone> keep) {
   return {};
 }
 
-int TombstoneLog::append(std::string_view key, std::uint64_t seq, std::string* error) {
+int TombstoneLog::append(std::string_view key, std::uint64_t seq) noexcept {
   std::string rec;
   encode(key, seq, &rec);
   std::lock_guard lock(mu_);
@@ -141,7 +141,6 @@ int TombstoneLog::append(std::string_view key, std::uint64_t seq, std::string* e
     if (end >= 0 && ::ftruncate(fd_, end) != 0)
       log::app().error("file tier {}: cannot cut a torn record off {} ({}); removes after it are lost at the next "
                        "restart", dir_, kTombstoneLogName, std::strerror(errno));
-    *error = "file tier " + dir_ + ": appending to " + kTombstoneLogName + ": " + std::strerror(err);
     return err;
   }
   records_.push_back({std::string(key), seq});

@@ -48,10 +48,11 @@ class TombstoneLog {
   TombstoneLog& operator=(const TombstoneLog&) = delete;
 
   // Appends one tombstone; returns 0, or the errno of what failed (ENOSPC: the
-  // disk is full) with *error saying what. A failed append is cut off again (a
-  // record written in part would end the log for the start-up scan): the
-  // removal is not recorded. Thread-safe.
-  int append(std::string_view key, std::uint64_t seq, std::string* error);
+  // disk is full), for the caller to raise with what the failure means for
+  // its key. A failed append is cut off again (a record written in part would
+  // end the log for the start-up scan): the removal is not recorded.
+  // Thread-safe.
+  [[nodiscard]] int append(std::string_view key, std::uint64_t seq) noexcept;
   // Rewrites the log (temporary + rename) with the tombstones for which
   // needed() is true; returns "" or what failed (the old log is then kept).
   // Appends wait meanwhile, so none is lost between the choice and the rename.

@@ -47,16 +47,18 @@ void RedisPool::give_back(std::size_t slot) {
   cv_.notify_one();
 }
 
-redisContext* RedisPool::Lease::connect(std::string* error) {
+redisContext* RedisPool::Lease::connect(Fault& fault) noexcept {
   redisContext*& c = pool_->conns_[slot_].ctx;  // this slot is ours until the lease ends
   if (c != nullptr && c->err == 0) return c;
   drop();
   const RedisEndpoint& ep = pool_->ep_;
   c = redisConnectWithTimeout(ep.host.c_str(), ep.port, to_timeval(ep.timeout_ms));
   if (c == nullptr || c->err != 0) {
-    *error =
-        "cannot connect to redis " + pool_->address() + ": " + (c != nullptr ? c->errstr : "out of memory");
+    std::string why = "cannot connect to redis " + pool_->address() + ": " +
+                      (c != nullptr ? c->errstr : "out of memory") +
+                      "; the tier tries again on its next call";
     drop();
+    (void)fault.raise(XferStatus::Unavailable, std::move(why));
     return nullptr;
   }
   redisSetTimeout(c, to_timeval(ep.timeout_ms));
@@ -64,19 +66,24 @@ redisContext* RedisPool::Lease::connect(std::string* error) {
   if (ep.db != 0) {
     auto* r = static_cast<redisReply*>(redisCommand(c, "SELECT %d", ep.db));
     const bool ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
-    *error = r == nullptr ? std::string(c->errstr)
-                          : (r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string());
-    if (r != nullptr) freeReplyObject(r);
     if (!ok) {
-      *error = "redis " + pool_->address() + ": SELECT " + std::to_string(ep.db) + " failed: " + *error;
+      const std::string reply = r == nullptr
+                                    ? std::string(c->errstr)
+                                    : (r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len)
+                                                                    : std::string("unexpected reply"));
+      std::string why = "redis " + pool_->address() + ": SELECT " + std::to_string(ep.db) +
+                        " failed: " + reply + "; the tier tries again on its next call";
+      if (r != nullptr) freeReplyObject(r);
       drop();
+      (void)fault.raise(XferStatus::Unavailable, std::move(why));
       return nullptr;
     }
+    freeReplyObject(r);
   }
   return c;
 }
 
-void RedisPool::Lease::drop() {
+void RedisPool::Lease::drop() noexcept {
   redisContext*& c = pool_->conns_[slot_].ctx;
   if (c != nullptr) redisFree(c);
   c = nullptr;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "xfer/api/fault.h"
 #include "xfer/store/redis/resp_io.h"
 
 struct redisContext;
@@ -37,11 +38,11 @@ class RedisPool {
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
 
-    // The connection, connecting first if it has none; nullptr (and *error set)
-    // when Redis cannot be reached.
-    redisContext* connect(std::string* error);
+    // The connection, connecting first if it has none; nullptr when Redis cannot
+    // be reached or refuses SELECT, after raising Unavailable into `fault`.
+    redisContext* connect(Fault& fault) noexcept;
     // Drops the connection after an I/O error: the next lease reconnects.
-    void drop();
+    void drop() noexcept;
     // The reply reader of this connection (resp_io.h).
     RespReader& reader() { return pool_->conns_[slot_].reader; }
 

@@ -32,13 +32,12 @@ struct ValueHeader {
 };
 static_assert(sizeof(ValueHeader) == kValueHeader);
 
-// Parses a value's header; returns "" or why it is not one of ours.
-std::string parse_header(const char* s, std::size_t len, ValueHeader* h) {
-  if (len < kValueHeader) return "value of " + std::to_string(len) + " bytes is shorter than a header";
+// Parses a value's header; false when it is not one of ours (too short, bad
+// magic, unknown flags).
+bool parse_header(const char* s, std::size_t len, ValueHeader* h) noexcept {
+  if (len < kValueHeader) return false;
   std::memcpy(h, s, kValueHeader);
-  if (h->magic != kValueMagic) return "not a ferry value (bad magic)";
-  if ((h->flags & ~kValueLeafSums) != 0) return "unknown flags " + std::to_string(h->flags);
-  return {};
+  return h->magic == kValueMagic && (h->flags & ~kValueLeafSums) == 0;
 }
 
 // The status of an error reply. A Redis that is there but cannot answer yet
@@ -47,7 +46,7 @@ std::string parse_header(const char* s, std::size_t len, ValueHeader* h) {
 // master); the caller should try again later, as when Redis is down:
 // Unavailable. OOM (maxmemory reached, noeviction): NoSpace, so that the chain
 // moves on. Any other error: IoError.
-XferStatus error_reply_status(std::string_view text) {
+XferStatus error_reply_status(std::string_view text) noexcept {
   const auto first_word_is = [&](std::string_view word) {
     return text.substr(0, word.size()) == word && (text.size() == word.size() || text[word.size()] == ' ');
   };
@@ -73,7 +72,7 @@ struct ReplyDeleter {
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
 // Reads the next pipelined reply through hiredis; nullptr when the connection failed.
-Reply next_reply(redisContext* c) {
+Reply next_reply(redisContext* c) noexcept {
   void* r = nullptr;
   if (redisGetReply(c, &r) != REDIS_OK) return nullptr;
   return Reply(static_cast<redisReply*>(r));
@@ -120,27 +119,26 @@ struct Window {
 
 // Runs n items through one connection in pipeline windows. queue(i, window)
 // adds item i's command and returns true, or settles the item without one and
-// returns false; settle(i, reader, fd) reads item i's reply and returns "" or
-// why the connection failed. When the connection fails, every item not yet
-// answered gets fail(i, message), and so does the rest of the call: the next
-// call connects again.
+// returns false; settle(i, reader, fd) reads item i's reply and returns why the
+// connection failed, if it did. When the connection fails (or cannot be made),
+// the cause is raised into `fault` once, and every item not yet answered gets
+// fail(i), and so does the rest of the call: the next call connects again.
 template <class Queue, class Settle, class Fail>
-void pipeline(RedisPool::Lease& lease, const std::string& address, std::size_t n, Queue queue, Settle settle,
-              Fail fail) {
-  std::string error;
-  redisContext* c = lease.connect(&error);
-  if (c == nullptr) error += "; the tier tries again on its next call";
+void pipeline(RedisPool::Lease& lease, const std::string& address, std::size_t n, Fault& fault, Queue queue,
+              Settle settle, Fail fail) noexcept {
+  redisContext* c = lease.connect(fault);  // raises why not
   RespReader& reader = lease.reader();
   Window w;
   std::size_t i = 0;
-  const auto lost = [&](const std::string& why) {
-    error = "redis " + address + " unavailable: " + why + "; the tier reconnects on its next call";
+  const auto lost = [&](const RespError& why) {
+    (void)fault.raise(XferStatus::Unavailable, "redis " + address + " unavailable: " + describe(why) +
+                                                   "; the tier reconnects on its next call");
     lease.drop();
     c = nullptr;
   };
   while (i < n) {
     if (c == nullptr) {
-      for (; i < n; ++i) fail(i, error);
+      for (; i < n; ++i) fail(i);
       return;
     }
     w.clear();
@@ -149,21 +147,22 @@ void pipeline(RedisPool::Lease& lease, const std::string& address, std::size_t n
       ++i;
     }
     if (w.sent.empty()) continue;
-    if (auto why = resp_write_all(c->fd, w.iov); !why.empty()) {
+    if (auto why = resp_write_all(c->fd, w.iov); why.failed()) {
       lost(why);
-      for (const std::size_t k : w.sent) fail(k, error);
+      for (const std::size_t k : w.sent) fail(k);
       continue;
     }
     for (std::size_t k = 0; k < w.sent.size(); ++k) {
-      if (auto why = settle(w.sent[k], reader, c->fd); !why.empty()) {
+      if (auto why = settle(w.sent[k], reader, c->fd); why.failed()) {
         lost(why);
-        for (; k < w.sent.size(); ++k) fail(w.sent[k], error);
+        for (; k < w.sent.size(); ++k) fail(w.sent[k]);
         break;
       }
     }
   }
-  // Every reply was read: anything more would put hiredis out of step.
-  if (c != nullptr && reader.buffered() != 0) lost("unexpected bytes after the last reply");
+  // Every reply was read: anything more would put hiredis out of step. Every
+  // item has its answer, so nothing failed: the next call just connects again.
+  if (c != nullptr && reader.buffered() != 0) lease.drop();
 }
 
 }  // namespace
@@ -189,7 +188,7 @@ std::uint64_t RedisTier::used() const {
   return used_;
 }
 
-void RedisTier::touch(std::string_view key, std::uint64_t size) {
+void RedisTier::touch(std::string_view key, std::uint64_t size) noexcept {
   std::lock_guard lock(mu_);
   auto it = tracked_.find(key);
   if (it == tracked_.end()) {
@@ -203,7 +202,7 @@ void RedisTier::touch(std::string_view key, std::uint64_t size) {
   used_ += size;
 }
 
-void RedisTier::forget(std::string_view key) {
+void RedisTier::forget(std::string_view key) noexcept {
   std::lock_guard lock(mu_);
   auto it = tracked_.find(key);
   if (it == tracked_.end()) return;
@@ -212,17 +211,16 @@ void RedisTier::forget(std::string_view key) {
   tracked_.erase(it);
 }
 
-void RedisTier::put(std::span<PutItem> items) {
+void RedisTier::put(std::span<PutItem> items, Fault& fault) noexcept {
   if (items.empty()) return;
   auto lease = pool_->lease();
   std::vector<ValueHeader> headers(items.size());
   pipeline(
-      lease, pool_->address(), items.size(),
+      lease, pool_->address(), items.size(), fault,
       [&](std::size_t i, Window& w) {
         PutItem& item = items[i];
         if (item.key.empty()) {
-          item.status = XferStatus::InvalidDesc;
-          item.error = "redis tier: empty key";
+          item.status = fault.raise(XferStatus::InvalidDesc, "redis tier: empty key");
           return false;
         }
         // SET <prefix><key> <header><data>: the data goes from the caller's
@@ -242,38 +240,39 @@ void RedisTier::put(std::span<PutItem> items) {
         w.bytes += item.data.size;
         return true;
       },
-      [&](std::size_t i, RespReader& reader, int fd) -> std::string {
+      [&](std::size_t i, RespReader& reader, int fd) -> RespError {
         PutItem& item = items[i];
         RespReader::Head h;
-        if (auto why = reader.read_head(fd, &h); !why.empty()) return why;
+        if (auto why = reader.read_head(fd, &h); why.failed()) return why;
         if (h.kind == RespReader::Kind::Status) {
           item.status = XferStatus::Ok;
-          item.error.clear();
           touch(item.key, item.data.size);
           return {};
         }
-        if (h.kind != RespReader::Kind::Error) return "unexpected reply to SET";
-        // OOM (maxmemory reached): the chain sends the object (or victims) further down.
+        if (h.kind != RespReader::Kind::Error) return RespError{"unexpected reply to SET"};
         item.status = error_reply_status(h.text);
-        item.error = error_reply_message(pool_->address(), "SET", item.key, h.text);
+        if (item.status == XferStatus::NoSpace) {
+          // OOM (maxmemory reached): an answer, not a fault; the chain sends the
+          // object (or victims) further down.
+          log::app().debug("{}", error_reply_message(pool_->address(), "SET", item.key, h.text));
+          return {};
+        }
+        (void)fault.raise(item.status, error_reply_message(pool_->address(), "SET", item.key, h.text),
+                          item.key);
         return {};
       },
-      [&](std::size_t i, const std::string& error) {
-        items[i].status = XferStatus::Unavailable;
-        items[i].error = error;
-      });
+      [&](std::size_t i) { items[i].status = XferStatus::Unavailable; });
 }
 
-void RedisTier::get(std::span<GetItem> items) {
+void RedisTier::get(std::span<GetItem> items, Fault& fault) noexcept {
   if (items.empty()) return;
   auto lease = pool_->lease();
   pipeline(
-      lease, pool_->address(), items.size(),
+      lease, pool_->address(), items.size(), fault,
       [&](std::size_t i, Window& w) {
         GetItem& item = items[i];
         if (item.key.empty()) {
-          item.status = XferStatus::InvalidDesc;
-          item.error = "redis tier: empty key";
+          item.status = fault.raise(XferStatus::InvalidDesc, "redis tier: empty key");
           return false;
         }
         std::string& t = w.add_text();
@@ -286,151 +285,138 @@ void RedisTier::get(std::span<GetItem> items) {
         w.bytes += item.out.size;
         return true;
       },
-      [&](std::size_t i, RespReader& reader, int fd) -> std::string {
+      [&](std::size_t i, RespReader& reader, int fd) -> RespError {
         GetItem& item = items[i];
         RespReader::Head head;
-        if (auto why = reader.read_head(fd, &head); !why.empty()) return why;
+        if (auto why = reader.read_head(fd, &head); why.failed()) return why;
         switch (head.kind) {
           case RespReader::Kind::Nil:
-            item.status = XferStatus::NotFound;
-            item.error = "redis tier: no object " + quote_key(item.key);
+            item.status = XferStatus::NotFound;  // a miss: an answer, not raised
             forget(item.key);
             return {};
           case RespReader::Kind::Error:
-            item.status = error_reply_status(head.text);
-            item.error = error_reply_message(pool_->address(), "GET", item.key, head.text);
+            item.status =
+                fault.raise(error_reply_status(head.text),
+                            error_reply_message(pool_->address(), "GET", item.key, head.text), item.key);
             return {};
           case RespReader::Kind::Bulk: break;
-          default: return "unexpected reply to GET";
+          default: return RespError{"unexpected reply to GET"};
         }
         const auto len = static_cast<std::uint64_t>(head.n);
-        // Settles the item with `status` after reading (or discarding) the rest of
-        // the value, so the next reply starts where it should.
-        const auto finish = [&](std::uint64_t rest, XferStatus status, std::string why) -> std::string {
-          if (auto e = reader.read_payload(fd, nullptr, rest); !e.empty()) return e;
-          if (auto e = reader.read_crlf(fd); !e.empty()) return e;
-          item.status = status;
-          item.error = std::move(why);
+        // Settles the item with `status`, raising `why`, after reading (or
+        // discarding) the rest of the value, so the next reply starts where it should.
+        const auto finish = [&](std::uint64_t rest, XferStatus status, std::string why) -> RespError {
+          if (auto e = reader.read_payload(fd, nullptr, rest); e.failed()) return e;
+          if (auto e = reader.read_crlf(fd); e.failed()) return e;
+          item.status = fault.raise(status, std::move(why), item.key);
           return {};
         };
-        const auto where =
-            "redis " + pool_->address() + ": key " + quote_key(opts_.prefix + std::string(item.key));
+        const auto where = [&] {
+          return "redis " + pool_->address() + ": key " + quote_key(opts_.prefix + std::string(item.key));
+        };
         if (len < kValueHeader)
           return finish(len, XferStatus::ChecksumMismatch,
-                        where + ": value of " + std::to_string(len) + " bytes is shorter than a header");
+                        where() + ": value of " + std::to_string(len) + " bytes is shorter than a header");
         ValueHeader h;
-        if (auto e = reader.read_payload(fd, &h, kValueHeader); !e.empty()) return e;
+        if (auto e = reader.read_payload(fd, &h, kValueHeader); e.failed()) return e;
         const std::uint64_t rest = len - kValueHeader;
         if (h.magic != kValueMagic)
-          return finish(rest, XferStatus::ChecksumMismatch, where + ": not a ferry value (bad magic)");
+          return finish(rest, XferStatus::ChecksumMismatch, where() + ": not a ferry value (bad magic)");
         if ((h.flags & ~kValueLeafSums) != 0)
-          return finish(rest, XferStatus::ChecksumMismatch, where + ": unknown flags " + std::to_string(h.flags));
+          return finish(rest, XferStatus::ChecksumMismatch,
+                        where() + ": unknown flags " + std::to_string(h.flags));
         if (h.size != rest)
           return finish(rest, XferStatus::ChecksumMismatch,
-                        where + ": the header says " + std::to_string(h.size) + " bytes, the value holds " +
+                        where() + ": the header says " + std::to_string(h.size) + " bytes, the value holds " +
                             std::to_string(rest));
         item.size = h.size;
         if (item.out.size < h.size)
           return finish(rest, XferStatus::TooLarge,
                         "redis tier: object " + quote_key(item.key) + " has " + std::to_string(h.size) +
                             " bytes, the buffer holds " + std::to_string(item.out.size));
-        if (auto e = reader.read_payload(fd, item.out.data, h.size); !e.empty()) return e;
-        if (auto e = reader.read_crlf(fd); !e.empty()) return e;
+        if (auto e = reader.read_payload(fd, item.out.data, h.size); e.failed()) return e;
+        if (auto e = reader.read_crlf(fd); e.failed()) return e;
         const std::uint64_t got = checksum_of_kind({item.out.data, h.size}, h.whole_sum());
         if (got != h.checksum) {
-          item.status = XferStatus::ChecksumMismatch;
-          item.error = where + ": checksum mismatch (stored " + checksum_hex(h.checksum) + ", computed " +
-                       checksum_hex(got) + ")";
+          item.status = fault.raise(XferStatus::ChecksumMismatch,
+                                    where() + ": checksum mismatch (stored " + checksum_hex(h.checksum) +
+                                        ", computed " + checksum_hex(got) + ")",
+                                    item.key);
           return {};
         }
         item.status = XferStatus::Ok;
-        item.error.clear();
         touch(item.key, h.size);
         return {};
       },
-      [&](std::size_t i, const std::string& error) {
-        items[i].status = XferStatus::Unavailable;
-        items[i].error = error;
-      });
+      [&](std::size_t i) { items[i].status = XferStatus::Unavailable; });
 }
 
-std::optional<ObjectMeta> RedisTier::stat(std::string_view key) {
+std::optional<ObjectMeta> RedisTier::stat(std::string_view key) noexcept {
   if (key.empty()) return std::nullopt;
+  // stat has no status to report an outage with: it answers "not here", and the
+  // fault of its own logs the warning.
+  Fault fault;
   auto lease = pool_->lease();
-  std::string error;
-  redisContext* c = lease.connect(&error);
-  if (c == nullptr) {
-    log::app().warn("redis tier: stat {}: {}", quote_key(key), error);
-    return std::nullopt;
-  }
+  redisContext* c = lease.connect(fault);
+  if (c == nullptr) return std::nullopt;
   const std::string k = full_key(key);
   Reply r(static_cast<redisReply*>(
       redisCommand(c, "GETRANGE %b 0 %d", k.data(), k.size(), int(kValueHeader) - 1)));
   if (!r) {
-    log::app().warn("redis tier: stat {}: {}", quote_key(key), c->errstr);
+    (void)fault.raise(XferStatus::Unavailable, "redis " + pool_->address() + ": stat " + quote_key(key) +
+                                                   ": " + c->errstr +
+                                                   "; the tier reconnects on its next call");
     lease.drop();
     return std::nullopt;
   }
   ValueHeader h;
-  if (r->type != REDIS_REPLY_STRING || r->len == 0 || !parse_header(r->str, r->len, &h).empty())
-    return std::nullopt;
+  if (r->type != REDIS_REPLY_STRING || r->len == 0 || !parse_header(r->str, r->len, &h)) return std::nullopt;
   return ObjectMeta{h.size, h.checksum, h.whole_sum()};
 }
 
-XferStatus RedisTier::try_remove(std::string_view key, std::string* error) {
-  if (key.empty()) {
-    *error = "redis tier: empty key";
-    return XferStatus::NotFound;
-  }
+XferStatus RedisTier::remove(std::string_view key, Fault& fault) noexcept {
+  if (key.empty()) return XferStatus::NotFound;
   auto lease = pool_->lease();
-  redisContext* c = lease.connect(error);
-  if (c == nullptr) {
-    *error += "; the tier tries again on its next call";
-    return XferStatus::Unavailable;
-  }
+  redisContext* c = lease.connect(fault);
+  if (c == nullptr) return XferStatus::Unavailable;
   const std::string k = full_key(key);
   // UNLINK frees a large value in the background instead of blocking Redis.
   Reply r(static_cast<redisReply*>(redisCommand(c, "UNLINK %b", k.data(), k.size())));
   if (!r) {
-    *error =
+    std::string why =
         "redis " + pool_->address() + " unavailable: " + c->errstr + "; the tier reconnects on its next call";
     lease.drop();
-    return XferStatus::Unavailable;
+    return fault.raise(XferStatus::Unavailable, std::move(why), key);
   }
   if (r->type == REDIS_REPLY_ERROR) {
     const std::string_view text(r->str, r->len);
-    *error = error_reply_message(pool_->address(), "UNLINK", key, text);
-    return error_reply_status(text) == XferStatus::Unavailable ? XferStatus::Unavailable
-                                                               : XferStatus::IoError;
+    const XferStatus s =
+        error_reply_status(text) == XferStatus::Unavailable ? XferStatus::Unavailable : XferStatus::IoError;
+    return fault.raise(s, error_reply_message(pool_->address(), "UNLINK", key, text), key);
   }
   forget(key);
   if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) return XferStatus::Ok;
-  *error = "redis tier: no object " + quote_key(key);
   return XferStatus::NotFound;
 }
 
-std::vector<std::pair<std::string, ObjectMeta>> RedisTier::list() {
-  std::vector<std::pair<std::string, ObjectMeta>> out;
-  if (std::string error; !try_list(&out, &error)) log::app().warn("redis tier: list: {}", error);
-  return out;
-}
-
-bool RedisTier::try_list(std::vector<std::pair<std::string, ObjectMeta>>* out, std::string* error) {
+XferStatus RedisTier::list(std::vector<std::pair<std::string, ObjectMeta>>* out, Fault& fault) noexcept {
   out->clear();
   auto lease = pool_->lease();
-  redisContext* c = lease.connect(error);
-  if (c == nullptr) return false;
+  redisContext* c = lease.connect(fault);
+  if (c == nullptr) return XferStatus::Unavailable;
   const auto lost = [&] {
-    *error = "redis " + pool_->address() + " unavailable: " + c->errstr;
+    std::string why =
+        "redis " + pool_->address() + " unavailable: " + c->errstr + "; the tier reconnects on its next call";
     lease.drop();
     out->clear();
-    return false;
+    return fault.raise(XferStatus::Unavailable, std::move(why));
   };
-  const auto refused = [&](const char* command, const redisReply* r) {
-    *error = "redis " + pool_->address() + ": " + command + ": " +
-             (r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string("unexpected reply"));
+  // An error reply: Unavailable when Redis is not ready yet (LOADING ...), else IoError.
+  const auto refused = [&](const char* command, std::string_view text) {
     out->clear();
-    return false;
+    const XferStatus s =
+        error_reply_status(text) == XferStatus::Unavailable ? XferStatus::Unavailable : XferStatus::IoError;
+    return fault.raise(s, "redis " + pool_->address() + ": " + command + ": " + std::string(text));
   };
   const std::string pattern = glob_escape(opts_.prefix) + "*";
   std::vector<std::string> keys;
@@ -439,7 +425,9 @@ bool RedisTier::try_list(std::vector<std::pair<std::string, ObjectMeta>>* out, s
     Reply r(static_cast<redisReply*>(
         redisCommand(c, "SCAN %s MATCH %b COUNT 1000", cursor.c_str(), pattern.data(), pattern.size())));
     if (!r) return lost();
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return refused("SCAN", r.get());
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+      return refused("SCAN", r->type == REDIS_REPLY_ERROR ? std::string_view(r->str, r->len)
+                                                          : std::string_view("unexpected reply"));
     cursor.assign(r->element[0]->str, r->element[0]->len);
     for (std::size_t i = 0; i < r->element[1]->elements; ++i)
       keys.emplace_back(r->element[1]->element[i]->str, r->element[1]->element[i]->len);
@@ -457,23 +445,23 @@ bool RedisTier::try_list(std::vector<std::pair<std::string, ObjectMeta>>* out, s
       if (!r) return lost();
       ValueHeader h;
       if (r->type == REDIS_REPLY_ERROR && refusal.empty()) refusal = std::string(r->str, r->len);
-      if (r->type == REDIS_REPLY_STRING && parse_header(r->str, r->len, &h).empty())
+      if (r->type == REDIS_REPLY_STRING && parse_header(r->str, r->len, &h))
         out->emplace_back(keys[i].substr(opts_.prefix.size()), ObjectMeta{h.size, h.checksum, h.whole_sum()});
     }
-    if (!refusal.empty()) {
-      *error = "redis " + pool_->address() + ": GETRANGE: " + refusal;
-      out->clear();
-      return false;
-    }
+    if (!refusal.empty()) return refused("GETRANGE", refusal);
   }
-  return true;
+  return XferStatus::Ok;
 }
 
-std::vector<std::string> RedisTier::lru_victims(std::uint64_t bytes) {
+std::vector<std::string> RedisTier::lru_victims(std::uint64_t bytes) noexcept {
   std::vector<std::string> out;
   std::uint64_t sum = 0;
   // Keys this process never touched first (older than anything it did touch) ...
-  for (auto& [key, meta] : list()) {
+  // While Redis is down there are none to name (the fault of its own logs why).
+  std::vector<std::pair<std::string, ObjectMeta>> listed;
+  Fault fault;
+  (void)list(&listed, fault);
+  for (auto& [key, meta] : listed) {
     if (sum >= bytes) return out;
     std::lock_guard lock(mu_);
     if (tracked_.find(key) != tracked_.end()) continue;

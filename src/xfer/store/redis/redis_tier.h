@@ -27,9 +27,13 @@
 // GETRANGE included) resets it, and it fails under an LFU maxmemory-policy.
 // used() is the bytes of the keys this process knows of.
 //
-// stat and list cannot report an outage (their signatures have no status):
-// while Redis is down they answer "not here" (list logs a warning). try_remove
-// and try_list do report it, and the chain relies on them (tier_chain.h).
+// Errors (api/fault.h): a lost connection is raised once per call (Unavailable,
+// naming the server and why), and every item it leaves unanswered is
+// Unavailable; an error reply, a value that is not ours or does not verify, is
+// raised for its key. A miss (NotFound) and a full Redis (NoSpace) are answers,
+// not raised. stat cannot report an outage (it has no status): while Redis is
+// down it answers "not here" and logs a warning. remove and list do report it,
+// and the chain relies on them (tier_chain.h).
 
 #include <cstdint>
 #include <list>
@@ -62,15 +66,15 @@ class RedisTier final : public Tier {
   std::uint64_t capacity() const override { return kUnbounded; }
   std::uint64_t used() const override;
 
-  void put(std::span<PutItem> items) override;
-  void get(std::span<GetItem> items) override;
-  std::optional<ObjectMeta> stat(std::string_view key) override;
+  void put(std::span<PutItem> items, Fault& fault) noexcept override;
+  void get(std::span<GetItem> items, Fault& fault) noexcept override;
+  std::optional<ObjectMeta> stat(std::string_view key) noexcept override;
   // Unavailable while Redis is down or not ready (LOADING ...).
-  XferStatus try_remove(std::string_view key, std::string* error) override;
-  // Logs a warning and answers "nothing" while Redis is down (try_list says so).
-  std::vector<std::pair<std::string, ObjectMeta>> list() override;
-  bool try_list(std::vector<std::pair<std::string, ObjectMeta>>* out, std::string* error) override;
-  std::vector<std::string> lru_victims(std::uint64_t bytes) override;
+  XferStatus remove(std::string_view key, Fault& fault) noexcept override;
+  // Unavailable (raised) while Redis is down: the chain must then assume it holds any key.
+  XferStatus list(std::vector<std::pair<std::string, ObjectMeta>>* out, Fault& fault) noexcept override;
+  // Lists Redis: while it is down, only the keys this process touched.
+  std::vector<std::string> lru_victims(std::uint64_t bytes) noexcept override;
 
  private:
   struct Tracked {
@@ -79,8 +83,8 @@ class RedisTier final : public Tier {
   };
 
   std::string full_key(std::string_view key) const;
-  void touch(std::string_view key, std::uint64_t size);
-  void forget(std::string_view key);
+  void touch(std::string_view key, std::uint64_t size) noexcept;
+  void forget(std::string_view key) noexcept;
 
   RedisTierOptions opts_;
   std::string spec_;

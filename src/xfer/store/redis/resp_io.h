@@ -8,6 +8,11 @@
 // timeouts, and runs the tier's other commands (stat, remove, list) on the same
 // connection: a pipeline always reads every reply it asked for, so hiredis finds
 // nothing of ours left in the socket.
+//
+// Errors (api/fault.h): these calls are noexcept and compose no text. They
+// return a RespError, which names the failure with static words and an errno;
+// the tier, which knows the server's address and what it was doing, composes the
+// message once (describe()) and raises it.
 
 #include <sys/uio.h>
 
@@ -18,9 +23,21 @@
 
 namespace ferry::xfer::store {
 
+// Why a read or write on the connection failed (the connection is then
+// unusable), or nothing (what == nullptr).
+struct [[nodiscard]] RespError {
+  const char* what = nullptr;  // a static phrase: "read", "connection closed by the server", ...
+  int err = 0;                 // the errno of a failed read or write; 0 otherwise
+  char type = 0;               // not 0: the reply type byte that was unexpected
+
+  bool failed() const noexcept { return what != nullptr; }
+};
+
+// "read timed out", "write: Broken pipe", "unexpected reply type 'x'", ...
+std::string describe(const RespError& e);
+
 // Writes every byte of iov[0..count), in as many writev calls as it takes.
-// Returns "" or why it failed (the connection is then unusable).
-std::string resp_write_all(int fd, std::vector<iovec>& iov);
+RespError resp_write_all(int fd, std::vector<iovec>& iov) noexcept;
 
 // Buffered reading of replies. Reads what the socket has (up to the buffer) for
 // reply headers and small values; a large value goes straight to its destination.
@@ -33,19 +50,19 @@ class RespReader {
     std::int64_t n = 0;  // Integer: the value; Bulk: the payload length
   };
 
-  // The next reply's first line. Returns "" or why it failed (I/O error, end of
-  // stream, timeout, or bytes that are not RESP).
-  std::string read_head(int fd, Head* head);
+  // The next reply's first line, or why it failed (I/O error, end of stream,
+  // timeout, or bytes that are not RESP).
+  RespError read_head(int fd, Head* head) noexcept;
   // Exactly n payload bytes into dst (nullptr: discard them).
-  std::string read_payload(int fd, void* dst, std::size_t n);
+  RespError read_payload(int fd, void* dst, std::size_t n) noexcept;
   // The "\r\n" that ends a bulk payload.
-  std::string read_crlf(int fd);
+  RespError read_crlf(int fd) noexcept;
   // Bytes received but not yet consumed (after a pipeline: must be none).
   std::size_t buffered() const { return end_ - begin_; }
   void clear() { begin_ = end_ = 0; }
 
  private:
-  std::string fill(int fd);  // reads more into buf_; "" or why not
+  RespError fill(int fd) noexcept;  // reads more into buf_
 
   std::vector<char> buf_ = std::vector<char>(64 << 10);
   std::size_t begin_ = 0, end_ = 0;

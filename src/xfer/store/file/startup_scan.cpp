@@ -1,5 +1,4 @@
-// The file tier's start-up scan: rebuilds the index from the object files, the
-// packs' indexes and the tombstone log (see file_tier.h).
+#include "xfer/store/file/startup_scan.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,7 +15,7 @@
 #include "xfer/store/file/aligned_buffer.h"
 #include "xfer/store/file/file_format.h"
 #include "xfer/store/file/file_names.h"
-#include "xfer/store/file/file_tier.h"
+#include "xfer/store/file/file_index.h"
 #include "xfer/store/file/pack_io.h"
 #include "xfer/store/quote_key.h"
 #include "xfer/store/sizes.h"
@@ -50,13 +49,13 @@ struct Winner {
 
 }  // namespace
 
-void FileTier::scan() {
-  const int fd = dup(dir_fd_);
+ScanResult scan_tier_directory(int dir_fd, const FileTierOptions& opts, PackFds& fds, FileIndex& index) {
+  const int fd = dup(dir_fd);
   if (fd < 0) throw_errno("file tier: dup");
   DIR* d = fdopendir(fd);
   if (d == nullptr) {
     close(fd);
-    throw_errno("file tier: cannot list " + opts_.dir);
+    throw_errno("file tier: cannot list " + opts.dir);
   }
   rewinddir(d);
   std::vector<FoundFile> files;
@@ -72,19 +71,19 @@ void FileTier::scan() {
     const std::string name = e->d_name;
     if (is_temp_file_name(name)) {
       // A writer died before its rename: the object or pack it was writing never existed.
-      if (unlinkat(dir_fd_, name.c_str(), 0) == 0) ++stale;
+      if (unlinkat(dir_fd, name.c_str(), 0) == 0) ++stale;
       continue;
     }
     const auto skip = [&](const std::string& why) {
-      log::app().warn("file tier {}: skipping {}: {}", opts_.dir, name, why);
+      log::app().warn("file tier {}: skipping {}: {}", opts.dir, name, why);
       ++bad;
     };
     std::uint64_t pack_seq = 0;
     if (is_pack_file_name(name, &pack_seq)) {
       max_seq = std::max(max_seq, pack_seq);  // even a bad pack keeps its name: never reuse it
-      const int f = openat(dir_fd_, name.c_str(), O_RDONLY | O_CLOEXEC | (opts_.direct ? O_DIRECT : 0));
+      const int f = openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | (opts.direct ? O_DIRECT : 0));
       if (f < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM))
-        throw Error("file tier " + opts_.dir + ": cannot open " + name + ": " + std::strerror(errno) +
+        throw Error("file tier " + opts.dir + ": cannot open " + name + ": " + std::strerror(errno) +
                     " (raise the open-file limit, ulimit -n, or lower open_packs)");
       const auto skip_pack = [&](const std::string& why) {
         skip(why);
@@ -106,7 +105,7 @@ void FileTier::scan() {
         continue;
       }
       // Handed to the descriptor cache, which keeps the newest open_packs open.
-      p.file = std::make_shared<PackFile>(pack_fds_.get(), pack_seq, name, f, static_cast<std::uint64_t>(st.st_size));
+      p.file = std::make_shared<PackFile>(&fds, pack_seq, name, f, static_cast<std::uint64_t>(st.st_size));
       for (const auto& r : p.records) {
         max_seq = std::max(max_seq, r.seq);
         p.total_bytes += io_round_up(r.size);
@@ -115,7 +114,7 @@ void FileTier::scan() {
       continue;
     }
     if (!is_object_file_name(name)) continue;  // ".", "..", the lock file, the tombstone log, foreign files
-    const int f = openat(dir_fd_, name.c_str(), O_RDONLY | O_CLOEXEC);
+    const int f = openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC);
     if (f < 0) {
       skip(std::strerror(errno));
       continue;
@@ -153,7 +152,7 @@ void FileTier::scan() {
 
   // Tombstones: key -> every packed version with seq <= this is removed.
   KeyMap<std::uint64_t> tombs;
-  for (auto& t : TombstoneLog::load(dir_fd_, opts_.dir)) {
+  for (auto& t : TombstoneLog::load(dir_fd, opts.dir)) {
     max_seq = std::max(max_seq, t.seq);
     auto [it, fresh] = tombs.try_emplace(std::move(t.key), t.seq);
     if (!fresh) it->second = std::max(it->second, t.seq);
@@ -200,7 +199,7 @@ void FileTier::scan() {
     if (dropped > 0)
       log::app().warn("file tier {}: dropped {} object(s) older than the unreadable pack {}: it may hold newer "
                       "versions of them",
-                      opts_.dir, dropped, pack_file_name(newest_bad_pack));
+                      opts.dir, dropped, pack_file_name(newest_bad_pack));
   }
   // An object file that lost to a packed version is what a crash left between
   // publishing that version and unlinking the file.
@@ -215,7 +214,7 @@ void FileTier::scan() {
     }
   }
   for (std::size_t i = 0; i < files.size(); ++i)
-    if (!file_wins[i] && unlinkat(dir_fd_, files[i].name.c_str(), 0) == 0) ++superseded_files;
+    if (!file_wins[i] && unlinkat(dir_fd, files[i].name.c_str(), 0) == 0) ++superseded_files;
 
   // Packs with nothing live go; the tombstones that still hide a record in a
   // pack that stays are kept, the others dropped.
@@ -233,7 +232,10 @@ void FileTier::scan() {
     // The unreadable packs' records are unknown: then every tombstone stays.
     if (newest_bad_pack > 0 || (it != oldest_record.end() && it->second <= seq)) keep.push_back({key, seq});
   }
-  tombstones_ = std::make_unique<TombstoneLog>(dir_fd_, opts_.dir, opts_.fsync, keep);
+  ScanResult result;
+  result.tombstones = std::make_unique<TombstoneLog>(dir_fd, opts.dir, opts.fsync, keep);
+  result.tombstones_kept = keep.size();
+  result.next_seq = max_seq + 1;
 
   // Oldest first, so that the newest version ends at the front of the LRU list:
   // the order survives a restart as "last written". Object files of older builds
@@ -252,12 +254,10 @@ void FileTier::scan() {
     return std::tie(a.seq, a.mtime_ns, *a.key) < std::tie(b.seq, b.mtime_ns, *b.key);
   });
 
-  std::lock_guard lock(mu_);
-  tombstones_kept_ = keep.size();
-  next_seq_.store(max_seq + 1, std::memory_order_relaxed);
+  PackAccounting& pack_acc = index.packs();
   for (auto& p : packs) {
     if (p.live_objects == 0) {
-      if (unlinkat(dir_fd_, p.file->name.c_str(), 0) == 0) ++empty_packs;
+      if (unlinkat(dir_fd, p.file->name.c_str(), 0) == 0) ++empty_packs;
       continue;
     }
     PackState s;
@@ -267,15 +267,11 @@ void FileTier::scan() {
     s.dead_bytes = p.total_bytes - p.live_bytes;
     s.records.reserve(p.records.size());
     for (const auto& r : p.records) s.records.emplace_back(KeyHash{}(r.key), r.seq);
-    pack_live_bytes_ += s.live_bytes;
-    pack_dead_bytes_ += s.dead_bytes;
-    packed_objects_ += s.live_objects;
-    small_packs_ += is_small(*p.file);
-    packs_.emplace(p.file->seq, std::move(s));
+    pack_acc.add_loaded(std::move(s));
   }
   for (const Found& f : order) {
     const Winner& w = *f.w;
-    Entry e;
+    IndexEntry e;
     if (w.file != SIZE_MAX) {
       e.size = files[w.file].h.size;
       e.checksum = files[w.file].h.checksum;
@@ -290,21 +286,18 @@ void FileTier::scan() {
     }
     e.seq = w.seq;
     e.shadow_seq = w.shadow;
-    e.generation = next_generation_++;
-    lru_.emplace_front(*f.key);
-    e.lru = lru_.begin();
-    used_ += e.size;
-    index_.emplace(*f.key, std::move(e));
+    index.load(*f.key, std::move(e));
   }
-  if (!index_.empty() || stale > 0 || bad > 0 || !packs_.empty())
+  if (!index.empty() || stale > 0 || bad > 0 || !pack_acc.empty())
     log::app().info(
         "file tier {}: found {} object(s) ({}), {} of them in {} pack(s); removed {} stale temporary file(s), "
         "{} superseded object file(s), {} empty pack(s); skipped {} bad file(s); kept {} of {} tombstone(s)",
-        opts_.dir, index_.size(), format_size(used_), packed_objects_, packs_.size(), stale, superseded_files,
+        opts.dir, index.size(), format_size(index.used()), pack_acc.packed_objects(), pack_acc.count(), stale, superseded_files,
         empty_packs, bad, keep.size(), tombs.size());
-  if (opts_.capacity != kUnbounded && used_ > opts_.capacity)
-    log::app().warn("file tier {}: holds {} but its capacity is {}; new puts wait for evictions", opts_.dir,
-                    format_size(used_), format_size(opts_.capacity));
+  if (opts.capacity != kUnbounded && index.used() > opts.capacity)
+    log::app().warn("file tier {}: holds {} but its capacity is {}; new puts wait for evictions", opts.dir,
+                    format_size(index.used()), format_size(opts.capacity));
+  return result;
 }
 
 }  // namespace ferry::xfer::store

@@ -1,0 +1,30 @@
+#include "xfer/agent/job_results.h"
+
+#include "xfer/store/quote_key.h"
+
+namespace ferry::xfer::agent {
+
+void describe_results(Job& job, std::span<const std::string> tier_names) {
+  const bool failed = job.fault.failed();
+  const std::string first_key = failed ? job.fault.key() : std::string();
+  const std::string detail = failed ? job.fault.detail() : std::string();
+  const XferStatus first_status = job.fault.status();
+  for (std::size_t i = 0; i < job.results.size(); ++i) {
+    DescResult& r = job.results[i];
+    const int t = i < job.tiers.size() ? job.tiers[i] : -1;
+    if (t >= 0 && static_cast<std::size_t>(t) < tier_names.size()) r.tier = tier_names[static_cast<std::size_t>(t)];
+    if (!is_error(r.status) || !r.error.empty()) continue;
+    const std::string_view key = job.descs[i].key;
+    if (failed && !first_key.empty() && key == first_key) {
+      r.error = detail;
+    } else if (failed && first_key.empty() && r.status == first_status) {
+      r.error = store::quote_key(key) + ": " + detail;
+    } else if (r.status == XferStatus::NotFound) {
+      r.error = "no tier holds " + store::quote_key(key);
+    } else {
+      r.error = store::quote_key(key) + ": " + to_string(r.status);
+    }
+  }
+}
+
+}  // namespace ferry::xfer::agent
