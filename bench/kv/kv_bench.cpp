@@ -16,7 +16,7 @@
 #include "ferry/core/status.h"
 #include "ferry/xfer/agent.h"
 #include "bench/kv/kv_bench.h"
-#include "xfer/checksum/leaf_segments.h"
+#include "xfer/gpu/leaf_segments.h"
 #include "xfer/gpu/gpu.h"
 #include "xfer/checksum/xxh3_parts.h"
 
@@ -118,7 +118,7 @@ Row run_baseline(const Buffer& buf, void* host, std::size_t block, std::size_t b
     const gpu::Segment s = to_device ? gpu::Segment{dev, h, block} : gpu::Segment{h, dev, block};
     first_leaf[i] = segs.size();
     if (kernel)
-      append_leaves(s, &segs);
+      gpu::append_leaves(s, &segs);
     else
       segs.push_back(s);
   }
@@ -135,7 +135,7 @@ Row run_baseline(const Buffer& buf, void* host, std::size_t block, std::size_t b
                                   : lanes->copy(0, segs, to_device, fault);
       if (s != XferStatus::Ok) throw Error("kv bench baseline: " + fault.detail());
       for (std::size_t i = 0; kernel && i < batch; ++i)
-        if (!checksum_from_leaves(sums, hashed, first_leaf[i], block)) ++unhashed;
+        if (!gpu::checksum_from_leaves(sums, hashed, first_leaf[i], block)) ++unhashed;
     } else {
       for (const auto& s : segs) std::memcpy(s.dst, s.src, s.len);
     }

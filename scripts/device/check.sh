@@ -11,6 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 declare -A checks=(
   [gpu]="gpu-check.sh: every offload e2e suite, compute-sanitizer, ferry bench launch, the demo, the TCP bench"
   [xfer]="xfer-gpu-check.sh: the transfer engine's e2e suite with CUDA IPC, then ferry kv bench per copy mode"
+  [xfer-before-after]="xfer-before-after.sh: the transfer engine's GPU suites, then ferry kv bench of .carry-before vs .carry, interleaved"
   [before-after]="gpu-before-after.sh: GPU e2e suites, then launch and TCP benchmarks of .carry-before vs .carry"
   [http]="http-check.sh: ferry http's e2e suite on cpu and every launch method, then wrk against it and nginx"
   [embed]="embed-check.sh: the embedding model and service on the GPU, against sentence-transformers ('stash' first)"

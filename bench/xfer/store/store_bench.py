@@ -146,7 +146,7 @@ def sync_disk():
     os.sync()  # earlier runs' dirty pages must not be written back during the next measurement
 
 
-def file_points(args, bench):
+def file_points(args, bench, before=None):
     rows = []
     root = tempfile.mkdtemp(prefix="ferry-store-bench-", dir=args.dir)
     try:
@@ -154,18 +154,20 @@ def file_points(args, bench):
             for size in args.file_sizes:
                 samples = {"ours_put": [], "ours_get": [], "fio_write": [], "fio_read": [],
                            "fio_files_write": [], "fio_files_read": []}
+                if before:
+                    samples.update({"before_put": [], "before_get": []})
                 for rep in range(args.repeat):
-                    # Rotate the order, so that drift in the machine spreads over all three.
-                    order = ["ours", "fio", "fio_files"]
-                    order = order[rep % 3:] + order[:rep % 3]
+                    # Rotate the order, so that drift in the machine spreads over all of them.
+                    order = ["ours", "fio", "fio_files"] + (["before"] if before else [])
+                    order = order[rep % len(order):] + order[:rep % len(order)]
                     for who in order:
                         sync_disk()
-                        if who == "ours":
+                        if who in ("ours", "before"):
                             tier_dir = os.path.join(root, "tier")
-                            r = ours(bench, "file:" + tier_dir + args.file_options, size, args.file_qd,
-                                     args.file_total, direct, batch=args.file_batch)
-                            samples["ours_put"].append(r["put"])
-                            samples["ours_get"].append(r["get"])
+                            r = ours(bench if who == "ours" else before, "file:" + tier_dir + args.file_options, size,
+                                     args.file_qd, args.file_total, direct, batch=args.file_batch)
+                            samples[who + "_put"].append(r["put"])
+                            samples[who + "_get"].append(r["get"])
                             shutil.rmtree(tier_dir, ignore_errors=True)
                         elif who == "fio":
                             path = os.path.join(root, "fio.dat")
@@ -187,6 +189,12 @@ def file_points(args, bench):
                        "get_ratio": med["ours_get"] / med["fio_read"],
                        "put_ratio_files": med["ours_put"] / med["fio_files_write"],
                        "get_ratio_files": med["ours_get"] / med["fio_files_read"]}
+                if before:
+                    row["put_vs_before"] = med["ours_put"] / med["before_put"]
+                    row["get_vs_before"] = med["ours_get"] / med["before_get"]
+                    print(f"  file {'direct ' if direct else 'buffered'} {fmt_size(size):>7}: the build before: put "
+                          f"{med['before_put']:.3f} ({row['put_vs_before']:.2f}x of it), get {med['before_get']:.3f} "
+                          f"({row['get_vs_before']:.2f}x of it)", flush=True)
                 rows.append(row)
                 print(f"  file {'direct ' if direct else 'buffered'} {fmt_size(size):>7}: put {med['ours_put']:.3f} "
                       f"vs fio {med['fio_write']:.3f} ({row['put_ratio']:.2f}x), get {med['ours_get']:.3f} vs "
@@ -220,7 +228,7 @@ def redis_benchmark(port, size, pipeline, clients, requests):
     return {"set": rps["SET"] * size / 1e9, "get": rps["GET"] * size / 1e9}
 
 
-def redis_points(args, bench):
+def redis_points(args, bench, before=None):
     rows = []
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="ferry-redis-bench-")
@@ -244,8 +252,11 @@ def redis_points(args, bench):
             total = requests * size
             samples = {"ours_set": [], "ours_get": [], "rb_set": [], "rb_get": [], "ours_set_distinct": [],
                        "ours_get_distinct": []}
+            if before:
+                samples.update({"before_set": [], "before_get": []})
             for rep in range(args.repeat):
-                order = ["ours", "rb"] if rep % 2 == 0 else ["rb", "ours"]
+                order = ["ours", "rb"] + (["before"] if before else [])
+                order = order[rep % len(order):] + order[:rep % len(order)]
                 for who in order:
                     redis_cmd(port, "flushall")
                     if who == "ours":
@@ -256,6 +267,10 @@ def redis_points(args, bench):
                         r = ours(bench, url, size, args.redis_pipeline, total, threads=args.redis_clients)
                         samples["ours_set_distinct"].append(r["put"])
                         samples["ours_get_distinct"].append(r["get"])
+                    elif who == "before":
+                        r = ours(before, url, size, args.redis_pipeline, total, threads=args.redis_clients, keys=1)
+                        samples["before_set"].append(r["put"])
+                        samples["before_get"].append(r["get"])
                     else:
                         r = redis_benchmark(port, size, args.redis_pipeline, args.redis_clients, requests)
                         samples["rb_set"].append(r["set"])
@@ -264,6 +279,12 @@ def redis_points(args, bench):
             row = {"tier": "redis", "size": size, "pipeline": args.redis_pipeline, "clients": args.redis_clients,
                    "requests": requests, "samples": samples, "median": med,
                    "set_ratio": med["ours_set"] / med["rb_set"], "get_ratio": med["ours_get"] / med["rb_get"]}
+            if before:
+                row["set_vs_before"] = med["ours_set"] / med["before_set"]
+                row["get_vs_before"] = med["ours_get"] / med["before_get"]
+                print(f"  redis {fmt_size(size):>7}: the build before: set {med['before_set']:.3f} "
+                      f"({row['set_vs_before']:.2f}x of it), get {med['before_get']:.3f} "
+                      f"({row['get_vs_before']:.2f}x of it)", flush=True)
             rows.append(row)
             print(f"  redis {fmt_size(size):>7}: set {med['ours_set']:.3f} vs {med['rb_set']:.3f} "
                   f"({row['set_ratio']:.2f}x), get {med['ours_get']:.3f} vs {med['rb_get']:.3f} "
@@ -302,12 +323,26 @@ def table(rows):
             lines.append(f"| c={r['clients']} | {fmt_size(r['size'])} | {r['pipeline']} | {m['ours_set']:.3f} "
                          f"| {m['rb_set']:.3f} | **{r['set_ratio']:.2f}** | {m['ours_get']:.3f} | {m['rb_get']:.3f} "
                          f"| **{r['get_ratio']:.2f}** | {m['ours_set_distinct']:.3f} | {m['ours_get_distinct']:.3f} |")
+    compared = [r for r in rows if "put_vs_before" in r or "set_vs_before" in r]
+    if compared:
+        lines += ["", "| tier | block | write: before GB/s | after GB/s | **after / before** | read: before GB/s "
+                  "| after GB/s | **after / before** |", "|---|---|---|---|---|---|---|---|"]
+        for r in compared:
+            m = r["median"]
+            w, rd = ("put", "get") if r["tier"] == "file" else ("set", "get")
+            name = f"file, {'O_DIRECT' if r['direct'] else 'buffered'}" if r["tier"] == "file" else "redis"
+            lines.append(f"| {name} | {fmt_size(r['size'])} | {m['before_' + w]:.3f} | {m['ours_' + w]:.3f} "
+                         f"| **{r[w + '_vs_before']:.2f}** | {m['before_' + rd]:.3f} | {m['ours_' + rd]:.3f} "
+                         f"| **{r[rd + '_vs_before']:.2f}** |")
     return "\n".join(lines)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-dir", default="build", help="where ferry-store-bench was built")
+    ap.add_argument("--before-build-dir",
+                    help="an older build's tree (its bench/xfer/store/ferry-store-bench): measured in the same "
+                         "rotation, to show what a change did (after / before)")
     ap.add_argument("--dir", default="/var/tmp", help="a directory on the disk to measure (not tmpfs)")
     ap.add_argument("--file-sizes", default="64KiB,1MiB,4MiB")
     ap.add_argument("--file-qd", type=int, default=32, help="fio --iodepth and the tier's qd=")
@@ -337,6 +372,11 @@ def main():
         bench = os.path.join(args.build_dir, "bench/xfer/store/ferry-store-bench")
         if not os.access(bench, os.X_OK):
             raise BenchError(f"{bench} not found: build the ferry-store-bench target first")
+        before = None
+        if args.before_build_dir:
+            before = os.path.join(args.before_build_dir, "bench/xfer/store/ferry-store-bench")
+            if not os.access(before, os.X_OK):
+                raise BenchError(f"{before} not found")
         for tool in (["fio"] if not args.skip_file else []) + (
                 ["redis-server", "redis-benchmark", "redis-cli"] if not args.skip_redis else []):
             if shutil.which(tool) is None:
@@ -345,10 +385,10 @@ def main():
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         if not args.skip_file:
             print(f"file tier vs fio in {args.dir} ({fs_type(args.dir)}):", flush=True)
-            rows += file_points(args, bench)
+            rows += file_points(args, bench, before)
         if not args.skip_redis:
             print("redis tier vs redis-benchmark:", flush=True)
-            rows += redis_points(args, bench)
+            rows += redis_points(args, bench, before)
     except (BenchError, KeyError, subprocess.TimeoutExpired) as e:
         print(f"store_bench: {e}", file=sys.stderr)
         return 1

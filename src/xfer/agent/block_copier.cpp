@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "xfer/checksum/checksum.h"
-#include "xfer/checksum/leaf_segments.h"
+#include "xfer/gpu/leaf_segments.h"
 #include "xfer/checksum/xxh3_parts.h"
 
 namespace ferry::xfer::agent {
@@ -70,7 +70,7 @@ XferStatus BlockCopier::start_push(int lane, Flight& f, std::span<const BlockRef
     const BlockRef& b = blocks[k];
     if (b.on_device && b.len > 0) {
       f.seg_of[k] = f.segs.size();
-      append_leaves({b.host, b.app, b.len}, &f.segs);
+      gpu::append_leaves({b.host, b.app, b.len}, &f.segs);
     } else {
       std::memcpy(b.host, b.app, b.len);
       sums[k] = checksum({b.host, b.len});
@@ -92,7 +92,7 @@ XferStatus BlockCopier::finish_push(int lane, Flight& f, std::span<const BlockRe
   for (std::size_t k = 0; k < blocks.size(); ++k) {
     const std::size_t i = f.seg_of[k];
     if (i == Flight::kNoSeg) continue;
-    const auto sum = checksum_from_leaves(f.gpu_sums, f.hashed, i, blocks[k].len);
+    const auto sum = gpu::checksum_from_leaves(f.gpu_sums, f.hashed, i, blocks[k].len);
     sums[k] = sum ? *sum : checksum({blocks[k].host, blocks[k].len});
   }
   return XferStatus::Ok;
@@ -182,7 +182,7 @@ XferStatus BlockCopier::start_pull(int lane, Flight& f, std::span<const BlockRef
     if (b.on_device) {
       f.seg_of[k] = f.segs.size();
       if (f.way.kernel)
-        append_leaves({b.app, b.host, b.len}, &f.segs);
+        gpu::append_leaves({b.app, b.host, b.len}, &f.segs);
       else
         f.segs.push_back({b.app, b.host, b.len});
     } else {
@@ -212,7 +212,7 @@ XferStatus BlockCopier::finish_pull(int lane, Flight& f, std::span<const BlockRe
     if (!verify[k]) continue;
     const std::size_t i = f.seg_of[k];
     std::optional<std::uint64_t> by_gpu;
-    if (i != Flight::kNoSeg) by_gpu = checksum_from_leaves(f.gpu_sums, f.hashed, i, blocks[k].len);
+    if (i != Flight::kNoSeg) by_gpu = gpu::checksum_from_leaves(f.gpu_sums, f.hashed, i, blocks[k].len);
     sums[k] = by_gpu ? *by_gpu : checksum({blocks[k].host, blocks[k].len});
   }
   if (by_engines) {  // drain the engines' DMA even after a failure

@@ -14,7 +14,7 @@
 //
 // Every call is per lane (a CUDA stream, one thread at a time) and per batch:
 // a batch's blocks all move one Way (the mover cuts batches where it changes).
-// Errors follow api/fault.h: raised into the job's Fault where they start.
+// Errors follow base/fault.h: raised into the job's Fault where they start.
 
 #include <cstddef>
 #include <cstdint>
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "ferry/xfer/types.h"
-#include "xfer/api/fault.h"
+#include "xfer/base/fault.h"
 #include "xfer/gpu/gpu.h"
 
 namespace ferry::xfer::agent {

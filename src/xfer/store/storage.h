@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "xfer/api/fault.h"
+#include "xfer/base/fault.h"
 #include "xfer/store/reservable.h"
 #include "xfer/store/tier.h"
 

@@ -11,7 +11,7 @@
 // - Every object is stored with its checksum (checksum/checksum.h's, computed by
 //   the caller) and get verifies it: a mismatch is ChecksumMismatch, and the
 //   bytes are not reported as data.
-// - Errors follow api/fault.h: the data path is noexcept; each item gets a
+// - Errors follow base/fault.h: the data path is noexcept; each item gets a
 //   status; the text that explains a failure (naming the key and the cause) is
 //   raised once into the call's Fault, where it starts. One bad item never fails
 //   the others in the batch, and the tier keeps working. NotFound (a miss) and
@@ -32,7 +32,7 @@
 
 #include "ferry/core/bytes.h"
 #include "ferry/xfer/types.h"
-#include "xfer/api/fault.h"
+#include "xfer/base/fault.h"
 
 namespace ferry::xfer::store {
 

@@ -26,7 +26,7 @@
 #include <span>
 #include <vector>
 
-#include "xfer/api/fault.h"
+#include "xfer/base/fault.h"
 #include "xfer/checksum/xxh3_parts.h"
 #include "xfer/gpu/gpu.h"
 

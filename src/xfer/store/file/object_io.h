@@ -6,7 +6,7 @@
 // io_uring ring (uring_batch.h): each op below is one ring slot's state, laid
 // out here, submitted and completed there, settled here again.
 //
-// Errors follow api/fault.h: a function that fails composes the text once,
+// Errors follow base/fault.h: a function that fails composes the text once,
 // naming the key and the file, raises it into the call's Fault and returns its
 // status. What is an answer rather than a failure (a file that is gone,
 // NotFound) is returned without raising: the caller decides whether the key

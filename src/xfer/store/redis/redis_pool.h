@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "xfer/api/fault.h"
+#include "xfer/base/fault.h"
 #include "xfer/store/redis/resp_io.h"
 
 struct redisContext;

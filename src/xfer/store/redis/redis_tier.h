@@ -27,7 +27,7 @@
 // GETRANGE included) resets it, and it fails under an LFU maxmemory-policy.
 // used() is the bytes of the keys this process knows of.
 //
-// Errors (api/fault.h): a lost connection is raised once per call (Unavailable,
+// Errors (base/fault.h): a lost connection is raised once per call (Unavailable,
 // naming the server and why), and every item it leaves unanswered is
 // Unavailable; an error reply, a value that is not ours or does not verify, is
 // raised for its key. A miss (NotFound) and a full Redis (NoSpace) are answers,

@@ -9,7 +9,7 @@
 // connection: a pipeline always reads every reply it asked for, so hiredis finds
 // nothing of ours left in the socket.
 //
-// Errors (api/fault.h): these calls are noexcept and compose no text. They
+// Errors (base/fault.h): these calls are noexcept and compose no text. They
 // return a RespError, which names the failure with static words and an errno;
 // the tier, which knows the server's address and what it was doing, composes the
 // message once (describe()) and raises it.

@@ -1,7 +1,7 @@
 #pragma once
 // The copy kernel hashes each segment it is given with one serial XXH3 fold
 // (cuda/copy_kernel.h), which for a 32 MiB block ran about 1 ms after its copy.
-// So a block larger than one checksum leaf (store/checksum.h) goes to the kernel
+// So a block larger than one checksum leaf (checksum/checksum.h) goes to the kernel
 // as its leaves, which it hashes side by side, and the block's checksum is made
 // from theirs on the CPU (a hash of 8 bytes per 64 KiB).
 
@@ -13,10 +13,10 @@
 
 #include "xfer/gpu/gpu.h"
 
-namespace ferry::xfer {
+namespace ferry::xfer::gpu {
 
 // Appends seg cut at leaf boundaries (seg itself when it fits in one leaf).
-void append_leaves(const gpu::Segment& seg, std::vector<gpu::Segment>* segs);
+void append_leaves(const Segment& seg, std::vector<Segment>* segs);
 
 // The checksum of a block of len bytes whose leaves are segments first,
 // first + 1, ... of a batch the kernel hashed (sums and hashed as
@@ -27,4 +27,4 @@ std::optional<std::uint64_t> checksum_from_leaves(std::span<const std::uint64_t>
                                                   std::span<const std::uint8_t> hashed, std::size_t first,
                                                   std::uint64_t len);
 
-}  // namespace ferry::xfer
+}  // namespace ferry::xfer::gpu

@@ -1,13 +1,13 @@
-#include "xfer/checksum/leaf_segments.h"
+#include "xfer/gpu/leaf_segments.h"
 
 #include <algorithm>
 
 #include "xfer/checksum/checksum.h"
 
-namespace ferry::xfer {
+namespace ferry::xfer::gpu {
 
 
-void append_leaves(const gpu::Segment& seg, std::vector<gpu::Segment>* segs) {
+void append_leaves(const Segment& seg, std::vector<Segment>* segs) {
   auto* dst = static_cast<std::uint8_t*>(seg.dst);
   const auto* src = static_cast<const std::uint8_t*>(seg.src);
   std::size_t at = 0;
@@ -29,4 +29,4 @@ std::optional<std::uint64_t> checksum_from_leaves(std::span<const std::uint64_t>
   return combine_leaf_sums(sums.subspan(first, leaves));
 }
 
-}  // namespace ferry::xfer
+}  // namespace ferry::xfer::gpu

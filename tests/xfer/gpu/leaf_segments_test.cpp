@@ -1,14 +1,14 @@
 // How the agent hands a large block to the copy kernel as checksum leaves, and
 // rebuilds the block's checksum from theirs: the GPU path, checked on the CPU
 // (the kernel's per-segment XXH3 is checked in xxh3_parts_test.cpp).
-#include "xfer/checksum/leaf_segments.h"
+#include "xfer/gpu/leaf_segments.h"
 
 #include <gtest/gtest.h>
 
 #include "xfer/checksum/checksum.h"
 #include "xfer/store/store_test_util.h"
 
-namespace ferry::xfer {
+namespace ferry::xfer::gpu {
 namespace {
 
 
@@ -69,4 +69,4 @@ TEST(LeafSegments, AnUnhashedLeafOrAMissingOneLeavesTheBlockToTheCpu) {
 }
 
 }  // namespace
-}  // namespace ferry::xfer
+}  // namespace ferry::xfer::gpu

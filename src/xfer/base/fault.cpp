@@ -1,4 +1,4 @@
-#include "xfer/api/fault.h"
+#include "xfer/base/fault.h"
 
 #include "core/log.h"
 
