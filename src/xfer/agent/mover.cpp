@@ -292,7 +292,9 @@ void DataMover::end_write(int lane, Flight& f) {
     }
   }
   // What storage did not adopt goes back now (a failed copy, a put that went to
-  // a lower tier, a duplicate key).
+  // a lower tier). The adopted ranges are let go of without a lookup each: at
+  // 16 KiB blocks, a release per block under the pool's lock cost 4% of a push.
+  if (f.copied == XferStatus::Ok) f.lease.forget_adopted(f.items, storage_.zero_copy_tier());
   f.lease.release();
 }
 
@@ -327,7 +329,7 @@ void DataMover::begin_read(int lane, Flight& f) {
     b.len = 0;
     if (auto& got = found[k]) {
       r.size = got->bytes.size;
-      job.tiers[first + k] = storage_.borrowed_tier();
+      job.tiers[first + k] = storage_.zero_copy_tier();
       if (got->bytes.size > d.len) {
         r.status = job.fault.raise(XferStatus::TooLarge,
                                    "'" + std::string(d.key) + "' has " + std::to_string(got->bytes.size) +

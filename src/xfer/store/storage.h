@@ -28,6 +28,15 @@ class Lease {
 
   // ranges()[i] answers the reserve() call's sizes[i]; an empty range: no room.
   std::span<const Reserved> ranges() const noexcept { return ranges_; }
+  // After a put whose items[i] carried ranges()[i]: a range whose item the
+  // zero-copy tier stored was adopted (the Reservable contract), so the lease
+  // lets go of it without asking the tier. Only the others cost a release.
+  void forget_adopted(std::span<const PutItem> items, int zero_copy_tier) noexcept {
+    for (std::size_t i = 0; i < items.size() && i < ranges_.size(); ++i)
+      if (items[i].status == XferStatus::Ok && items[i].tier == zero_copy_tier &&
+          ranges_[i].range.data != nullptr && items[i].data.data == ranges_[i].range.data)
+        ranges_[i] = Reserved{};
+  }
   void release() noexcept {
     if (owner_ != nullptr && !ranges_.empty()) owner_->release(ranges_);
     ranges_.clear();
@@ -63,10 +72,10 @@ class Storage {
   // where storage offers none.
   virtual void reserve(std::span<const std::uint64_t> sizes, Lease& lease) noexcept = 0;
   // Objects read in place (reservable.h's Borrowed); nullopt where absent or
-  // where storage cannot lend them (the caller then get()s them). item.tier of
-  // a borrowed object is borrowed_tier().
+  // where storage cannot lend them (the caller then get()s them).
   virtual void borrow(std::span<const std::string_view> keys, std::span<std::optional<Borrowed>> out) noexcept = 0;
-  virtual int borrowed_tier() const noexcept = 0;
+  // The index of the tier that lends ranges and borrowed bytes.
+  virtual int zero_copy_tier() const noexcept = 0;
   // The memory reserved and borrowed bytes lie in, for the caller to pin for
   // DMA once; empty when there is none.
   virtual std::span<std::byte> dma_memory() const noexcept = 0;

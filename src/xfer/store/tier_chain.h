@@ -80,7 +80,7 @@ class TierChain final : public Storage {
   // The top tier's Reservable, when it has one (the dram tier).
   void reserve(std::span<const std::uint64_t> sizes, Lease& lease) noexcept override;
   void borrow(std::span<const std::string_view> keys, std::span<std::optional<Borrowed>> out) noexcept override;
-  int borrowed_tier() const noexcept override { return 0; }
+  int zero_copy_tier() const noexcept override { return 0; }
   std::span<std::byte> dma_memory() const noexcept override;
 
   struct Found {
