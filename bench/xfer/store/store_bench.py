@@ -142,6 +142,16 @@ def fio(target, rw, size, qd, total, direct, per_object=False):
     return job["write" if rw == "write" else "read"]["bw_bytes"] / 1e9
 
 
+def rotated(programs, rep):
+    """The order of repeat `rep`: rotated, so that drift in the machine spreads
+    over every program, and reversed every other time, so that no program always
+    runs right after the same one (whose clean-up, a deleted directory's discards
+    say, could slow the next)."""
+    k = rep % len(programs)
+    order = programs[k:] + programs[:k]
+    return order[::-1] if (rep // len(programs)) % 2 else order
+
+
 def sync_disk():
     os.sync()  # earlier runs' dirty pages must not be written back during the next measurement
 
@@ -157,9 +167,7 @@ def file_points(args, bench, before=None):
                 if before:
                     samples.update({"before_put": [], "before_get": []})
                 for rep in range(args.repeat):
-                    # Rotate the order, so that drift in the machine spreads over all of them.
-                    order = ["ours", "fio", "fio_files"] + (["before"] if before else [])
-                    order = order[rep % len(order):] + order[:rep % len(order)]
+                    order = rotated(["ours", "fio", "fio_files"] + (["before"] if before else []), rep)
                     for who in order:
                         sync_disk()
                         if who in ("ours", "before"):
@@ -255,8 +263,7 @@ def redis_points(args, bench, before=None):
             if before:
                 samples.update({"before_set": [], "before_get": []})
             for rep in range(args.repeat):
-                order = ["ours", "rb"] + (["before"] if before else [])
-                order = order[rep % len(order):] + order[:rep % len(order)]
+                order = rotated(["ours", "rb"] + (["before"] if before else []), rep)
                 for who in order:
                     redis_cmd(port, "flushall")
                     if who == "ours":

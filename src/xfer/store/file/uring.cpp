@@ -45,4 +45,13 @@ void UringPool::put_back(std::unique_ptr<Uring> ring) {
   idle_.push_back(std::move(ring));
 }
 
+std::optional<UringPool::Lease> UringPool::take_or_raise(std::string_view who, Fault& fault) noexcept {
+  try {
+    return take();
+  } catch (const std::exception& e) {
+    static_cast<void>(fault.raise(XferStatus::IoError, std::string(who) + ": " + e.what()));
+    return std::nullopt;
+  }
+}
+
 }  // namespace ferry::xfer::store

@@ -7,7 +7,11 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <vector>
+
+#include "xfer/base/fault.h"
 
 namespace ferry::xfer::store {
 
@@ -55,6 +59,9 @@ class UringPool {
 
   // Throws ferry::Error when a new ring cannot be made.
   Lease take();
+  // take() on the data path: none, raised naming `who`, when a new ring cannot
+  // be made (too many open files); the caller fails its call's items.
+  std::optional<Lease> take_or_raise(std::string_view who, Fault& fault) noexcept;
 
  private:
   void put_back(std::unique_ptr<Uring> ring);
