@@ -68,6 +68,7 @@ std::optional<std::string> reencode(Type type, std::string_view body) {
     }
     case Type::ListReply:
     case Type::RemoveReply:
+    case Type::ExistsReply:
     case Type::StatsReply:
     case Type::CallError: {
       CallReply m;
@@ -77,6 +78,7 @@ std::optional<std::string> reencode(Type type, std::string_view body) {
     case Type::Deregister:
     case Type::List:
     case Type::Remove:
+    case Type::Exists:
     case Type::Stats: {
       CallMsg m;
       if (!decode(type, body, &m)) return std::nullopt;
@@ -132,7 +134,7 @@ std::vector<Expected> walk(const std::uint8_t* data, std::size_t size, bool* cle
     const std::uint32_t wire_type = ferry::wire::load_be32(p + 4);
     const bool good = wire_size >= kFrameHeader && wire_size <= kMaxFrame &&
                       wire_type >= static_cast<std::uint32_t>(Type::Hello) &&
-                      wire_type <= static_cast<std::uint32_t>(Type::CallError);
+                      wire_type <= static_cast<std::uint32_t>(kLastType);
     Type type{};
     std::size_t body_len = 0;
     try {

@@ -7,7 +7,7 @@ namespace ferry::app {
 void register_kv(CLI::App& app, GeneralFlags& general, Command& command) {
   static xfer::KvOptions o;
   static xfer::KvBenchOptions b;
-  CLI::App* kv = app.add_subcommand("kv", "Objects in a running 'ferry agent': push, pull, ls, rm, bench");
+  CLI::App* kv = app.add_subcommand("kv", "Objects in a running 'ferry agent': push, pull, ls, rm, exists, bench");
   kv->require_subcommand(1);
   const auto endpoint = [](CLI::App* s, std::string& e) {
     s->add_option("--endpoint", e, "The agent: unix:NAME or tcp:HOST:PORT")->capture_default_str();
@@ -46,6 +46,12 @@ void register_kv(CLI::App& app, GeneralFlags& general, Command& command) {
   endpoint(rm, o.endpoint);
   rm->add_option("keys", o.keys, "Object keys")->required();
   rm->callback(run("kv", xfer::kv_rm));
+
+  CLI::App* exists = kv->add_subcommand("exists", "Whether some tier holds each key (one round trip; exit 1 if any is missing)");
+  add_general_flags(*exists, general);
+  endpoint(exists, o.endpoint);
+  exists->add_option("keys", o.keys, "Object keys")->required();
+  exists->callback(run("kv", xfer::kv_exists));
 
   CLI::App* bench = kv->add_subcommand(
       "bench",

@@ -121,4 +121,16 @@ int kv_rm(const KvOptions& o) {
   return n == o.keys.size() ? 0 : 1;
 }
 
+int kv_exists(const KvOptions& o) {
+  if (o.keys.empty()) throw Error("kv exists needs at least one KEY");
+  Agent agent = connect(o.endpoint, "ferry kv exists");
+  const std::vector<bool> found = agent.exists(o.keys);
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    std::printf("%s\t%s\n", found[i] ? "found" : "missing", o.keys[i].c_str());
+    n += found[i];
+  }
+  return n == o.keys.size() ? 0 : 1;
+}
+
 }  // namespace ferry::xfer

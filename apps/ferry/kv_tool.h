@@ -22,5 +22,7 @@ int kv_push(const KvOptions& o);
 int kv_pull(const KvOptions& o);
 int kv_ls(const KvOptions& o);
 int kv_rm(const KvOptions& o);
+// One line per key, "found" or "missing" and the key; exit 1 if any is missing.
+int kv_exists(const KvOptions& o);
 
 }  // namespace ferry::xfer

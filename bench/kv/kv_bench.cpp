@@ -46,15 +46,18 @@ void print_row(const Row& r) {
   std::fflush(stdout);
 }
 
-Row run_agent_op(Agent& agent, XferOp op, const Buffer& buf, std::size_t block, std::size_t batch,
-                 std::size_t iterations) {
+// `memory`: what the application's memory is, in the row's name ("" for the
+// bench's Buffer; "plain" for memory the agent reaches by cross-memory attach).
+Row run_agent_op(Agent& agent, XferOp op, const void* base, std::size_t block, std::size_t batch,
+                 std::size_t iterations, const std::string& memory = {}) {
   std::vector<MemDesc> descs(batch);
   std::vector<std::string> keys(batch);
   for (std::size_t i = 0; i < batch; ++i) {
-    descs[i] = {reinterpret_cast<std::uint64_t>(buf.data()) + i * block, block, 0};
+    descs[i] = {reinterpret_cast<std::uint64_t>(base) + i * block, block, 0};
     keys[i] = "bench/" + std::to_string(block) + "/" + std::to_string(i);
   }
-  Row row{op == XferOp::Write ? "ferry push" : "ferry pull", block, batch, iterations};
+  Row row{std::string(op == XferOp::Write ? "ferry push" : "ferry pull") + (memory.empty() ? "" : " (" + memory + ")"),
+          block, batch, iterations};
   double prep = 0, post = 0, tx = 0;
   const auto start = Clock::now();
   for (std::size_t it = 0; it < iterations; ++it) {
@@ -170,6 +173,14 @@ int kv_bench(const KvBenchOptions& o) {
   buf.write(0, pattern.data(), buf_bytes);
   agent.register_memory(buf);
   void* host = buf.on_gpu() ? gpu::alloc_pinned(buf_bytes) : std::malloc(buf_bytes);
+  // Host memory Ferry did not allocate (what LMCache or NumPy hands over): the
+  // agent reaches it by cross-memory attach instead of a mapped memfd, and the
+  // two are measured side by side.
+  std::vector<std::uint8_t> plain;
+  if (!buf.on_gpu()) {
+    plain = pattern;
+    agent.register_memory(MemType::Dram, plain.data(), plain.size());
+  }
 
   std::printf("ferry kv bench: %s memory (%s), agent %s, tiers: ", o.mem.c_str(),
               buf.on_gpu() ? "GPU" : "host", o.endpoint.c_str());
@@ -181,14 +192,22 @@ int kv_bench(const KvBenchOptions& o) {
     const std::size_t batch = std::max<std::size_t>(1, o.batch_bytes / block);
     const std::size_t per_iter = batch * block;
     const std::size_t iterations = std::max<std::size_t>(1, o.total_bytes / per_iter);
-    run_agent_op(agent, XferOp::Write, buf, block, batch, 1);  // warm-up: first touch of tier memory
+    run_agent_op(agent, XferOp::Write, buf.data(), block, batch, 1);  // warm-up: first touch of tier memory
     std::vector<Row> results;
-    results.push_back(run_agent_op(agent, XferOp::Write, buf, block, batch, iterations));
+    results.push_back(run_agent_op(agent, XferOp::Write, buf.data(), block, batch, iterations));
     buf.write(0, std::vector<std::uint8_t>(per_iter, 0).data(), per_iter);  // so the pull must refill it
-    results.push_back(run_agent_op(agent, XferOp::Read, buf, block, batch, iterations));
+    results.push_back(run_agent_op(agent, XferOp::Read, buf.data(), block, batch, iterations));
     buf.read(0, back.data(), per_iter);
     if (std::memcmp(back.data(), pattern.data(), per_iter) != 0)
       throw Error("kv bench: pulled data differs from what was pushed (" + std::to_string(block) + "-byte blocks)");
+    if (!plain.empty()) {
+      results.push_back(run_agent_op(agent, XferOp::Write, plain.data(), block, batch, iterations, "plain"));
+      std::memset(plain.data(), 0, per_iter);
+      results.push_back(run_agent_op(agent, XferOp::Read, plain.data(), block, batch, iterations, "plain"));
+      if (std::memcmp(plain.data(), pattern.data(), per_iter) != 0)
+        throw Error("kv bench: pulled data differs from what was pushed (plain memory, " + std::to_string(block) +
+                    "-byte blocks)");
+    }
     if (o.baselines) {
       using M = gpu::CopyMethod;
       for (M m : buf.on_gpu() ? std::vector<M>{M::Loop, M::Batch, M::Kernel, M::Auto} : std::vector<M>{M::Loop}) {

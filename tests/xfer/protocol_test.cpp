@@ -48,6 +48,38 @@ TEST(XferProtocol, EveryTruncationOfAMessageIsRefused) {
   EXPECT_FALSE(decode(body + "x", &back)) << "trailing bytes must be refused too";
 }
 
+// The per-key answers of exists and remove: round trip, truncation, and a flag
+// that is neither 0 nor 1 refused (it would not encode back to the same bytes).
+TEST(XferProtocol, PerKeyAnswersRoundTripAndOnlyZeroOrOneIsAnAnswer) {
+  CallReply r;
+  r.call = 9;
+  r.count = 2;
+  r.found = {1, 0, 1};
+  const std::string body = body_of(encode(Type::ExistsReply, r));
+  CallReply back;
+  ASSERT_TRUE(decode(Type::ExistsReply, body, &back));
+  EXPECT_EQ(back.call, 9u);
+  EXPECT_EQ(back.count, 2u);
+  EXPECT_EQ(back.found, (std::vector<std::uint8_t>{1, 0, 1}));
+  for (std::size_t cut = 0; cut < body.size(); ++cut) {
+    CallReply t;
+    EXPECT_FALSE(decode(Type::ExistsReply, std::string_view(body).substr(0, cut), &t)) << "cut at " << cut;
+  }
+  std::string bad = body;
+  bad.back() = '\x02';
+  CallReply t;
+  EXPECT_FALSE(decode(Type::ExistsReply, bad, &t));
+
+  CallMsg ask;
+  ask.call = 9;
+  ask.keys = {"a", "b", "c"};
+  CallMsg ask_back;
+  ASSERT_TRUE(decode(Type::Exists, body_of(encode(Type::Exists, ask)), &ask_back));
+  EXPECT_EQ(ask_back.keys, ask.keys);
+  EXPECT_STREQ(to_string(Type::Exists), "exists");
+  EXPECT_STREQ(to_string(Type::ExistsReply), "exists_reply");
+}
+
 TEST(XferProtocol, AHostileCountDoesNotAllocateBeforeTheBodyRunsOut) {
   Encoder e;
   e.u64(1);

@@ -3,6 +3,7 @@
 // notifications instead of polling, the TCP mode, and an application that vanishes.
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/mman.h>
 
 #include <cstring>
 #include <thread>
@@ -84,6 +85,74 @@ TEST(XferRoundTrip, ManySmallBlocksInOneRequestAreBatchedAndStayInOrder) {
   for (std::size_t i = 0; i < kCount; ++i)
     ASSERT_EQ(std::memcmp(&back[i * kBlock], &data[(kCount - 1 - i) * kBlock], kBlock), 0) << "block " << i;
   EXPECT_EQ(agent.list("layer0/").size(), kCount);
+}
+
+// A batch's lookup and removal in one round trip each, with an answer per key
+// (what LMCache's exists and delete ask), in the caller's order.
+TEST(XferRoundTrip, ExistsAndRemoveAnswerPerKeyInOrder) {
+  FerryAgent agent_proc({"dram:16MiB"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  constexpr std::size_t kBlock = 4096, kCount = 4;
+  Buffer buf = Buffer::allocate(xfer_env().mem, kBlock * kCount);
+  const auto data = random_bytes(kBlock * kCount, 3);
+  buf.write(0, data.data(), data.size());
+  agent.register_memory(buf);
+  const auto stored = keys_of("chunk", kCount);
+  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, kCount, kBlock), stored), XferStatus::Ok);
+  const std::vector<std::string> asked = {stored[2], "missing", stored[0], stored[2], "also-missing"};
+  EXPECT_EQ(agent.exists(asked), (std::vector<bool>{true, false, true, true, false}));
+  EXPECT_EQ(agent.exists({}), std::vector<bool>{});
+  const std::vector<std::string> gone = {stored[1], "missing", stored[3], stored[1]};
+  EXPECT_EQ(agent.remove_each(gone), (std::vector<bool>{true, false, true, false}))
+      << "a key removed earlier in the same call is not there the second time";
+  EXPECT_EQ(agent.exists(stored), (std::vector<bool>{true, false, true, false}));
+  EXPECT_EQ(agent.remove(stored), 2u);
+  EXPECT_EQ(agent.exists(stored), (std::vector<bool>(kCount, false)));
+}
+
+// Memory Ferry did not allocate (what a NumPy array or LMCache's own pinned
+// buffer is): registered by address, reached by the agent's process with
+// process_vm_readv/writev, pushed and pulled back byte for byte, with blocks
+// on both sides of the zero-copy pool and of a staging slot.
+TEST(XferRoundTrip, PlainHostMemoryIsReachedByCrossMemoryAttach) {
+  FerryAgent agent_proc({"dram:16MiB"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  constexpr std::size_t kBlock = 64 << 10, kCount = 8;
+  std::vector<std::uint8_t> src = random_bytes(kBlock * kCount, 21);
+  std::vector<std::uint8_t> dst(kBlock * kCount, 0);
+  agent.register_memory(xfer::MemType::Dram, src.data(), src.size());
+  agent.register_memory(xfer::MemType::Dram, dst.data(), dst.size());
+  const auto at = [](std::vector<std::uint8_t>& v) {
+    std::vector<xfer::MemDesc> d;
+    for (std::size_t i = 0; i < kCount; ++i) d.push_back({reinterpret_cast<std::uint64_t>(v.data()) + i * kBlock, kBlock, 0});
+    return d;
+  };
+  const auto keys = keys_of("plain", kCount);
+  ASSERT_EQ(run_request(agent, XferOp::Write, at(src), keys), XferStatus::Ok);
+  ASSERT_EQ(run_request(agent, XferOp::Read, at(dst), keys), XferStatus::Ok);
+  EXPECT_EQ(dst, src);
+}
+
+// Registered memory the application then unmaps: the transfer fails with a
+// reason, and the agent goes on serving.
+TEST(XferRoundTrip, PlainMemoryUnmappedAfterRegistrationFailsTheTransferWithAReason) {
+  FerryAgent agent_proc({"dram:16MiB"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  constexpr std::size_t kLen = 1 << 20;
+  void* p = mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  std::memset(p, 7, kLen);
+  agent.register_memory(xfer::MemType::Dram, p, kLen);
+  munmap(p, kLen);
+  std::vector<xfer::DescResult> results;
+  EXPECT_EQ(run_request(agent, XferOp::Write, {{reinterpret_cast<std::uint64_t>(p), kLen, 0}}, {"gone"}, &results),
+            XferStatus::IoError);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_NE(results[0].error.find("not mapped"), std::string::npos) << results[0].error;
+  std::vector<std::uint8_t> fine = random_bytes(4096, 5);
+  agent.register_memory(xfer::MemType::Dram, fine.data(), fine.size());
+  EXPECT_EQ(run_request(agent, XferOp::Write, {{reinterpret_cast<std::uint64_t>(fine.data()), 4096, 0}}, {"fine"}),
+            XferStatus::Ok);
 }
 
 TEST(XferRoundTrip, CompletionRaisesTheNotifyFdWithTheMessage) {

@@ -122,6 +122,12 @@ TEST(XferTrust, OverTcpAnotherUsersProcessCannotBeNamed) {
   m.owner_fd = fd;
   const std::string answer = register_raw(sock, m, -1);
   EXPECT_NE(answer.find("does not run as uid 0"), std::string::npos) << answer;
+  // Nor can its plain memory be named for cross-memory attach.
+  m.call = 2;
+  m.reach = proto::Reach::ProcessMemory;
+  m.offset = 4096;
+  const std::string plain = register_raw(sock, m, -1);
+  EXPECT_NE(plain.find("does not run as uid 0"), std::string::npos) << plain;
   other.kill();
   std::filesystem::remove(out);
 }

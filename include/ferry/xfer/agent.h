@@ -93,9 +93,12 @@ class Agent {
   const std::vector<BackendInfo>& backends() const;
   const std::vector<std::string>& tiers() const;  // the agent's chain, top first
 
-  // Registration (set-up). A Buffer is reachable by construction; a raw pointer
-  // must be a cudaMalloc allocation (Vram, CUDA builds; a caching allocator's
-  // block inside a larger allocation is fine) or lie inside a registered Buffer.
+  // Registration (set-up). A Buffer is reachable by construction (the agent
+  // maps its memfd). A raw pointer is a cudaMalloc allocation (Vram, CUDA
+  // builds; a caching allocator's block inside a larger allocation is fine), a
+  // range inside a registered Buffer, or any other host memory of this
+  // process, which the agent copies with process_vm_readv/writev (this process
+  // then names the agent its ptracer: docs/xfer.md, "Memory the agent reaches").
   MemRegion register_memory(const Buffer& buffer);
   MemRegion register_memory(MemType type, const void* addr, std::uint64_t len, std::uint32_t dev_id = 0);
   void deregister_memory(const MemRegion& region);
@@ -129,10 +132,17 @@ class Agent {
   ObjectPage list_page(const std::string& prefix, const std::string& after = {}, std::uint32_t limit = 0);
   // Removes keys from every tier; returns how many existed.
   std::size_t remove(std::span<const std::string> keys);
+  // The same, one answer per key, in order: whether it existed and is gone.
+  std::vector<bool> remove_each(std::span<const std::string> keys);
+  // Whether some tier holds each key, in one round trip (no transfer, no listing).
+  std::vector<bool> exists(std::span<const std::string> keys);
   std::string stats_json();
 
  private:
   struct Impl;
+  // A call that asks one question per key (remove, exists): its answers.
+  std::vector<bool> per_key_call(std::uint32_t ask, std::uint32_t answer, const char* what,
+                                 std::span<const std::string> keys);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -14,6 +14,20 @@ namespace {
 // The unit of pipelining: a block is copied, and hashed, in pieces of this size.
 constexpr std::size_t kPieceBytes = 1u << 20;
 
+// A host block's bytes [at, at + len) from the application into host memory,
+// and back: memcpy, or cross-memory attach for another process's memory.
+XferStatus from_app(const BlockRef& b, std::size_t at, std::size_t len, Fault& fault) noexcept {
+  if (b.process != nullptr) return b.process->read(b.app + at, b.host + at, len, fault);
+  std::memcpy(b.host + at, b.app + at, len);
+  return XferStatus::Ok;
+}
+
+XferStatus to_app(const BlockRef& b, Fault& fault) noexcept {
+  if (b.process != nullptr) return b.process->write(b.app, b.host, b.len, fault);
+  std::memcpy(b.app, b.host, b.len);
+  return XferStatus::Ok;
+}
+
 }  // namespace
 
 BlockCopier::BlockCopier(const CopyOptions& options, int lanes, std::size_t slot_bytes) : options_(options) {
@@ -72,7 +86,7 @@ XferStatus BlockCopier::start_push(int lane, Flight& f, std::span<const BlockRef
       f.seg_of[k] = f.segs.size();
       gpu::append_leaves({b.host, b.app, b.len}, &f.segs);
     } else {
-      std::memcpy(b.host, b.app, b.len);
+      if (const XferStatus s = from_app(b, 0, b.len, fault); s != XferStatus::Ok) return s;
       sums[k] = checksum({b.host, b.len});
     }
   }
@@ -126,16 +140,16 @@ XferStatus BlockCopier::push_by_engines(int lane, std::span<const BlockRef> bloc
     segs.clear();
     wave_bytes = 0;
   };
-  for (std::size_t k = 0; k < blocks.size(); ++k) {
+  for (std::size_t k = 0; k < blocks.size() && s == XferStatus::Ok; ++k) {
     const BlockRef& b = blocks[k];
-    for (std::size_t at = 0; at < b.len; at += kPieceBytes) {
+    for (std::size_t at = 0; at < b.len && s == XferStatus::Ok; at += kPieceBytes) {
       const std::size_t len = std::min<std::size_t>(kPieceBytes, b.len - at);
       if (b.on_device) {
         segs.push_back({b.host + at, b.app + at, len});
         pieces.push_back({k, at, len, tickets.size()});
         if ((wave_bytes += len) >= wave_target) close_wave();
       } else {
-        std::memcpy(b.host + at, b.app + at, len);
+        s = from_app(b, at, len, fault);
         pieces.push_back({k, at, len, kNoWave});
       }
     }
@@ -185,8 +199,8 @@ XferStatus BlockCopier::start_pull(int lane, Flight& f, std::span<const BlockRef
         gpu::append_leaves({b.app, b.host, b.len}, &f.segs);
       else
         f.segs.push_back({b.app, b.host, b.len});
-    } else {
-      std::memcpy(b.app, b.host, b.len);
+    } else if (const XferStatus s = to_app(b, fault); s != XferStatus::Ok) {
+      return s;
     }
   }
   if (!f.way.kernel) return XferStatus::Ok;

@@ -12,6 +12,9 @@
 //   device blocks, by the engines  cudaMemcpyBatchAsync in waves of pieces, the
 //                                  CPU hashing each wave behind the next one's DMA
 //
+// Host blocks of another process's memory (process_memory.h) move by
+// process_vm_readv/writev instead of memcpy, hashed the same way.
+//
 // Every call is per lane (a CUDA stream, one thread at a time) and per batch:
 // a batch's blocks all move one Way (the mover cuts batches where it changes).
 // Errors follow base/fault.h: raised into the job's Fault where they start.
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "ferry/xfer/types.h"
+#include "xfer/agent/process_memory.h"
 #include "xfer/base/fault.h"
 #include "xfer/gpu/gpu.h"
 
@@ -44,9 +48,10 @@ struct CopyOptions {
 // One block of a batch: its bytes in host memory, and the application's side.
 struct BlockRef {
   std::uint8_t* host = nullptr;
-  std::uint8_t* app = nullptr;
-  std::size_t len = 0;  // 0: nothing to move (an empty object, or a pull that failed)
+  std::uint8_t* app = nullptr;  // in the application's process when `process` is set
+  std::size_t len = 0;          // 0: nothing to move (an empty object, or a pull that failed)
   bool on_device = false;
+  const ProcessMemory* process = nullptr;  // plain memory of the application's process (cross-memory attach)
 };
 
 class BlockCopier {

@@ -41,20 +41,28 @@ bool runs_wholly_as(pid_t pid, uid_t uid) {
 
 }  // namespace
 
-int take_owner_fd(pid_t pid, int fd, uid_t uid) {
-  if (pid <= 0 || fd < 0) throw Error("register over TCP: the memory's owner process and descriptor are missing");
+bool process_alive(int pidfd) noexcept { return pidfd_alive(pidfd); }
+
+int open_owner_process(pid_t pid, uid_t uid, const char* context) {
+  if (pid <= 0) throw Error(std::string(context) + ": the memory's owner process is missing");
   const int pidfd = pidfd_open_(pid);
   if (pidfd < 0)
-    throw Error("register over TCP: no process " + std::to_string(pid) + " on the agent's host (" +
-                std::strerror(errno) + "); a TCP client must run on the agent's machine to share memory");
-  const std::string who = "process " + std::to_string(pid);
+    throw Error(std::string(context) + ": no process " + std::to_string(pid) + " on the agent's host (" +
+                std::strerror(errno) + "); a client must run on the agent's machine to share memory");
   // The status file is read by pid, so the pidfd must still be that process
   // afterwards: a pid reused in between would show as a dead pidfd.
   if (!runs_wholly_as(pid, uid) || !pidfd_alive(pidfd)) {
     ::close(pidfd);
-    throw Error("register over TCP: " + who + " does not run as uid " + std::to_string(uid) +
-                ", the owner of this connection");
+    throw Error(std::string(context) + ": process " + std::to_string(pid) + " does not run as uid " +
+                std::to_string(uid) + ", the owner of this connection");
   }
+  return pidfd;
+}
+
+int take_owner_fd(pid_t pid, int fd, uid_t uid) {
+  if (pid <= 0 || fd < 0) throw Error("register over TCP: the memory's owner process and descriptor are missing");
+  const int pidfd = open_owner_process(pid, uid, "register over TCP");
+  const std::string who = "process " + std::to_string(pid);
   const int got = pidfd_getfd_(pidfd, fd);
   const int err = errno;
   if (got < 0) {

@@ -17,4 +17,12 @@ namespace ferry::xfer::agent {
 // after taking it). Throws ferry::Error with a reason for the application.
 int take_owner_fd(pid_t pid, int fd, uid_t uid);
 
+// A pidfd of process `pid` once its real, effective, saved and filesystem uids
+// are all `uid`: the process an application's memory may be reached in.
+// Throws ferry::Error naming `context` and the reason.
+int open_owner_process(pid_t pid, uid_t uid, const char* context);
+// Whether the process behind a pidfd still runs (a pid can be reused; a pidfd
+// cannot).
+bool process_alive(int pidfd) noexcept;
+
 }  // namespace ferry::xfer::agent

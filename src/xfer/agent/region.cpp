@@ -10,7 +10,8 @@
 
 namespace ferry::xfer::agent {
 
-std::shared_ptr<ImportedRegion> ImportedRegion::open(const proto::RegisterMsg& msg, int fd, bool gpu_here) {
+std::shared_ptr<ImportedRegion> ImportedRegion::open(const proto::RegisterMsg& msg, int fd, bool gpu_here, pid_t owner,
+                                                     uid_t uid) {
   // Closed on every way out: once mapped, the mapping keeps the memory alive.
   struct Closer {
     int fd;
@@ -31,6 +32,11 @@ std::shared_ptr<ImportedRegion> ImportedRegion::open(const proto::RegisterMsg& m
     r->device_ = static_cast<int>(msg.dev_id);
     r->ipc_base_ = gpu::open_ipc(msg.ipc_handle, r->device_);
     r->base_ = static_cast<std::uint8_t*>(r->ipc_base_) + msg.offset;
+    return r;
+  }
+  if (msg.reach == proto::Reach::ProcessMemory) {
+    r->process_ = ProcessMemory::open(owner, uid, msg.offset, msg.len);
+    r->base_ = reinterpret_cast<std::uint8_t*>(msg.offset);
     return r;
   }
   if (msg.reach != proto::Reach::Memfd) throw Error("unknown memory reach in register");
@@ -54,7 +60,9 @@ ImportedRegion::~ImportedRegion() {
 
 std::string ImportedRegion::describe() const {
   return std::string(to_string(type_)) + " " + std::to_string(len_) + " bytes" +
-         (on_device() ? " (CUDA IPC, GPU " + std::to_string(device_) + ")" : " (shared memory)");
+         (on_device()  ? " (CUDA IPC, GPU " + std::to_string(device_) + ")"
+          : process_ ? " (process " + std::to_string(process_->pid()) + "'s memory, cross-memory attach)"
+                     : " (shared memory)");
 }
 
 }  // namespace ferry::xfer::agent

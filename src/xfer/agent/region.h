@@ -1,7 +1,8 @@
 #pragma once
 // Application memory the agent has opened: a mapping of the application's memfd
-// (Dram, or Vram emulated without a GPU) or a CUDA IPC mapping of its cudaMalloc
-// allocation. Held by shared_ptr: a transfer in flight keeps its regions open even
+// (Dram, or Vram emulated without a GPU), a CUDA IPC mapping of its cudaMalloc
+// allocation, or plain host memory of the application's process, reached by
+// cross-memory attach (process_memory.h). Held by shared_ptr: a transfer in flight keeps its regions open even
 // if the application deregisters them or disconnects meanwhile.
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "ferry/xfer/types.h"
+#include "xfer/agent/process_memory.h"
 #include "xfer/wire/messages.h"
 
 namespace ferry::xfer::agent {
@@ -17,9 +19,12 @@ class ImportedRegion {
  public:
   // Opens the region a register message describes. `fd` (taken over) is the
   // memfd that came with it (SCM_RIGHTS, or taken from its owner over TCP), -1
-  // for CUDA IPC; it must be sealed against shrinking. Throws ferry::Error with a reason the
-  // application gets back (wrong size, no GPU here, bad handle ...).
-  static std::shared_ptr<ImportedRegion> open(const proto::RegisterMsg& msg, int fd, bool gpu_here);
+  // otherwise; it must be sealed against shrinking. `owner` and `uid`: the
+  // process whose memory a cross-memory-attach region is, which must run as
+  // the connection's uid. Throws ferry::Error with a reason the application
+  // gets back (wrong size, no GPU here, bad handle, no permission ...).
+  static std::shared_ptr<ImportedRegion> open(const proto::RegisterMsg& msg, int fd, bool gpu_here, pid_t owner = 0,
+                                              uid_t uid = 0);
   ~ImportedRegion();
   ImportedRegion(const ImportedRegion&) = delete;
   ImportedRegion& operator=(const ImportedRegion&) = delete;
@@ -27,8 +32,11 @@ class ImportedRegion {
   MemType type() const noexcept { return type_; }
   std::uint64_t len() const noexcept { return len_; }
   bool on_device() const noexcept { return ipc_base_ != nullptr; }
-  // The region's first byte in this process (a device address when on_device()).
+  // The region's first byte in this process (a device address when
+  // on_device()), or, for another process's memory (process() set), in that
+  // process: never dereferenced here.
   std::uint8_t* base() const noexcept { return base_; }
+  const ProcessMemory* process() const noexcept { return process_.get(); }
   std::string describe() const;
 
  private:
@@ -40,6 +48,7 @@ class ImportedRegion {
   std::size_t map_len_ = 0;
   void* ipc_base_ = nullptr;  // CUDA IPC mapping
   int device_ = 0;
+  std::unique_ptr<ProcessMemory> process_;  // cross-memory attach
 };
 
 }  // namespace ferry::xfer::agent

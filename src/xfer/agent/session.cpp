@@ -238,6 +238,7 @@ bool Session::handle(proto::Frame& f) {
     case proto::Type::Deregister:
     case proto::Type::List:
     case proto::Type::Remove:
+    case proto::Type::Exists:
     case proto::Type::Stats: on_call(f); return true;
     default: throw Error(std::string("unexpected ") + proto::to_string(f.type) + " from an application");
   }
@@ -292,7 +293,11 @@ void Session::on_register(const proto::Frame& f, int fd) {
     } else if (msg.reach == proto::Reach::Memfd && fd < 0) {
       throw Error("register: shared memory must come with its memfd (SCM_RIGHTS); the agent opens no paths");
     }
-    auto region = ImportedRegion::open(msg, std::exchange(fd, -1), ctx_.gpu_here);
+    // Another process's plain memory is only ever the connected application's
+    // own: its pid from the kernel (Unix), or named by it and checked to run
+    // as the connection's uid (TCP).
+    const pid_t owner = tcp_ ? static_cast<pid_t>(msg.owner_pid) : peer_.pid;
+    auto region = ImportedRegion::open(msg, std::exchange(fd, -1), ctx_.gpu_here, owner, peer_.uid);
     const std::uint64_t id = ctx_.next_region.fetch_add(1);
     log::app().debug("{}: registered region {}: {}", name_, id, region->describe());
     regions_.emplace(id, std::move(region));
@@ -459,11 +464,25 @@ void Session::on_call(const proto::Frame& f) {
       return;
     }
     case proto::Type::Remove:
+      r.found.reserve(m.keys.size());
       for (const auto& k : m.keys) {
         Fault fault;  // a copy that stays (Redis down) is logged where it failed
-        if (ctx_.chain->remove(ns_ + k, fault) == XferStatus::Ok) ++r.count;
+        const bool removed = ctx_.chain->remove(ns_ + k, fault) == XferStatus::Ok;
+        r.found.push_back(removed ? 1 : 0);
+        r.count += removed;
       }
       post(proto::encode(proto::Type::RemoveReply, r));
+      return;
+    case proto::Type::Exists:
+      // Where any tier holds the key: what an application asks before it pulls
+      // a batch (LMCache's lookup), without listing the whole key space.
+      r.found.reserve(m.keys.size());
+      for (const auto& k : m.keys) {
+        const bool there = ctx_.chain->stat(ns_ + k).has_value();
+        r.found.push_back(there ? 1 : 0);
+        r.count += there;
+      }
+      post(proto::encode(proto::Type::ExistsReply, r));
       return;
     case proto::Type::Stats:
       r.text = ctx_.stats_json();

@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <sstream>
@@ -253,9 +254,17 @@ MemRegion Agent::register_memory(MemType type, const void* addr, std::uint64_t l
     for (const auto& b : impl_->host_buffers)
       if (a >= b.addr && len <= b.len && a - b.addr <= b.len - len) hb = b;
   }
-  if (hb.memfd < 0)
-    throw Error("register_memory: host memory must come from ferry::xfer::Buffer::allocate (the agent maps "
-                "it through the buffer's memfd); register the Buffer first");
+  // Memory Ferry did not allocate (a NumPy array, a framework's pinned pool):
+  // the agent reaches it in this process by cross-memory attach, which the
+  // kernel allows once this process names the agent as its ptracer (Yama's
+  // ptrace_scope 1; without Yama, the same uid suffices).
+  if (hb.memfd < 0) {
+    msg.reach = proto::Reach::ProcessMemory;
+    msg.offset = a;
+    if (impl_->endpoint.tcp) msg.owner_pid = static_cast<std::uint32_t>(getpid());
+    if (impl_->agent_pid != 0) (void)prctl(PR_SET_PTRACER, static_cast<unsigned long>(impl_->agent_pid), 0, 0, 0);
+    return impl_->finish_register(msg, -1, a);
+  }
   msg.reach = proto::Reach::Memfd;
   msg.offset = a - hb.addr;
   if (impl_->endpoint.tcp) {
@@ -414,15 +423,32 @@ std::vector<ObjectInfo> Agent::list(const std::string& prefix) {
   return all;
 }
 
-std::size_t Agent::remove(std::span<const std::string> keys) {
+std::vector<bool> Agent::per_key_call(std::uint32_t ask, std::uint32_t answer, const char* what,
+                                      std::span<const std::string> keys) {
   proto::CallMsg m;
   m.call = impl_->new_call_id();
   m.keys.assign(keys.begin(), keys.end());
-  proto::Frame f = impl_->call(m.call, proto::encode(proto::Type::Remove, m));
+  proto::Frame f = impl_->call(m.call, proto::encode(static_cast<proto::Type>(ask), m));
   proto::CallReply r;
-  if (f.type != proto::Type::RemoveReply || !proto::decode(f.type, f.body, &r))
-    throw Error("unexpected reply to remove from the agent");
-  return r.count;
+  if (f.type != static_cast<proto::Type>(answer) || !proto::decode(f.type, f.body, &r) ||
+      r.found.size() != keys.size())
+    throw Error(std::string("unexpected reply to ") + what + " from the agent");
+  return std::vector<bool>(r.found.begin(), r.found.end());
+}
+
+std::vector<bool> Agent::remove_each(std::span<const std::string> keys) {
+  return per_key_call(static_cast<std::uint32_t>(proto::Type::Remove), static_cast<std::uint32_t>(proto::Type::RemoveReply),
+                      "remove", keys);
+}
+
+std::size_t Agent::remove(std::span<const std::string> keys) {
+  const std::vector<bool> removed = remove_each(keys);
+  return static_cast<std::size_t>(std::count(removed.begin(), removed.end(), true));
+}
+
+std::vector<bool> Agent::exists(std::span<const std::string> keys) {
+  return per_key_call(static_cast<std::uint32_t>(proto::Type::Exists), static_cast<std::uint32_t>(proto::Type::ExistsReply),
+                      "exists", keys);
 }
 
 std::string Agent::stats_json() {

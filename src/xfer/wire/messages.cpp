@@ -198,6 +198,8 @@ std::string encode(Type type, const CallReply& m) {
     e.u64(o.size);
     e.str(o.tier);
   }
+  e.u32(static_cast<std::uint32_t>(m.found.size()));
+  for (const std::uint8_t f : m.found) e.u8(f);
   return e.frame(type);
 }
 
@@ -215,6 +217,13 @@ bool decode(Type, std::string_view body, CallReply* m) {
     o.size = d.u64();
     o.tier = d.str(256);
     m->objects.push_back(std::move(o));
+  }
+  const std::uint32_t answers = d.u32();
+  if (answers > kMaxItems) return false;
+  for (std::uint32_t i = 0; i < answers && !d.failed(); ++i) {
+    const std::uint8_t f = d.u8();
+    if (f > 1) return false;
+    m->found.push_back(f);
   }
   return finish(d);
 }

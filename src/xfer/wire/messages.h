@@ -32,10 +32,11 @@ struct RegisterMsg {
   std::uint32_t dev_id = 0;
   std::uint64_t len = 0;
   Reach reach = Reach::Memfd;
-  std::uint64_t offset = 0;     // of the region in the memfd or the CUDA allocation
-  // Memfd over TCP (no SCM_RIGHTS there): the process that holds the memfd, and
-  // its descriptor number there. The agent checks that the process runs as the
-  // connection's uid before it takes the descriptor.
+  std::uint64_t offset = 0;     // of the region in the memfd or the CUDA allocation; its address (ProcessMemory)
+  // Over TCP (no SCM_RIGHTS, no peer pid there): the application's process
+  // and, for a memfd, the descriptor's number there. The agent checks that the
+  // process runs as the connection's uid before it takes the descriptor or
+  // reaches the memory.
   std::uint32_t owner_pid = 0;
   std::int32_t owner_fd = -1;
   std::uint8_t ipc_handle[gpu::kIpcHandleSize] = {};
@@ -67,21 +68,22 @@ struct TransferDone {
   std::vector<DescResult> results;
 };
 
-struct CallReply {          // ListReply, RemoveReply, StatsReply, CallError share a shape
+struct CallReply {          // ListReply, RemoveReply, ExistsReply, StatsReply, CallError share a shape
   std::uint64_t call = 0;
   XferStatus status = XferStatus::Ok;
   std::string text;         // StatsReply: JSON; CallError: the message; ListReply: the next page's
                             // cursor (the last key listed), empty on the last page
-  std::uint64_t count = 0;  // RemoveReply: keys removed
+  std::uint64_t count = 0;  // RemoveReply: keys removed; ExistsReply: keys found
   std::vector<ObjectInfo> objects;  // ListReply
+  std::vector<std::uint8_t> found;  // RemoveReply, ExistsReply: one answer per key asked, in order
 };
 
-struct CallMsg {            // List, Remove, Stats, Deregister
+struct CallMsg {            // List, Remove, Exists, Stats, Deregister
   std::uint64_t call = 0;
   std::string prefix;             // List
   std::string after;              // List: only keys after this one (a page's cursor)
   std::uint32_t limit = 0;        // List: at most this many objects (0: the agent's page size)
-  std::vector<std::string> keys;  // Remove
+  std::vector<std::string> keys;  // Remove, Exists
   std::uint64_t region = 0;       // Deregister
 };
 

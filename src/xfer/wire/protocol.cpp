@@ -32,6 +32,8 @@ const char* to_string(Type t) noexcept {
     case Type::Stats: return "stats";
     case Type::StatsReply: return "stats_reply";
     case Type::CallError: return "call_error";
+    case Type::Exists: return "exists";
+    case Type::ExistsReply: return "exists_reply";
   }
   return "unknown";
 }
@@ -106,7 +108,7 @@ std::size_t check_frame_header(const std::uint8_t* header, Type* type) {
   if (size < kFrameHeader || size > kMaxFrame)
     throw Error("agent link: frame of " + std::to_string(size) + " bytes (the limit is " +
                 std::to_string(kMaxFrame) + ")");
-  if (t < static_cast<std::uint32_t>(Type::Hello) || t > static_cast<std::uint32_t>(Type::CallError))
+  if (t < static_cast<std::uint32_t>(Type::Hello) || t > static_cast<std::uint32_t>(kLastType))
     throw Error("agent link: unknown frame type " + std::to_string(t));
   *type = static_cast<Type>(t);
   return size - kFrameHeader;

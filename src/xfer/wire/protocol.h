@@ -23,7 +23,7 @@ namespace ferry::xfer::proto {
 
 // 2: memory over TCP is proven by the owner's pid and fd (no paths), HelloOk
 // names the agent's pid, List pages.
-inline constexpr std::uint32_t kVersion = 2;
+inline constexpr std::uint32_t kVersion = 3;
 inline constexpr std::size_t kFrameHeader = 8;
 inline constexpr std::size_t kMaxFrame = 64u << 20;  // a request of ~500k descriptors
 inline constexpr std::size_t kMaxKey = 4096;
@@ -43,7 +43,10 @@ enum class Type : std::uint32_t {
   Stats = 12,        // app -> agent: call id
   StatsReply = 13,   // agent -> app: call id, JSON text
   CallError = 14,    // agent -> app: call id, status, message (a set-up call failed)
+  Exists = 15,       // app -> agent: call id, keys
+  ExistsReply = 16,  // agent -> app: call id, per-key found flags
 };
+inline constexpr Type kLastType = Type::ExistsReply;
 
 const char* to_string(Type t) noexcept;
 
@@ -52,6 +55,8 @@ enum class Reach : std::uint8_t {
   Memfd = 0,     // sealed shared host memory: the fd travels with SCM_RIGHTS (Unix), or the agent takes
                  // it from the owner's process with pidfd_getfd (TCP, docs/security.md)
   CudaIpc = 1,   // a cudaIpcMemHandle_t (64 bytes) plus the offset of the region in its allocation
+  ProcessMemory = 2,  // plain host memory of the application's process, at `offset` there: the agent
+                      // copies it with process_vm_readv/writev (agent/process_memory.h)
 };
 
 class Encoder {
