@@ -133,7 +133,11 @@ std::string AgentService::Impl::build_stats() const {
     nlohmann::json tj;
     tj["tier"] = t.describe();
     tj["used_bytes"] = t.used();
-    if (t.capacity() != store::kUnbounded) tj["capacity_bytes"] = t.capacity();
+    // capacity_bytes: the configured bound, or what the medium allows now
+    // (capacity_bounded false: an unbounded file tier's disk); absent where
+    // nobody can say (Redis).
+    if (const auto cap = t.capacity_now(); cap != store::kUnbounded) tj["capacity_bytes"] = cap;
+    tj["capacity_bounded"] = t.capacity() != store::kUnbounded;
     j["tiers"].push_back(tj);
   }
   return j.dump();

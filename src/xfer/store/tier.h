@@ -73,6 +73,11 @@ class Tier {
   virtual std::string describe() const = 0;   // the spec it was made from, e.g. "dram:8GiB"
   virtual std::uint64_t capacity() const = 0;  // bytes, or kUnbounded
   virtual std::uint64_t used() const = 0;      // bytes of stored objects
+  // What the tier can hold at most, for an application's accounting (LMCache's
+  // max_capacity_gb): capacity() where that is bounded, else what the medium
+  // allows now (the file tier: its bytes plus the disk's free space);
+  // kUnbounded where nobody can say (Redis without maxmemory).
+  virtual std::uint64_t capacity_now() const { return capacity(); }
 
   // Stores each item; sets item.status to Ok or an error (NoSpace when this
   // tier has no room: the chain then evicts or moves on).

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -141,6 +142,15 @@ std::string FileTier::path_of(std::string_view key) const {
     if (e != nullptr && e->pack) return opts_.dir + "/" + e->pack->name;
   }
   return opts_.dir + "/" + object_file_name(key);
+}
+
+// An unbounded tier can grow into the free space of its file system (what an
+// unprivileged writer may use: f_bavail), so that is what it reports.
+std::uint64_t FileTier::capacity_now() const {
+  if (opts_.capacity != kUnbounded) return opts_.capacity;
+  struct statvfs fs {};
+  if (::statvfs(opts_.dir.c_str(), &fs) != 0) return kUnbounded;
+  return used() + static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
 }
 
 std::uint64_t FileTier::used() const {

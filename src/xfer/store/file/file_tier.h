@@ -81,6 +81,7 @@ class FileTier final : public Tier {
   std::string describe() const override { return spec_; }
   std::uint64_t capacity() const override { return opts_.capacity; }
   std::uint64_t used() const override;
+  std::uint64_t capacity_now() const override;
 
   void put(std::span<PutItem> items, Fault& fault) noexcept override;
   void get(std::span<GetItem> items, Fault& fault) noexcept override;

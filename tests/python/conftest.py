@@ -1,0 +1,71 @@
+"""Fixtures for the Python package's tests: a real `ferry agent` per test,
+with a dram tier over a file tier in the test's own folder.
+
+The agent binary is $FERRY_BIN, or build/apps/ferry/ferry in this checkout."""
+
+import os
+import pathlib
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def ferry_bin() -> str:
+    path = os.environ.get("FERRY_BIN", str(ROOT / "build" / "apps" / "ferry" / "ferry"))
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"no ferry binary at {path}: build it (make build) or set FERRY_BIN")
+    return path
+
+
+class AgentProcess:
+    def __init__(self, folder: pathlib.Path, tiers, extra=()):
+        self.endpoint = f"unix:ferry-pytest-{uuid.uuid4().hex[:12]}"
+        ready = folder / "ready"
+        self.log_path = folder / "agent.log"
+        self.log = open(self.log_path, "w")
+        args = [ferry_bin(), "agent", "--endpoint", self.endpoint, "--gpu", os.environ.get("FERRY_TEST_GPU", "none"),
+                "--staging-mib", "64", "--ready-file", str(ready)]
+        for t in tiers:
+            args += ["--tier", t]
+        self.proc = subprocess.Popen(args + list(extra), stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"ferry agent did not start: {self.log_path.read_text()}")
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+@pytest.fixture
+def agent_process(tmp_path):
+    (tmp_path / "store").mkdir()
+    p = AgentProcess(tmp_path, ["dram:64MiB", f"file:{tmp_path / 'store'}"])
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def agent(agent_process):
+    import ferry
+    a = ferry.Agent(agent_process.endpoint, name="pytest")
+    yield a
+    a.close()
