@@ -1,10 +1,12 @@
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "ferry/core/status.h"
 #include "ferry/xfer/agent_service.h"
 #include "until_signal.h"
+#include "xfer/gpu/gpu.h"
 #include "xfer/store/sizes.h"
 
 namespace ferry::app {
@@ -18,7 +20,25 @@ struct AgentTextFlags {
   std::string kernel_below = "64MiB";
   std::string kernel_below_pull = "64MiB";
   std::string engines_from = "1MiB";
+  std::string pci;                    // -p: the GPU by PCI address (or index)
+  std::vector<std::string> backends;  // -b: the reference's backends, as tiers
+  bool tcp = false;                   // -T
 };
+
+constexpr const char* kDefaultStoreDir = "/var/tmp/ferry-agent";
+constexpr const char* kDefaultTcp = "127.0.0.1:7417";
+
+// -b NAME[:ARG]: the reference agent's backend, as a Ferry tier spec.
+std::string tier_from_backend(const std::string& backend) {
+  const auto colon = backend.find(':');
+  const std::string name = backend.substr(0, colon);
+  const std::string arg = colon == std::string::npos ? "" : backend.substr(colon + 1);
+  if (name == "posix") return "file:" + (arg.empty() ? kDefaultStoreDir : arg);
+  if (name == "direct") return "file:" + (arg.empty() ? kDefaultStoreDir : arg) + ",direct";
+  if (name == "dram") return "dram:" + (arg.empty() ? "1GiB" : arg);
+  if (name == "redis") return "redis://" + (arg.empty() ? "127.0.0.1:6379" : arg);
+  throw Error("-b " + backend + ": the backends are posix[:DIR], direct[:DIR], dram[:SIZE] and redis[:HOST:PORT]");
+}
 
 int parse_gpu(const std::string& text) {
   if (text == "auto") return xfer::kGpuAuto;
@@ -59,9 +79,16 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
                   "share pack files, default 1MiB; pack=0: a file each; without direct, a put or get call is split "
                   "between threads=N threads, default 2), redis://HOST:PORT. A full tier moves its least "
                   "recently used objects down the chain.")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->required();
-  sub->add_option("--staging-mib", o.staging_mib, "Staging buffer (pinned where there is a GPU), MiB")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("-b,--backend", text.backends,
+                  "The reference agent's backend, as a tier after any --tier: posix[:DIR] (a file tier, buffered; "
+                  "DIR defaults to " + std::string(kDefaultStoreDir) + "), direct[:DIR] (the same with O_DIRECT), "
+                  "dram[:SIZE] (default 1GiB), redis[:HOST:PORT] (default 127.0.0.1:6379)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_flag("-T,--tcp", text.tcp,
+                "The reference agent's TCP mode: listen on tcp:" + std::string(kDefaultTcp) +
+                    " unless --endpoint names a tcp: address");
+  sub->add_option("-m,--staging-mib", o.staging_mib, "Staging buffer (pinned where there is a GPU), MiB")
       ->capture_default_str();
   sub->add_option("--chunk-kib", o.chunk_kib,
                   "Bytes gathered into one copy batch, KiB (0: 16384, or a staging slot if that is smaller)")
@@ -71,9 +98,13 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
                   "short enough to pipeline, while large blocks fill --chunk-kib")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  sub->add_option("--queue-depth", o.queue_depth, "Batches in flight (copy threads and CUDA streams)")
+  sub->add_option("-q,--queue-depth", o.queue_depth, "Batches in flight (copy threads and CUDA streams)")
       ->capture_default_str();
   sub->add_option("--gpu", text.gpu, "auto, none (memcpy threads only) or a CUDA device index")->capture_default_str();
+  sub->add_option("-p,--pci", text.pci,
+                  "The reference agent's device: here the GPU at this PCI address (0000:17:00.0), or a GPU index; "
+                  "instead of --gpu")
+      ->excludes("--gpu");
   sub->add_option("--copy", text.copy,
                   "Device copies: kernel (a gather/scatter kernel that also computes the checksums on the GPU), "
                   "batch (cudaMemcpyBatchAsync), loop (cudaMemcpyAsync per block), or auto: the kernel for blocks "
@@ -121,7 +152,15 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
   sub->callback([&command] {
     command.role = "agent";
     command.run = [] {
-      o.gpu = parse_gpu(text.gpu);
+      // -p takes a PCI address where the reference took its DMA device's; a GPU index works too.
+      if (!text.pci.empty())
+        o.gpu = text.pci.find(':') != std::string::npos ? xfer::gpu::device_at_pci(text.pci) : parse_gpu(text.pci);
+      else
+        o.gpu = parse_gpu(text.gpu);
+      for (const auto& b : text.backends) o.tiers.push_back(tier_from_backend(b));
+      if (o.tiers.empty())
+        throw Error("name where objects go: --tier dram:8GiB --tier file:DIR, or the reference's -b posix");
+      if (text.tcp && o.endpoint.rfind("tcp:", 0) != 0) o.endpoint = std::string("tcp:") + kDefaultTcp;
       o.copy = parse_copy(text.copy);
       o.kernel_below = xfer::store::parse_size(text.kernel_below, "--kernel-below");
       o.kernel_below_pull = xfer::store::parse_size(text.kernel_below_pull, "--kernel-below-pull");

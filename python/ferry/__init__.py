@@ -140,6 +140,7 @@ class Transfer:
         self.op = op
         self.keys = keys
         self._memories = memories
+        self.sizes = [m.nbytes for m in memories]  # each buffer's length
         self._req = req
         self._final: Optional[int] = None
         self._results: Optional[List[Result]] = None
@@ -258,6 +259,9 @@ class Agent:
         if len(keys) != len(buffers):
             raise ValueError(f"{len(keys)} keys but {len(buffers)} buffers")
         memories = [_ferry.Memory(b, op == Op.READ) for b in buffers]
+        return self._post_memories(op, keys, memories, notify)
+
+    def _post_memories(self, op: Op, keys: List[str], memories: List[_ferry.Memory], notify: str) -> Transfer:
         native = self._live()
         req = native.create_xfer_req(int(op), [(m.addr, m.nbytes) for m in memories], keys, notify)
         code = native.post(req)

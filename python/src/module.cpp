@@ -106,6 +106,15 @@ PYBIND11_MODULE(_ferry, m) {
             return a.register_memory(type, reinterpret_cast<const void*>(r.addr), r.len);
           },
           py::arg("memory"))
+      // A range by address, for memory that no Python object spans whole (the
+      // ferry.lmcache connector registers the mapping a chunk lies in).
+      .def(
+          "register_range",
+          [](Agent& a, std::uint64_t addr, std::uint64_t len, bool on_gpu) {
+            return a.register_memory(on_gpu ? MemType::Vram : MemType::Dram, reinterpret_cast<const void*>(addr),
+                                     len);
+          },
+          py::arg("addr"), py::arg("len"), py::arg("on_gpu") = false, NoGil())
       .def("deregister_memory", &Agent::deregister_memory, py::arg("region"), NoGil())
       .def("create_xfer_req", &create, py::arg("op"), py::arg("descs"), py::arg("keys"), py::arg("notif") = "",
            NoGil())

@@ -23,9 +23,11 @@ def ferry_bin() -> str:
 
 
 class AgentProcess:
-    def __init__(self, folder: pathlib.Path, tiers, extra=()):
-        self.endpoint = f"unix:ferry-pytest-{uuid.uuid4().hex[:12]}"
+    def __init__(self, folder: pathlib.Path, tiers, extra=(), endpoint=None):
+        self.endpoint = endpoint or f"unix:ferry-pytest-{uuid.uuid4().hex[:12]}"
         ready = folder / "ready"
+        if ready.exists():
+            ready.unlink()
         self.log_path = folder / "agent.log"
         self.log = open(self.log_path, "w")
         args = [ferry_bin(), "agent", "--endpoint", self.endpoint, "--gpu", os.environ.get("FERRY_TEST_GPU", "none"),

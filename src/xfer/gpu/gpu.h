@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <span>
 
 #include "xfer/base/fault.h"
@@ -19,6 +20,9 @@ inline constexpr std::size_t kIpcHandleSize = 64;  // sizeof(cudaIpcMemHandle_t)
 
 // A CUDA device is present and usable (false in CPU-only builds).
 bool available();
+// The CUDA device at a PCI address ("0000:17:00.0" or "17:00.0"); throws
+// ferry::Error naming the address when no CUDA device sits there.
+int device_at_pci(const std::string& bus_id);
 
 void* alloc_device(std::size_t size, int device);
 void free_device(void* p, int device) noexcept;

@@ -9,6 +9,9 @@ namespace {
 }  // namespace
 
 bool available() { return false; }
+int device_at_pci(const std::string& bus_id) {
+  throw Error("-p " + bus_id + ": this ferry was built without CUDA, so it reaches no GPU by PCI address");
+}
 void* alloc_device(std::size_t, int) { no_gpu(); }
 void free_device(void*, int) noexcept {}
 void copy_to_device(void*, const void*, std::size_t, int) { no_gpu(); }

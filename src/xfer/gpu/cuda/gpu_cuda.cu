@@ -40,6 +40,15 @@ bool available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+int device_at_pci(const std::string& bus_id) {
+  int device = -1;
+  if (cudaDeviceGetByPCIBusId(&device, bus_id.c_str()) != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error("no CUDA device at PCI address " + bus_id + " (nvidia-smi --query-gpu=pci.bus_id lists them)");
+  }
+  return device;
+}
+
 void* alloc_device(std::size_t size, int device) {
   FERRY_CUDA_CHECK(cudaSetDevice(device));
   void* p = nullptr;

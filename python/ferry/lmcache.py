@@ -1,0 +1,249 @@
+"""An L2 adapter for LMCache's multiprocess mode, loaded by configuration alone:
+
+    lmcache server ... --l2-adapter '{"type": "native_plugin",
+        "module_path": "ferry.lmcache", "class_name": "FerryL2Connector",
+        "adapter_params": {"endpoint": "unix:ferry.agent"}}'
+
+LMCache 0.5.6 builds the object with adapter_params as keywords
+(native_plugin_l2_adapter.py:148) and then calls only the methods below
+(native_connector_l2_adapter.py): submit_* from its store and prefetch threads,
+drain_completions() from its demux thread once poll() finds event_fd()
+readable. docs/lmcache.md has the whole contract.
+
+Chunks move between LMCache's L1 buffer and the agent without a copy in this
+process: the first chunk seen in a mapping registers the whole mapping (the
+agent reads and writes it by cross-memory attach, or CUDA IPC for GPU memory),
+and every later chunk in it is only a descriptor. A chunk that is missing,
+fails its checksum, or is shorter than its buffer is a miss, never data.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from typing import List, Optional, Tuple
+
+import ferry
+from ferry import _ferry
+
+__all__ = ["FerryL2Connector"]
+
+Completion = Tuple[int, bool, str, Optional[List[bool]]]
+
+# A transfer that ends with one of these lost its agent: reconnect next time.
+_SESSION_LOST = (ferry.Status.UNAVAILABLE, ferry.Status.CANCELLED, ferry.Status.PROTOCOL_ERROR)
+
+
+def mapping_of(addr: int, length: int) -> Tuple[int, int]:
+    """(start, length) of the mapping in /proc/self/maps that holds
+    [addr, addr + length), joined with the mappings that continue it."""
+    spans = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            lo, hi = (int(x, 16) for x in line.split(None, 1)[0].split("-"))
+            spans.append((lo, hi))
+    for i, (lo, hi) in enumerate(spans):
+        if lo <= addr < hi:
+            end, j = hi, i + 1
+            while end < addr + length and j < len(spans) and spans[j][0] == end:
+                end, j = spans[j][1], j + 1
+            if end >= addr + length:
+                return lo, end - lo
+            break
+    raise ferry.Error(f"{length} bytes at {addr:#x} are not mapped in this process")
+
+
+class FerryL2Connector:
+    """LMCache's native connector contract over ``ferry agent``.
+
+    adapter_params:
+      endpoint         the agent: "unix:NAME" or "tcp:HOST:PORT" (default unix:ferry.agent)
+      key_prefix       put before every LMCache key, to keep caches apart (default "")
+      connect_timeout  seconds for one connection attempt (default 1)
+      retry_interval   once the agent is lost, seconds between reconnection attempts;
+                       calls in between fail at once rather than stall LMCache (default 1)
+    """
+
+    def __init__(self, endpoint: str = "unix:ferry.agent", key_prefix: str = "", connect_timeout: float = 1.0,
+                 retry_interval: float = 1.0, name: str = "lmcache"):
+        self._endpoint = endpoint
+        self._prefix = key_prefix
+        self._connect_timeout = float(connect_timeout)
+        self._retry_interval = float(retry_interval)
+        self._name = name
+        self._ids = itertools.count(1)  # future ids: one sequence for every kind of operation
+        self._lock = threading.Lock()   # submits come from two LMCache threads, drains from a third
+        self._done: List[Completion] = []
+        self._pending = {}  # agent request id -> (future id, Transfer)
+        self._regions: List[Tuple[int, int, bool]] = []  # (start, end, on_gpu), this session's
+        self._agent: Optional[ferry.Agent] = None
+        self._lost_at = 0.0
+        self._lost_reason = ""
+        self._efd = -1
+        self._closed = False
+        self._session()  # a bad endpoint fails LMCache's start-up, with the reason
+
+    # -- the contract -------------------------------------------------------
+    def event_fd(self) -> int:
+        """The agent's eventfd, raised when a transfer finishes. It keeps its
+        number across reconnections (dup2), since LMCache polls one fd for life."""
+        return self._efd
+
+    def submit_batch_set(self, keys: List[str], memoryviews: List[memoryview]) -> int:
+        return self._transfer(ferry.Op.WRITE, keys, memoryviews)
+
+    def submit_batch_get(self, keys: List[str], memoryviews: List[memoryview]) -> int:
+        return self._transfer(ferry.Op.READ, keys, memoryviews)
+
+    def submit_batch_exists(self, keys: List[str]) -> int:
+        return self._per_key(keys, ferry.Agent.exists)
+
+    def submit_batch_delete(self, keys: List[str]) -> int:
+        return self._per_key(keys, ferry.Agent.delete)
+
+    def drain_completions(self) -> List[Completion]:
+        try:
+            os.eventfd_read(self._efd)  # LMCache never reads it: reset it before collecting
+        except (BlockingIOError, OSError):
+            pass
+        with self._lock:
+            self._collect()
+            out, self._done = self._done, []
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            agent, self._agent = self._agent, None
+        if agent is not None:
+            agent.close()  # waits for posted transfers: LMCache's buffers are not written after close
+        if self._efd >= 0:
+            os.close(self._efd)
+            self._efd = -1
+
+    # -- the session ----------------------------------------------------------
+    def _session(self) -> ferry.Agent:
+        """The live agent; reconnects if it was lost, at most once a retry_interval."""
+        if self._agent is not None:
+            return self._agent
+        if self._closed:
+            raise ferry.Error("the Ferry connector is closed")
+        if self._lost_at and time.monotonic() - self._lost_at < self._retry_interval:
+            raise ferry.Error(f"ferry agent at {self._endpoint} unavailable: {self._lost_reason}")
+        try:
+            agent = ferry.Agent(self._endpoint, name=self._name, connect_timeout=self._connect_timeout)
+        except ferry.Error as e:
+            self._lost_at, self._lost_reason = time.monotonic(), str(e)
+            raise
+        if self._efd < 0:
+            self._efd = os.dup(agent.fileno())
+        else:
+            os.dup2(agent.fileno(), self._efd)
+            self._raise()  # whatever completed while the old fd was in place gets drained
+        self._agent = agent
+        self._regions = []
+        return agent
+
+    def _lose(self, reason: str) -> None:
+        """Forgets a session whose agent went away; its posted transfers are
+        answered (the client fails them when the socket closes)."""
+        agent, self._agent = self._agent, None
+        self._lost_at, self._lost_reason = time.monotonic(), reason
+        if agent is None:
+            return
+        for _, (fid, transfer) in list(self._pending.items()):
+            agent._live().wait(transfer.request, 2000)
+            self._done.append(self._completion(fid, transfer))
+        self._pending.clear()
+        agent.close()
+        self._raise()
+
+    def _raise(self) -> None:
+        try:
+            os.eventfd_write(self._efd, 1)
+        except OSError:
+            pass  # closed under us
+
+    # -- operations -------------------------------------------------------------
+    def _transfer(self, op: ferry.Op, keys: List[str], views: List[memoryview]) -> int:
+        fid = next(self._ids)
+        with self._lock:
+            try:
+                agent = self._session()
+                if len(keys) != len(views):
+                    raise ValueError(f"{len(keys)} keys but {len(views)} buffers")
+                memories = [_ferry.Memory(v, op == ferry.Op.READ) for v in views]
+                for m in memories:
+                    self._ensure_registered(agent, m)
+                transfer = agent._post_memories(op, [self._prefix + k for k in keys], memories, "")
+            except (ferry.Error, ValueError, TypeError, OSError) as e:
+                self._done.append((fid, False, str(e), [False] * len(keys)))
+                self._raise()
+                return fid
+            self._pending[transfer.request] = (fid, transfer)
+            if transfer._final is not None:  # failed at post: the agent is gone
+                self._collect()
+        return fid
+
+    def _per_key(self, keys: List[str], call) -> int:
+        fid = next(self._ids)
+        with self._lock:
+            try:
+                answers = call(self._session(), [self._prefix + k for k in keys])
+                self._done.append((fid, True, "", list(answers)))
+            except ferry.Error as e:
+                if self._agent is not None:
+                    self._lose(str(e))
+                self._done.append((fid, False, str(e), None))
+            self._raise()
+        return fid
+
+    def _ensure_registered(self, agent: ferry.Agent, memory: _ferry.Memory) -> None:
+        lo, hi = memory.addr, memory.addr + memory.nbytes
+        for start, end, on_gpu in self._regions:
+            if start <= lo and hi <= end and on_gpu == memory.on_gpu:
+                return
+        # GPU memory: the agent opens the whole cudaMalloc allocation anyway.
+        start, length = (lo, memory.nbytes) if memory.on_gpu else mapping_of(lo, memory.nbytes)
+        agent._live().register_range(start, length, memory.on_gpu)
+        self._regions.append((start, start + length, memory.on_gpu))
+
+    def _collect(self) -> None:
+        """Moves finished transfers to the completion list (under the lock)."""
+        agent = self._agent
+        if agent is None:
+            return
+        lost = None
+        for request, (fid, transfer) in list(self._pending.items()):
+            if transfer.done():
+                del self._pending[request]
+                self._done.append(self._completion(fid, transfer))
+                if transfer.status in _SESSION_LOST:
+                    lost = transfer.results()[0].error or transfer.status.name
+        agent._live().get_notifs()  # each finished transfer queued one; its state is read above
+        if lost is not None:
+            self._lose(lost)
+
+    @staticmethod
+    def _completion(fid: int, transfer: ferry.Transfer) -> Completion:
+        """(future id, ok, error, per-key success). A get's key counts only when
+        its whole buffer was filled with verified bytes."""
+        if not transfer.done():
+            return fid, False, "the agent did not answer", [False] * len(transfer.keys)
+        results = transfer.results()
+        reading = transfer.op == ferry.Op.READ
+        per_key = [r.status == ferry.Status.OK and (not reading or r.size == n)
+                   for r, n in zip(results, transfer.sizes)]
+        failed = next((r for r in results if r.status != ferry.Status.OK), None)
+        if failed is not None:
+            error = failed.error or f"'{failed.key}': {failed.status.name}"
+        elif not all(per_key):
+            short = next(r for r, ok in zip(results, per_key) if not ok)
+            error = f"'{short.key}' holds {short.size} bytes, fewer than its buffer"
+        else:
+            error = ""
+        return fid, all(per_key), error, per_key

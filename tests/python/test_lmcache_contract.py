@@ -1,0 +1,208 @@
+"""ferry.lmcache driven exactly as LMCache 0.5.6 drives a native_plugin L2
+adapter, without LMCache itself (it needs torch; tests/python/device/ runs the
+connector under the real LMCache on the GPU machine). What each step mirrors,
+in lmcache/v1/distributed/l2_adapters/:
+
+- native_plugin_l2_adapter.py:148: the class is built as cls(**adapter_params).
+- native_plugin_l2_adapter.py:152-185: the six methods, and submit_batch_delete, must be callable.
+- native_connector_l2_adapter.py:74-91: keys are f"{model}@{kv_rank:08x}@{group:x}@{hash.hex()}[@salt]".
+- native_connector_l2_adapter.py:94-132 and memory_management.py:884-912: buffers are
+  memoryview((ctypes.c_ubyte * size).from_address(ptr)) into the L1 arena, format '<B', writable.
+- native_connector_l2_adapter.py:185, :476-480: event_fd() is poll()ed for POLLIN, never read;
+  :485 then calls drain_completions(), which must reset it.
+- :509-514: each completion is (future_id, ok, error, result); :531-599: a store uses ok, a
+  lookup needs ok and the per-key result, a load uses the per-key result even when ok is
+  False, a delete uses the per-key result.
+- :280, :312, :352, :389: future ids come back from submit_* and are matched across every
+  kind of operation, so they must be unique across kinds.
+"""
+
+import ctypes
+import mmap
+import os
+import pathlib
+import select
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import AgentProcess
+from ferry.lmcache import FerryL2Connector
+
+CHUNK = 2 << 20  # an object file of its own in the file tier (larger than a pack's limit)
+REQUIRED = ["event_fd", "submit_batch_get", "submit_batch_set", "submit_batch_exists", "drain_completions", "close",
+            "submit_batch_delete"]
+
+
+def lmcache_key(model, kv_rank, group, chunk_hash: bytes, salt=""):
+    key = f"{model}@{kv_rank:08x}@{group:x}@{chunk_hash.hex()}"
+    return f"{key}@{salt}" if salt else key
+
+
+class L1Arena:
+    """LMCache's L1 buffer: one anonymous mapping, chunks handed out as ctypes memoryviews."""
+
+    def __init__(self, chunks, size=CHUNK):
+        self.size = size
+        self.map = mmap.mmap(-1, chunks * size)
+        self.base = ctypes.addressof(ctypes.c_ubyte.from_buffer(self.map))
+        self.array = np.frombuffer(self.map, dtype=np.uint8).reshape(chunks, size)
+
+    def view(self, i, size=None):
+        return memoryview((ctypes.c_ubyte * (size or self.size)).from_address(self.base + i * self.size))
+
+
+class Demux:
+    """LMCache's demux loop: poll the fd, drain, match future ids."""
+
+    def __init__(self, connector):
+        self.connector = connector
+        self.poller = select.poll()
+        self.poller.register(connector.event_fd(), select.POLLIN)
+        self.seen = {}
+
+    def wait(self, fid, timeout=20.0):
+        deadline = time.monotonic() + timeout
+        while fid not in self.seen:
+            assert time.monotonic() < deadline, f"future {fid} never completed"
+            if self.poller.poll(500):
+                for done in self.connector.drain_completions() or []:
+                    future_id, ok, error, result = done
+                    assert future_id not in self.seen, "a future completed twice"
+                    self.seen[future_id] = (ok, error, result)
+        return self.seen.pop(fid)
+
+    def fd_is_quiet(self):
+        self.connector.drain_completions()
+        return self.poller.poll(0) == []
+
+
+@pytest.fixture
+def connector(agent_process):
+    c = FerryL2Connector(**{"endpoint": agent_process.endpoint, "key_prefix": "lmc/"})
+    yield c
+    c.close()
+
+
+def keys_for(n, salt=""):
+    return [lmcache_key("meta-llama/Llama-3.1-8B", (1 << 24) | 0, 0, os.urandom(32), salt) for _ in range(n)]
+
+
+def test_the_class_offers_every_method_lmcache_checks(connector):
+    for name in REQUIRED:
+        assert callable(getattr(connector, name)), name
+    assert isinstance(connector.event_fd(), int)
+
+
+def test_store_lookup_load_delete_verify_every_byte(connector):
+    arena = L1Arena(8)
+    arena.array[:4] = np.random.default_rng(1).integers(0, 256, size=(4, CHUNK), dtype=np.uint8)
+    demux = Demux(connector)
+    keys = keys_for(4) + keys_for(0)
+    ok, error, _ = demux.wait(connector.submit_batch_set(keys, [arena.view(i) for i in range(4)]))
+    assert ok and error == ""
+    absent = keys_for(1, salt="tenant-a")
+    ok, _, found = demux.wait(connector.submit_batch_exists(keys[:2] + absent + keys[2:]))
+    assert ok and found == [True, True, False, True, True]
+    fid = connector.submit_batch_get(keys, [arena.view(4 + i) for i in range(4)])
+    ok, _, loaded = demux.wait(fid)
+    assert ok and loaded == [True] * 4
+    np.testing.assert_array_equal(arena.array[4:8], arena.array[0:4])
+    _, _, deleted = demux.wait(connector.submit_batch_delete([keys[1]] + absent))
+    assert deleted == [True, False]
+    ok, _, loaded = demux.wait(connector.submit_batch_get(keys[:2], [arena.view(6), arena.view(7)]))
+    assert not ok and loaded == [True, False]
+    assert demux.fd_is_quiet()
+
+
+def test_future_ids_are_unique_across_kinds_and_threads(connector):
+    arena = L1Arena(16, size=64 << 10)
+    demux = Demux(connector)
+    fids, lock = [], threading.Lock()
+
+    def submitter(first):
+        for i in range(first, first + 8):
+            key = [f"m@00000000@0@{i:064x}"]
+            for fid in (connector.submit_batch_set(key, [arena.view(i, 64 << 10)]),
+                        connector.submit_batch_exists(key)):
+                with lock:
+                    fids.append(fid)
+
+    threads = [threading.Thread(target=submitter, args=(f,)) for f in (0, 8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(fids)) == len(fids) == 32
+    for fid in fids:
+        ok, error, _ = demux.wait(fid)
+        assert ok, error
+
+
+def test_a_corrupt_chunk_is_a_miss_never_data(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    agent = AgentProcess(tmp_path, [f"file:{store}"])
+    try:
+        c = FerryL2Connector(endpoint=agent.endpoint)
+        arena = L1Arena(2)
+        arena.array[0] = 7
+        demux = Demux(c)
+        key = keys_for(1)
+        assert demux.wait(c.submit_batch_set(key, [arena.view(0)]))[0]
+        files = [p for p in pathlib.Path(store).rglob("*") if p.is_file() and p.stat().st_size >= CHUNK]
+        assert len(files) == 1, files
+        with open(files[0], "r+b") as f:
+            f.seek(CHUNK // 2)
+            f.write(b"\x08")
+        ok, error, loaded = demux.wait(c.submit_batch_get(key, [arena.view(1)]))
+        assert not ok and loaded == [False]
+        assert "checksum" in error.lower(), error
+        assert not arena.array[1].any() or not (arena.array[1] == 7).all()
+        c.close()
+    finally:
+        agent.stop()
+
+
+def test_a_shorter_object_is_a_miss(connector):
+    arena = L1Arena(2)
+    demux = Demux(connector)
+    key = keys_for(1)
+    assert demux.wait(connector.submit_batch_set(key, [arena.view(0, 1000)]))[0]
+    ok, error, loaded = demux.wait(connector.submit_batch_get(key, [arena.view(1)]))
+    assert not ok and loaded == [False] and "fewer than its buffer" in error
+
+
+def test_a_wrong_endpoint_fails_construction_with_the_reason():
+    with pytest.raises(Exception, match="no-agent-here"):
+        FerryL2Connector(endpoint="unix:no-agent-here", connect_timeout=0.2)
+
+
+def test_the_agent_dies_and_comes_back_on_the_same_fd(tmp_path):
+    agent = AgentProcess(tmp_path, ["dram:64MiB"])
+    c = FerryL2Connector(endpoint=agent.endpoint, retry_interval=0.2)
+    fd = c.event_fd()
+    demux = Demux(c)
+    arena = L1Arena(4)
+    arena.array[0] = 3
+    key = keys_for(1)
+    assert demux.wait(c.submit_batch_set(key, [arena.view(0)]))[0]
+    agent.kill()
+    ok, error, found = demux.wait(c.submit_batch_exists(key))
+    assert not ok and found is None and error
+    ok, error, loaded = demux.wait(c.submit_batch_get(key, [arena.view(1)]))
+    assert not ok and loaded == [False]
+    # The agent restarts at the same endpoint, empty: the connector reconnects
+    # (after retry_interval) and LMCache's poller still watches the same fd.
+    agent2 = AgentProcess(tmp_path, ["dram:64MiB"], endpoint=agent.endpoint)
+    try:
+        time.sleep(0.3)
+        assert demux.wait(c.submit_batch_set(key, [arena.view(0)]))[0]
+        ok, _, loaded = demux.wait(c.submit_batch_get(key, [arena.view(2)]))
+        assert ok and loaded == [True] and (arena.array[2] == 3).all()
+        assert c.event_fd() == fd
+    finally:
+        c.close()
+        agent2.stop()
