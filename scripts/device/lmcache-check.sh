@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Issue 20 on the GPU machine, in one call: the Python package's tests (NumPy,
+# torch CUDA tensors, the real LMCache 0.5.6), the LMCache L2 benchmark (Ferry's
+# connector against LMCache's local-disk and Redis backends) and the Python
+# module against the C++ API. Carried: .carry (ferry, its .so files,
+# redis-server) and .carry-py (the ferry wheel for Python 3.12, the lmcache
+# wheel and the dependencies the machine lacks). Results go to $OUT.
+# Usage (from the device tool): bash scripts/device/lmcache-check.sh [tests|bench|all]
+set -uo pipefail
+PART=${1:-all}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+PY=python3
+[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
+export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}"
+export PATH="$PWD/.carry/redis:$PATH"
+FERRY=$PWD/.carry/build/apps/ferry/ferry
+SITE=/tmp/ferry-site
+rm -rf "$SITE"
+$PY -m pip install -q --no-index --no-deps --target "$SITE" .carry-py/deps/*.whl .carry-py/lmcache-*.whl .carry-py/ferry-*.whl \
+  > "$OUT/pip.log" 2>&1 || { echo "pip install failed"; tail -20 "$OUT/pip.log"; exit 1; }
+# The machine's own packages win over the carried ones where both exist (torch, numpy ...).
+export PYTHONPATH="$($PY -c 'import site; print(":".join(site.getsitepackages()))'):$SITE"
+step() { local name=$1; shift; echo "== $name"; local t0=$(date +%s); "$@" > "$OUT/$name.log" 2>&1; local rc=$?;
+         echo "   rc=$rc in $(( $(date +%s) - t0 )) s"; tail -${TAIL:-15} "$OUT/$name.log"; }
+nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader | tee "$OUT/device.txt"
+step import_lmcache $PY -c "import torch, lmcache, lmcache.lmcache_native, lmcache.lmcache_fs, lmcache.lmcache_redis, ferry, ferry.lmcache; print('torch', torch.__version__, 'lmcache ok')"
+if [ "$PART" != bench ]; then
+  FERRY_BIN=$FERRY FERRY_TEST_GPU=0 step pytest_all $PY -m pytest -q -p no:cacheprovider tests/python
+fi
+if [ "$PART" != tests ]; then
+  TAIL=30 step l2_bench timeout 420 $PY bench/lmcache/l2_bench.py --ferry "$FERRY" --dir /var/tmp/ferry-l2-bench \
+    --rounds ${ROUNDS:-3} --json-out "$OUT/l2_bench.json"
+  $FERRY agent --endpoint unix:ferry-binding-bench --tier dram:12GiB --ready-file /tmp/bb.ready -l 30 &
+  AG=$!; for _ in $(seq 100); do [ -f /tmp/bb.ready ] && break; sleep 0.1; done
+  TAIL=12 step binding_bench timeout 300 $PY bench/python/binding_bench.py --ferry "$FERRY" --endpoint unix:ferry-binding-bench \
+    --runs 3 --json-out "$OUT/binding_bench.json"
+  kill $AG; wait $AG
+fi
