@@ -76,6 +76,15 @@ def adapter_json(backend, ctx):
             "adapter_params": {"host": "127.0.0.1", "port": ctx["redis_port"], "num_workers": 8}}
 
 
+def flushall(port):
+    """Empties the benchmark's redis-server between backends (no redis-cli needed)."""
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"*1\r\n$8\r\nFLUSHALL\r\n")
+        if not s.recv(64).startswith(b"+OK"):
+            raise SystemExit("redis-server refused FLUSHALL")
+
+
 def wait_fd(fd, timeout=300):
     from lmcache.cli.commands.bench.l2_adapter_bench.data import wait_eventfd
     if not wait_eventfd(fd, timeout=timeout):
@@ -164,8 +173,7 @@ def main():
                 finally:
                     if "agent" in ctx:
                         ctx["agent"].stop()
-                    subprocess.run(["redis-cli", "-p", str(redis_port), "flushall"], stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+                    flushall(redis_port)
                     shutil.rmtree(path, ignore_errors=True)
                 print(f"round {r + 1}/{args.rounds}: {backend} done", file=sys.stderr, flush=True)
     finally:

@@ -50,8 +50,13 @@ def make_buffer(nbytes, mem):
     return np.random.default_rng(0).integers(0, 256, size=nbytes, dtype=np.uint8)
 
 
-def python_run(agent, buf, block, batch, iterations, op):
+def python_run(agent, buf, block, batch, iterations, op, prepared):
+    """GB/s of `iterations` requests of `batch` blocks. prepared: the blocks
+    resolved once into a DescList, as the C++ path resolves its descriptors
+    once; else a list of buffers, resolved on every call."""
     views = [buf[i * block:(i + 1) * block] for i in range(batch)]
+    if prepared:
+        views = ferry.DescList(views, writable=True)
     keys = [f"pybench/{block}/{i}" for i in range(batch)]
     start = time.perf_counter()
     for _ in range(iterations):
@@ -83,6 +88,7 @@ def main():
             batch = max(1, args.batch_bytes // block)
             iterations = max(1, args.total_bytes // (block * batch))
             py = {"push": [], "pull": []}
+            py_each = {"push": [], "pull": []}
             cpp = {"push": [], "pull": []}
             for run in range(args.runs):
                 order = ["cpp", "py"] if run % 2 == 0 else ["py", "cpp"]
@@ -92,16 +98,19 @@ def main():
                         cpp["push"].append(r["push"])
                         cpp["pull"].append(r["pull"])
                     else:
-                        py["push"].append(python_run(agent, buf, block, batch, iterations, "push"))
-                        py["pull"].append(python_run(agent, buf, block, batch, iterations, "pull"))
+                        for op in ("push", "pull"):
+                            py[op].append(python_run(agent, buf, block, batch, iterations, op, True))
+                            py_each[op].append(python_run(agent, buf, block, batch, iterations, op, False))
             for op in ("push", "pull"):
-                c, p = statistics.median(cpp[op]), statistics.median(py[op])
+                c, p, e = (statistics.median(x[op]) for x in (cpp, py, py_each))
                 rows.append({"block_bytes": block, "batch": batch, "op": op, "cpp_gbps": c, "python_gbps": p,
-                             "ratio": p / c, "cpp_runs": cpp[op], "python_runs": py[op]})
-    print(f"\n{'block (B)':>10} {'batch':>6} {'op':>5} {'C++ GB/s':>9} {'Python GB/s':>12} {'Python/C++':>11}")
+                             "ratio": p / c, "python_buffers_gbps": e, "buffers_ratio": e / c,
+                             "cpp_runs": cpp[op], "python_runs": py[op], "python_buffers_runs": py_each[op]})
+    print(f"\n{'block (B)':>10} {'batch':>6} {'op':>5} {'C++ GB/s':>9} {'Py DescList':>12} {'ratio':>6}"
+          f" {'Py buffers':>11} {'ratio':>6}")
     for r in rows:
         print(f"{r['block_bytes']:>10} {r['batch']:>6} {r['op']:>5} {r['cpp_gbps']:>9.2f} {r['python_gbps']:>12.2f} "
-              f"{r['ratio']:>11.3f}")
+              f"{r['ratio']:>6.3f} {r['python_buffers_gbps']:>11.2f} {r['buffers_ratio']:>6.3f}")
     json.dump({"mem": mem, "runs": args.runs, "total_bytes": args.total_bytes, "batch_bytes": args.batch_bytes,
                "rows": rows}, open(args.json_out, "w"), indent=2)
     print(f"wrote {args.json_out}")

@@ -29,9 +29,9 @@ import weakref
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
 from . import _ferry
-from ._ferry import Error, ObjectInfo
+from ._ferry import DescList, Error, ObjectInfo
 
-__all__ = ["Agent", "Error", "XferError", "Status", "Op", "Region", "Transfer", "Result", "ObjectInfo",
+__all__ = ["Agent", "DescList", "Error", "XferError", "Status", "Op", "Region", "Transfer", "Result", "ObjectInfo",
            "Notification"]
 
 
@@ -135,15 +135,16 @@ class Transfer:
     transfer dropped unfinished is waited for, never abandoned, so the agent
     never writes into memory that was given back."""
 
-    def __init__(self, agent: "Agent", op: Op, keys: List[str], memories: List[_ferry.Memory], req: int):
+    def __init__(self, agent: "Agent", op: Op, keys: List[str], memories: Any, req: int):
         self._agent = agent
         self.op = op
         self.keys = keys
-        self._memories = memories
-        self.sizes = [m.nbytes for m in memories]  # each buffer's length
+        self._memories = memories  # a list of Memory, or a DescList
+        self.sizes = list(memories.sizes) if isinstance(memories, DescList) else [m.nbytes for m in memories]
         self._req = req
         self._final: Optional[int] = None
         self._results: Optional[List[Result]] = None
+        self._released = False
 
     @property
     def request(self) -> int:
@@ -162,23 +163,29 @@ class Transfer:
     def done(self) -> bool:
         return self.status != Status.IN_PROGRESS
 
-    def wait(self, timeout: Optional[float] = None) -> List[Result]:
-        """Waits for the transfer (timeout in seconds; None: forever) and
-        returns its results. Raises XferError if any descriptor failed, and
-        TimeoutError if it is still running at the timeout."""
+    def wait(self, timeout: Optional[float] = None) -> "Transfer":
+        """Waits for the transfer (timeout in seconds; None: forever) and returns
+        it. Raises XferError if any descriptor failed, and TimeoutError if it is
+        still running at the timeout."""
         if self._final is None:
             ms = -1 if timeout is None else max(0, int(timeout * 1000))
             code = self._agent._live().wait(self._req, ms)
             if code == Status.IN_PROGRESS:
                 raise TimeoutError(f"transfer of {len(self.keys)} keys still running after {timeout} s")
             self._finish(code)
-        return self.results(check=True)
+        if self._final != Status.OK:
+            self.results(check=True)
+        return self
 
     def results(self, check: bool = False) -> List[Result]:
         """Per-descriptor results once done (raises XferError on a failure when check)."""
         if self._final is None and not self.done():
             raise Error("the transfer is still in progress: wait() for it first")
-        assert self._results is not None
+        if self._results is None:
+            native = self._agent._live()
+            self._results = [Result(k, _status(r.status), r.size, r.tier, r.error)
+                             for k, r in zip(self.keys, native.results(self._req))]
+            self._release()
         if check and self._final != Status.OK:
             failed = next((r for r in self._results if r.status != Status.OK), None)
             key = failed.key if failed else ""
@@ -188,13 +195,16 @@ class Transfer:
         return self._results
 
     def _finish(self, code: int) -> None:
-        native = self._agent._live()
-        self._results = [Result(k, _status(r.status), r.size, r.tier, r.error)
-                         for k, r in zip(self.keys, native.results(self._req))]
+        # A success's per-descriptor results are read only if asked for:
+        # building them costs more than moving a 1 MiB block.
         self._final = code
-        native.release(self._req)
-        self._agent._transfers.pop(self._req, None)
         self._memories = []
+        self._agent._transfers.pop(self._req, None)
+
+    def _release(self) -> None:
+        if not self._released and self._agent._native is not None:
+            self._agent._native.release(self._req)
+        self._released = True
 
     def __await__(self):
         return self._agent.wait_async(self).__await__()
@@ -202,8 +212,9 @@ class Transfer:
     def __del__(self) -> None:
         try:
             if self._final is None and self._agent._native is not None:
-                self.wait()
-        except Exception:  # a failed transfer nobody looked at: its buffers are free either way
+                self._agent._native.wait(self._req, -1)
+            self._release()
+        except Exception:  # an agent already gone: nothing is left to hold or release
             pass
 
     def __repr__(self) -> str:
@@ -243,7 +254,8 @@ class Agent:
 
     # -- transfers ---------------------------------------------------------
     def push(self, keys: Sequence[str], buffers: Sequence[Any], *, notify: str = "") -> Transfer:
-        """Stores buffers[i] under keys[i]; returns the posted Transfer."""
+        """Stores buffers[i] under keys[i]; returns the posted Transfer.
+        buffers may be a DescList, resolved once for transfers that repeat."""
         return self._post(Op.WRITE, keys, buffers, notify)
 
     def pull(self, keys: Sequence[str], buffers: Sequence[Any], *, notify: str = "") -> Transfer:
@@ -254,16 +266,20 @@ class Agent:
 
     def _post(self, op: Op, keys: Sequence[str], buffers: Sequence[Any], notify: str) -> Transfer:
         keys = [keys] if isinstance(keys, str) else list(keys)
-        if not isinstance(buffers, (list, tuple)):
-            buffers = list(buffers)
-        if len(keys) != len(buffers):
-            raise ValueError(f"{len(keys)} keys but {len(buffers)} buffers")
-        memories = [_ferry.Memory(b, op == Op.READ) for b in buffers]
+        if isinstance(buffers, DescList):
+            if op == Op.READ and not buffers.writable:
+                raise ValueError("a pull needs a DescList made with writable=True")
+            memories = buffers
+        else:
+            memories = [_ferry.Memory(b, op == Op.READ) for b in buffers]
+        if len(keys) != len(memories):
+            raise ValueError(f"{len(keys)} keys but {len(memories)} buffers")
         return self._post_memories(op, keys, memories, notify)
 
-    def _post_memories(self, op: Op, keys: List[str], memories: List[_ferry.Memory], notify: str) -> Transfer:
+    def _post_memories(self, op: Op, keys: List[str], memories: Any, notify: str) -> Transfer:
         native = self._live()
-        req = native.create_xfer_req(int(op), [(m.addr, m.nbytes) for m in memories], keys, notify)
+        descs = memories if isinstance(memories, DescList) else [(m.addr, m.nbytes) for m in memories]
+        req = native.create_xfer_req(int(op), descs, keys, notify)
         code = native.post(req)
         transfer = Transfer(self, op, keys, memories, req)
         self._transfers[req] = transfer
@@ -271,11 +287,11 @@ class Agent:
             transfer._finish(code)
         return transfer
 
-    async def wait_async(self, transfer: Transfer) -> List[Result]:
+    async def wait_async(self, transfer: Transfer) -> Transfer:
         """Waits for a transfer without blocking the event loop: the agent's
         eventfd wakes the loop (one reader for every transfer of this Agent)."""
         if transfer._final is not None or transfer.done():
-            return transfer.results(check=True)
+            return transfer.wait()
         loop = asyncio.get_running_loop()
         if self._reader_loop is not loop:
             loop.add_reader(self.fileno(), self._on_notify)
@@ -286,7 +302,7 @@ class Agent:
             self._waiters.pop(transfer.request, None)
         else:
             await future
-        return transfer.results(check=True)
+        return transfer.wait()
 
     def _on_notify(self) -> None:
         for n in self._live().get_notifs():

@@ -26,6 +26,15 @@ using NoGil = py::call_guard<py::gil_scoped_release>;
 // One memory descriptor as Python hands it over: (addr, len).
 using Desc = std::pair<std::uint64_t, std::uint64_t>;
 
+// Buffers resolved once into descriptors, for transfers that repeat over the
+// same memory (NIXL's prepared descriptor lists): posting one costs no Python
+// per buffer. It holds every buffer's memory while it lives.
+struct DescList {
+  std::vector<MemDesc> descs;
+  std::vector<std::unique_ptr<MemoryRef>> memory;
+  bool writable = false;
+};
+
 std::unique_ptr<MemoryRef> make_memory(py::handle obj, bool writable) {
   try {
     return std::make_unique<MemoryRef>(obj.ptr(), writable);
@@ -34,13 +43,29 @@ std::unique_ptr<MemoryRef> make_memory(py::handle obj, bool writable) {
   }
 }
 
+void check_op(int op) {
+  if (op != 0 && op != 1) throw std::invalid_argument("op must be ferry.Op.WRITE (0) or ferry.Op.READ (1)");
+}
+
 XferReq create(Agent& agent, int op, const std::vector<Desc>& descs, const std::vector<std::string>& keys,
                const std::string& notif) {
-  if (op != 0 && op != 1) throw std::invalid_argument("op must be ferry.Op.WRITE (0) or ferry.Op.READ (1)");
+  check_op(op);
   std::vector<MemDesc> local;
   local.reserve(descs.size());
   for (const auto& [addr, len] : descs) local.push_back({addr, len, 0});
   return agent.create_xfer_req(static_cast<XferOp>(op), local, keys, notif);
+}
+
+std::unique_ptr<DescList> make_desc_list(const py::sequence& buffers, bool writable) {
+  auto list = std::make_unique<DescList>();
+  list->writable = writable;
+  list->descs.reserve(buffers.size());
+  for (const py::handle b : buffers) {
+    list->memory.push_back(make_memory(b, writable));
+    const auto& r = list->memory.back()->range();
+    list->descs.push_back({r.addr, r.len, 0});
+  }
+  return list;
 }
 
 }  // namespace
@@ -55,6 +80,16 @@ PYBIND11_MODULE(_ferry, m) {
       .def_property_readonly("nbytes", [](const MemoryRef& r) { return r.range().len; })
       .def_property_readonly("on_gpu", [](const MemoryRef& r) { return r.range().on_gpu; })
       .def_property_readonly("readonly", [](const MemoryRef& r) { return r.range().readonly; });
+
+  py::class_<DescList>(m, "DescList", "Buffers resolved into descriptors once, held while this object lives.")
+      .def(py::init(&make_desc_list), py::arg("buffers"), py::arg("writable") = false)
+      .def("__len__", [](const DescList& d) { return d.descs.size(); })
+      .def_readonly("writable", &DescList::writable)
+      .def_property_readonly("sizes", [](const DescList& d) {
+        std::vector<std::uint64_t> out;
+        for (const auto& x : d.descs) out.push_back(x.len);
+        return out;
+      });
 
   py::class_<MemRegion>(m, "Region")
       .def_readonly("id", &MemRegion::id)
@@ -118,6 +153,13 @@ PYBIND11_MODULE(_ferry, m) {
       .def("deregister_memory", &Agent::deregister_memory, py::arg("region"), NoGil())
       .def("create_xfer_req", &create, py::arg("op"), py::arg("descs"), py::arg("keys"), py::arg("notif") = "",
            NoGil())
+      .def(
+          "create_xfer_req",
+          [](Agent& a, int op, const DescList& descs, const std::vector<std::string>& keys, const std::string& notif) {
+            check_op(op);
+            return a.create_xfer_req(static_cast<XferOp>(op), descs.descs, keys, notif);
+          },
+          py::arg("op"), py::arg("descs"), py::arg("keys"), py::arg("notif") = "", NoGil())
       .def("post", [](Agent& a, XferReq r) { return static_cast<int>(a.post(r)); }, NoGil())
       .def("status", [](Agent& a, XferReq r) { return static_cast<int>(a.status(r)); }, NoGil())
       .def("wait", [](Agent& a, XferReq r, int ms) { return static_cast<int>(a.wait(r, ms)); }, py::arg("req"),

@@ -32,7 +32,7 @@ class AgentProcess:
         self.log = open(self.log_path, "w")
         # FERRY_TEST_GPU=0 on the GPU machine: GPU tensors then go by CUDA IPC.
         args = [ferry_bin(), "agent", "--endpoint", self.endpoint, "--gpu", os.environ.get("FERRY_TEST_GPU", "none"),
-                "--staging-mib", "64", "--ready-file", str(ready)]
+                "--staging-mib", "256", "--ready-file", str(ready)]
         for t in tiers:
             args += ["--tier", t]
         self.proc = subprocess.Popen(args + list(extra), stdout=self.log, stderr=subprocess.STDOUT)

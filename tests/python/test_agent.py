@@ -22,10 +22,10 @@ def test_push_then_pull_returns_every_byte(agent, size):
     agent.register(src)
     agent.register(dst)
     keys = [f"rt/{size}/{i}" for i in range(4)]
-    pushed = agent.push(keys, list(src)).wait()
+    pushed = agent.push(keys, list(src)).wait().results()
     assert [r.status for r in pushed] == [ferry.Status.OK] * 4
     assert all(r.size == size for r in pushed)
-    pulled = agent.pull(keys, [dst[3 - i] for i in range(4)]).wait()
+    pulled = agent.pull(keys, [dst[3 - i] for i in range(4)]).wait().results()
     assert [r.key for r in pulled] == keys
     for i in range(4):
         np.testing.assert_array_equal(dst[3 - i], src[i])
@@ -183,8 +183,8 @@ def test_asyncio_waits_on_the_eventfd(agent):
     async def main():
         pushes = [agent.push([f"as{i}"], [buf[i]]) for i in range(8)]
         done = await asyncio.gather(*(agent.wait_async(t) for t in pushes))
-        assert all(r[0].status == ferry.Status.OK for r in done)
-        assert (await agent.pull(["as3"], [buf[0]]))[0].size == 1 << 16
+        assert all(t.results()[0].status == ferry.Status.OK for t in done)
+        assert (await agent.pull(["as3"], [buf[0]])).results()[0].size == 1 << 16
 
     asyncio.run(main())
     np.testing.assert_array_equal(buf[0], buf[3])
@@ -228,3 +228,30 @@ def test_a_closed_agent_says_so(agent_process):
     a.close()
     with pytest.raises(ferry.Error, match="closed"):
         a.exists(["x"])
+
+
+def test_a_desc_list_is_resolved_once_and_reused(agent):
+    src = random_rows(8, 4096, seed=10)
+    dst = np.zeros_like(src)
+    agent.register(src)
+    agent.register(dst)
+    keys = [f"dl/{i}" for i in range(8)]
+    out = ferry.DescList(list(src))
+    back = ferry.DescList(list(dst), writable=True)
+    assert len(out) == 8 and out.sizes == [4096] * 8 and back.writable
+    for _ in range(3):
+        agent.push(keys, out).wait()
+        agent.pull(keys, back).wait()
+    np.testing.assert_array_equal(dst, src)
+    with pytest.raises(ValueError, match="writable=True"):
+        agent.pull(keys, out)
+    with pytest.raises(ValueError, match="8 buffers"):
+        agent.push(keys[:2], out)
+
+
+def test_results_of_a_success_say_where_each_key_went(agent):
+    buf = random_rows(2, 2048, seed=11)
+    agent.register(buf)
+    t = agent.push(["r0", "r1"], list(buf)).wait()
+    assert t.status == ferry.Status.OK and t.done()
+    assert [(r.key, r.size, r.tier.split(":")[0]) for r in t.results()] == [("r0", 2048, "dram"), ("r1", 2048, "dram")]
