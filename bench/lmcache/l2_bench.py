@@ -42,18 +42,23 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=4, help="rounds per batch size and backend")
     p.add_argument("--chunk-bytes", type=int, default=CHUNK)
     p.add_argument("--backends", default="ferry-file-direct,lmcache-fs-direct,ferry-file,lmcache-fs,ferry-redis,lmcache-resp")
+    p.add_argument("--ferry-file-opts", default=",threads=8",
+                   help="appended to the Ferry file tier's spec; threads=8 matches fs_native's num_workers=8")
+    p.add_argument("--agent-args", default="", help="more flags for ferry agent, space-separated")
+    p.add_argument("--agent-log", default="", help="append the agents' output (their phase times) here")
     p.add_argument("--json-out", default="l2_bench.json")
     return p.parse_args()
 
 
 class Agent:
-    def __init__(self, ferry, tier, workdir):
+    def __init__(self, ferry, tier, workdir, extra=(), log=None):
         self.endpoint = f"unix:ferry-l2-bench-{uuid.uuid4().hex[:8]}"
         ready = os.path.join(workdir, "agent.ready")
         if os.path.exists(ready):
             os.unlink(ready)
         self.proc = subprocess.Popen([ferry, "agent", "--endpoint", self.endpoint, "--tier", tier, "--gpu", "none",
-                                      "--ready-file", ready, "-l", "40"])
+                                      "--ready-file", ready, "-l", "50" if log else "40", *extra],
+                                     stdout=log, stderr=subprocess.STDOUT if log else None)
         while not os.path.exists(ready):
             if self.proc.poll() is not None:
                 raise SystemExit(f"ferry agent --tier {tier} failed to start")
@@ -91,43 +96,43 @@ def wait_fd(fd, timeout=300):
         raise SystemExit("an L2 task did not complete in time")
 
 
-def run_backend(backend, batch, rounds, buf, args, ctx, round_base):
-    import torch
+def make_adapter(backend, ctx):
     from lmcache.v1.distributed.l2_adapters import create_l2_adapter
     from lmcache.v1.distributed.l2_adapters.config import parse_args_to_l2_adapters_config
+    cfg = parse_args_to_l2_adapters_config(argparse.Namespace(l2_adapter=[json.dumps(adapter_json(backend, ctx))]))
+    return create_l2_adapter(cfg.adapters[0])
+
+
+def store_and_load(adapter, backend, batch, buf, args, key_base, fill):
+    """One batch stored, then loaded into the buffer's other half and checked:
+    (store seconds, load seconds), each from submit to completion."""
+    import torch
     from lmcache.cli.commands.bench.l2_adapter_bench.data import make_memory_objects, make_object_keys
 
-    cfg = parse_args_to_l2_adapters_config(argparse.Namespace(l2_adapter=[json.dumps(adapter_json(backend, ctx))]))
-    adapter = create_l2_adapter(cfg.adapters[0])
-    store_s, load_s = [], []
-    try:
-        for r in range(rounds):
-            keys = make_object_keys(batch, model_name="meta-llama/Llama-3.1-8B", key_offset=(round_base + r) * 64)
-            src = make_memory_objects(buf, batch, args.chunk_bytes, 0, fill_offset=round_base + r)
-            dst = make_memory_objects(buf, batch, args.chunk_bytes, batch * args.chunk_bytes, fill_offset=255)
-            t0 = time.perf_counter()
-            task = adapter.submit_store_task(keys, src)
-            done = {}
-            while task not in done:
-                wait_fd(adapter.get_store_event_fd())
-                done.update(adapter.pop_completed_store_tasks())
-            store_s.append(time.perf_counter() - t0)
-            if not done[task].is_successful():
-                raise SystemExit(f"{backend}: store of {batch} chunks failed")
-            t0 = time.perf_counter()
-            task = adapter.submit_load_task(keys, dst)
-            bitmap = None
-            while bitmap is None:
-                wait_fd(adapter.get_load_event_fd())
-                bitmap = adapter.query_load_result(task)
-            load_s.append(time.perf_counter() - t0)
-            if bitmap.popcount() != batch:
-                raise SystemExit(f"{backend}: loaded {bitmap.popcount()} of {batch} chunks")
-            n = batch * args.chunk_bytes
-            if not torch.equal(buf[:n], buf[n:2 * n]):
-                raise SystemExit(f"{backend}: loaded bytes differ from the stored ones")
-    finally:
-        adapter.close()
+    keys = make_object_keys(batch, model_name="meta-llama/Llama-3.1-8B", key_offset=key_base)
+    src = make_memory_objects(buf, batch, args.chunk_bytes, 0, fill_offset=fill)
+    dst = make_memory_objects(buf, batch, args.chunk_bytes, batch * args.chunk_bytes, fill_offset=255)
+    t0 = time.perf_counter()
+    task = adapter.submit_store_task(keys, src)
+    done = {}
+    while task not in done:
+        wait_fd(adapter.get_store_event_fd())
+        done.update(adapter.pop_completed_store_tasks())
+    store_s = time.perf_counter() - t0
+    if not done[task].is_successful():
+        raise SystemExit(f"{backend}: store of {batch} chunks failed")
+    t0 = time.perf_counter()
+    task = adapter.submit_load_task(keys, dst)
+    bitmap = None
+    while bitmap is None:
+        wait_fd(adapter.get_load_event_fd())
+        bitmap = adapter.query_load_result(task)
+    load_s = time.perf_counter() - t0
+    if bitmap.popcount() != batch:
+        raise SystemExit(f"{backend}: loaded {bitmap.popcount()} of {batch} chunks")
+    n = batch * args.chunk_bytes
+    if not torch.equal(buf[:n], buf[n:2 * n]):
+        raise SystemExit(f"{backend}: loaded bytes differ from the stored ones")
     return store_s, load_s
 
 
@@ -153,6 +158,7 @@ def main():
                               "--protected-mode", "no"], stdout=subprocess.DEVNULL)
     time.sleep(0.5)
     samples = {(b, n): ([], []) for b in backends for n in batches}
+    agent_log = open(args.agent_log, "a") if args.agent_log else None
     try:
         for r in range(args.rounds):
             order = backends if r % 2 == 0 else list(reversed(backends))
@@ -162,15 +168,20 @@ def main():
                 os.makedirs(path)
                 ctx = {"path": path, "redis_port": redis_port}
                 if backend.startswith("ferry-"):
-                    tier = {"ferry-file-direct": f"file:{path},direct", "ferry-file": f"file:{path}",
+                    tier = {"ferry-file-direct": f"file:{path},direct{args.ferry_file_opts}",
+                            "ferry-file": f"file:{path}{args.ferry_file_opts}",
                             "ferry-redis": f"redis://127.0.0.1:{redis_port}"}[backend]
-                    ctx["agent"] = Agent(args.ferry, tier, work)
+                    ctx["agent"] = Agent(args.ferry, tier, work, args.agent_args.split(), agent_log)
+                adapter = make_adapter(backend, ctx)
                 try:
+                    # Warm-up, unmeasured: connections, registration, first touch of files.
+                    store_and_load(adapter, backend, max(batches), buf, args, 10**6 + r * 1000, 1)
                     for n in batches:
-                        s, l = run_backend(backend, n, 1, buf, args, ctx, r * 100 + n)
-                        samples[(backend, n)][0].extend(s)
-                        samples[(backend, n)][1].extend(l)
+                        st, ld = store_and_load(adapter, backend, n, buf, args, r * 1000 + n * 10, r + n)
+                        samples[(backend, n)][0].append(st)
+                        samples[(backend, n)][1].append(ld)
                 finally:
+                    adapter.close()
                     if "agent" in ctx:
                         ctx["agent"].stop()
                     flushall(redis_port)

@@ -29,8 +29,8 @@ if [ "$PART" != bench ]; then
   FERRY_BIN=$FERRY FERRY_TEST_GPU=0 step pytest_all $PY -m pytest -q -p no:cacheprovider tests/python
 fi
 if [ "$PART" != tests ]; then
-  TAIL=30 step l2_bench timeout 420 $PY bench/lmcache/l2_bench.py --ferry "$FERRY" --dir /var/tmp/ferry-l2-bench \
-    --rounds ${ROUNDS:-3} --json-out "$OUT/l2_bench.json"
+  TAIL=30 step l2_bench timeout ${L2_TIMEOUT:-420} $PY bench/lmcache/l2_bench.py --ferry "$FERRY" --dir /var/tmp/ferry-l2-bench \
+    --rounds ${ROUNDS:-3} --agent-log "$OUT/l2_agents.log" --json-out "$OUT/l2_bench.json" ${L2_ARGS:-}
   $FERRY agent --endpoint unix:ferry-binding-bench --tier dram:12GiB --ready-file /tmp/bb.ready -l 30 &
   AG=$!; for _ in $(seq 100); do [ -f /tmp/bb.ready ] && break; sleep 0.1; done
   TAIL=12 step binding_bench timeout 300 $PY bench/python/binding_bench.py --ferry "$FERRY" --endpoint unix:ferry-binding-bench \
