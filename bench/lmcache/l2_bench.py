@@ -7,8 +7,9 @@ Every backend is built by LMCache itself from an --l2-adapter JSON
 adapter API that LMCache's storage manager uses: submit_store_task, then the
 store eventfd and pop_completed_store_tasks; submit_load_task, then the load
 eventfd and query_load_result. Chunks are 32 MiB (256 tokens of a
-Llama-3.1-8B KV cache: 32 layers x 2 x 8 heads x 128 x bf16) in one pinned L1
-buffer; batches of 1, 8 and 32 chunks; every loaded byte is checked.
+Llama-3.1-8B KV cache: 32 layers x 2 x 8 heads x 128 x bf16) in one L1 buffer
+that LMCache itself allocates as its multiprocess server does (POSIX shm,
+pinned; --l1 pinned: torch's pinned memory instead); batches of 1, 8 and 32 chunks; every loaded byte is checked.
 
 Backends (the same disk for both file backends, the same redis-server for both
 Redis ones):
@@ -44,8 +45,11 @@ def parse_args():
     p.add_argument("--backends", default="ferry-file-direct,lmcache-fs-direct,ferry-file,lmcache-fs,ferry-redis,lmcache-resp")
     p.add_argument("--ferry-file-opts", default=",threads=8",
                    help="appended to the Ferry file tier's spec; threads=8 matches fs_native's num_workers=8")
-    p.add_argument("--agent-args", default="", help="more flags for ferry agent, space-separated")
+    p.add_argument("--agent-args", default="", help="more flags for ferry agent, comma-separated: -q,16,-m,1024")
     p.add_argument("--agent-log", default="", help="append the agents' output (their phase times) here")
+    p.add_argument("--l1", choices=["shm", "pinned"], default="shm",
+                   help="the L1 buffer: POSIX shm pinned, as LMCache's multiprocess server allocates it by default "
+                        "(--shm-name), or torch's pinned memory (anonymous)")
     p.add_argument("--json-out", default="l2_bench.json")
     return p.parse_args()
 
@@ -149,7 +153,15 @@ def main():
     batches = [int(b) for b in args.batches.split(",")]
     nbytes = 2 * max(batches) * args.chunk_bytes
     pinned = torch.cuda.is_available()
-    buf = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
+    if args.l1 == "shm":
+        # LMCache's own allocation for its multiprocess server's L1 pool.
+        import ctypes
+        from lmcache.v1.memory_management import _resolve_pinned_alloc_free
+        alloc = _resolve_pinned_alloc_free(shm_name=f"ferry_l2_bench_{os.getpid()}", size=nbytes)
+        ptr = alloc.alloc()
+        buf = torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(ptr), dtype=torch.uint8)
+    else:
+        buf = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
 
     work = tempfile.mkdtemp(prefix="ferry-l2-bench-")
     os.makedirs(args.dir, exist_ok=True)
@@ -171,7 +183,7 @@ def main():
                     tier = {"ferry-file-direct": f"file:{path},direct{args.ferry_file_opts}",
                             "ferry-file": f"file:{path}{args.ferry_file_opts}",
                             "ferry-redis": f"redis://127.0.0.1:{redis_port}"}[backend]
-                    ctx["agent"] = Agent(args.ferry, tier, work, args.agent_args.split(), agent_log)
+                    ctx["agent"] = Agent(args.ferry, tier, work, [a for a in args.agent_args.split(",") if a], agent_log)
                 adapter = make_adapter(backend, ctx)
                 try:
                     # Warm-up, unmeasured: connections, registration, first touch of files.
@@ -225,7 +237,7 @@ def main():
     for q in ratios:
         print(f"{q['ferry']:<20} {q['baseline']:<20} {q['chunks_per_batch']:>6} {q['store_ratio']:>8.2f} {q['load_ratio']:>8.2f}")
     json.dump({"lmcache_version": lmcache.__version__ if hasattr(lmcache, "__version__") else "?",
-               "torch": torch.__version__, "pinned_l1": pinned, "rounds": args.rounds, "dir": args.dir,
+               "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "dir": args.dir,
                "rows": rows, "ratios": ratios}, open(args.json_out, "w"), indent=2)
     print(f"wrote {args.json_out}")
 

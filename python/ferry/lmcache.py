@@ -11,9 +11,10 @@ drain_completions() from its demux thread once poll() finds event_fd()
 readable. docs/lmcache.md has the whole contract.
 
 Chunks move between LMCache's L1 buffer and the agent without a copy in this
-process: the first chunk seen in a mapping registers the whole mapping (the
-agent reads and writes it by cross-memory attach, or CUDA IPC for GPU memory),
-and every later chunk in it is only a descriptor. A chunk that is missing,
+process: the first chunk seen in a mapping registers the whole mapping, and
+every later chunk in it is only a descriptor. The agent reaches an L1 pool in
+POSIX shm (LMCache's default) through the file, other host memory by
+cross-memory attach, GPU memory by CUDA IPC. A chunk that is missing,
 fails its checksum, or is shorter than its buffer is a miss, never data.
 """
 
@@ -23,7 +24,7 @@ import itertools
 import os
 import threading
 import time
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import ferry
 from ferry import _ferry
@@ -36,21 +37,31 @@ Completion = Tuple[int, bool, str, Optional[List[bool]]]
 _SESSION_LOST = (ferry.Status.UNAVAILABLE, ferry.Status.CANCELLED, ferry.Status.PROTOCOL_ERROR)
 
 
-def mapping_of(addr: int, length: int) -> Tuple[int, int]:
-    """(start, length) of the mapping in /proc/self/maps that holds
-    [addr, addr + length), joined with the mappings that continue it."""
+class Mapping(NamedTuple):
+    start: int
+    length: int
+    path: str         # the file it maps ("" for anonymous memory)
+    file_offset: int  # of its first byte in that file
+
+
+def mapping_of(addr: int, length: int) -> Mapping:
+    """The mapping in /proc/self/maps that holds [addr, addr + length), joined
+    with the mappings that continue it (the same file at following offsets)."""
     spans = []
     with open("/proc/self/maps") as maps:
         for line in maps:
-            lo, hi = (int(x, 16) for x in line.split(None, 1)[0].split("-"))
-            spans.append((lo, hi))
-    for i, (lo, hi) in enumerate(spans):
+            fields = line.split(None, 5)
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            path = fields[5].strip() if len(fields) > 5 else ""
+            spans.append((lo, hi, path, int(fields[2], 16)))
+    for i, (lo, hi, path, offset) in enumerate(spans):
         if lo <= addr < hi:
             end, j = hi, i + 1
-            while end < addr + length and j < len(spans) and spans[j][0] == end:
+            while end < addr + length and j < len(spans) and spans[j][0] == end and spans[j][2] == path and \
+                    (not path or spans[j][3] == offset + (end - lo)):
                 end, j = spans[j][1], j + 1
             if end >= addr + length:
-                return lo, end - lo
+                return Mapping(lo, end - lo, path, offset)
             break
     raise ferry.Error(f"{length} bytes at {addr:#x} are not mapped in this process")
 
@@ -207,10 +218,30 @@ class FerryL2Connector:
         for start, end, on_gpu in self._regions:
             if start <= lo and hi <= end and on_gpu == memory.on_gpu:
                 return
-        # GPU memory: the agent opens the whole cudaMalloc allocation anyway.
-        start, length = (lo, memory.nbytes) if memory.on_gpu else mapping_of(lo, memory.nbytes)
-        agent._live().register_range(start, length, memory.on_gpu)
-        self._regions.append((start, start + length, memory.on_gpu))
+        if memory.on_gpu:  # the agent opens the whole cudaMalloc allocation anyway
+            agent._live().register_range(lo, memory.nbytes, True)
+            self._regions.append((lo, hi, True))
+            return
+        m = mapping_of(lo, memory.nbytes)
+        native = agent._live()
+        # LMCache's multiprocess mode keeps its L1 pool in POSIX shm: the agent
+        # then reads and writes the file itself (pread/pwrite), faster than
+        # cross-memory attach. Anonymous memory, or a file it cannot open, goes
+        # by cross-memory attach.
+        if m.path.startswith("/dev/shm/") and not m.path.endswith(" (deleted)"):
+            try:
+                fd = os.open(m.path, os.O_RDWR | os.O_CLOEXEC)
+            except OSError:
+                fd = -1
+            if fd >= 0:
+                try:
+                    native.register_shared_file(m.start, m.length, fd, m.file_offset)
+                finally:
+                    os.close(fd)
+                self._regions.append((m.start, m.start + m.length, False))
+                return
+        native.register_range(m.start, m.length, False)
+        self._regions.append((m.start, m.start + m.length, False))
 
     def _collect(self) -> None:
         """Moves finished transfers to the completion list (under the lock)."""

@@ -150,6 +150,12 @@ PYBIND11_MODULE(_ferry, m) {
                                      len);
           },
           py::arg("addr"), py::arg("len"), py::arg("on_gpu") = false, NoGil())
+      .def(
+          "register_shared_file",
+          [](Agent& a, std::uint64_t addr, std::uint64_t len, int fd, std::uint64_t file_offset) {
+            return a.register_shared_file(reinterpret_cast<const void*>(addr), len, fd, file_offset);
+          },
+          py::arg("addr"), py::arg("len"), py::arg("fd"), py::arg("file_offset"), NoGil())
       .def("deregister_memory", &Agent::deregister_memory, py::arg("region"), NoGil())
       .def("create_xfer_req", &create, py::arg("op"), py::arg("descs"), py::arg("keys"), py::arg("notif") = "",
            NoGil())

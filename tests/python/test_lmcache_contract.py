@@ -42,11 +42,21 @@ def lmcache_key(model, kv_rank, group, chunk_hash: bytes, salt=""):
 
 
 class L1Arena:
-    """LMCache's L1 buffer: one anonymous mapping, chunks handed out as ctypes memoryviews."""
+    """LMCache's L1 buffer, chunks handed out as ctypes memoryviews: POSIX shm
+    as its multiprocess mode allocates it by default (alloc_shm_pinned_ptr:
+    shm_open, then mmap), or anonymous memory (shm=False)."""
 
-    def __init__(self, chunks, size=CHUNK):
+    def __init__(self, chunks, size=CHUNK, shm=False):
         self.size = size
-        self.map = mmap.mmap(-1, chunks * size)
+        self.shm = None
+        if shm:
+            self.shm = f"/dev/shm/ferry-test-l1-{os.getpid()}-{id(self)}"
+            fd = os.open(self.shm, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+            os.ftruncate(fd, chunks * size)
+            self.map = mmap.mmap(fd, chunks * size)
+            os.close(fd)
+        else:
+            self.map = mmap.mmap(-1, chunks * size)
         self.base = ctypes.addressof(ctypes.c_ubyte.from_buffer(self.map))
         self.array = np.frombuffer(self.map, dtype=np.uint8).reshape(chunks, size)
 
@@ -96,8 +106,12 @@ def test_the_class_offers_every_method_lmcache_checks(connector):
     assert isinstance(connector.event_fd(), int)
 
 
-def test_store_lookup_load_delete_verify_every_byte(connector):
-    arena = L1Arena(8)
+@pytest.mark.parametrize("shm", [True, False], ids=["shm-pool", "anonymous-pool"])
+def test_store_lookup_load_delete_verify_every_byte(connector, shm):
+    arena = L1Arena(8, shm=shm)
+    if shm:
+        from ferry.lmcache import mapping_of
+        assert mapping_of(arena.base, CHUNK).path.startswith("/dev/shm/")
     arena.array[:4] = np.random.default_rng(1).integers(0, 256, size=(4, CHUNK), dtype=np.uint8)
     demux = Demux(connector)
     keys = keys_for(4) + keys_for(0)
@@ -115,6 +129,8 @@ def test_store_lookup_load_delete_verify_every_byte(connector):
     ok, _, loaded = demux.wait(connector.submit_batch_get(keys[:2], [arena.view(6), arena.view(7)]))
     assert not ok and loaded == [True, False]
     assert demux.fd_is_quiet()
+    if shm:
+        os.unlink(arena.shm)
 
 
 def test_future_ids_are_unique_across_kinds_and_threads(connector):

@@ -3,7 +3,9 @@
 // notifications instead of polling, the TCP mode, and an application that vanishes.
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <thread>
@@ -153,6 +155,76 @@ TEST(XferRoundTrip, PlainMemoryUnmappedAfterRegistrationFailsTheTransferWithARea
   agent.register_memory(xfer::MemType::Dram, fine.data(), fine.size());
   EXPECT_EQ(run_request(agent, XferOp::Write, {{reinterpret_cast<std::uint64_t>(fine.data()), 4096, 0}}, {"fine"}),
             XferStatus::Ok);
+}
+
+// Memory mapped from a POSIX shm file, as LMCache's multiprocess mode keeps
+// its L1 pool: registered with its file, reached by pread/pwrite. A file that
+// then shrinks fails the transfer with a reason; nothing maps it, so nothing
+// raises SIGBUS, and the agent goes on serving.
+TEST(XferRoundTrip, SharedFileMemoryIsReachedThroughTheFile) {
+  FerryAgent agent_proc({"dram:16MiB"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  constexpr std::size_t kBlock = 256 << 10, kCount = 8, kLen = kBlock * kCount, kSkip = 64 << 10;
+  const std::string name = "/ferry-test-shm-" + std::to_string(getpid());
+  const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  shm_unlink(name.c_str());  // the descriptor keeps it
+  ASSERT_EQ(ftruncate(fd, kSkip + 2 * kLen), 0);
+  // Mapped from a file offset other than 0, as a pool mapped in parts would be.
+  void* p = mmap(nullptr, 2 * kLen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, kSkip);
+  ASSERT_NE(p, MAP_FAILED);
+  auto* src = static_cast<std::uint8_t*>(p);
+  auto* dst = src + kLen;
+  const std::vector<std::uint8_t> bytes = random_bytes(kLen, 31);
+  std::memcpy(src, bytes.data(), kLen);
+  agent.register_shared_file(p, 2 * kLen, fd, kSkip);
+  const auto at = [&](std::uint8_t* base) {
+    std::vector<xfer::MemDesc> d;
+    for (std::size_t i = 0; i < kCount; ++i) d.push_back({reinterpret_cast<std::uint64_t>(base) + i * kBlock, kBlock, 0});
+    return d;
+  };
+  const auto keys = keys_of("shm", kCount);
+  ASSERT_EQ(run_request(agent, XferOp::Write, at(src), keys), XferStatus::Ok);
+  ASSERT_EQ(run_request(agent, XferOp::Read, at(dst), keys), XferStatus::Ok);
+  EXPECT_EQ(std::memcmp(dst, bytes.data(), kLen), 0);
+
+  munmap(p, 2 * kLen);  // this process would take the SIGBUS; the agent must not
+  ASSERT_EQ(ftruncate(fd, kSkip + kBlock), 0);
+  std::vector<xfer::DescResult> results;
+  EXPECT_EQ(run_request(agent, XferOp::Write, at(src), keys, &results), XferStatus::IoError);
+  ASSERT_EQ(results.size(), kCount);
+  EXPECT_NE(results[1].error.find("shrank"), std::string::npos) << results[1].error;
+  EXPECT_EQ(run_request(agent, XferOp::Read, at(dst), keys, &results), XferStatus::IoError);
+  close(fd);
+  EXPECT_TRUE(agent_proc.process().running()) << agent_proc.log();
+  std::vector<std::uint8_t> fine = random_bytes(4096, 5);
+  agent.register_memory(xfer::MemType::Dram, fine.data(), fine.size());
+  EXPECT_EQ(run_request(agent, XferOp::Write, {{reinterpret_cast<std::uint64_t>(fine.data()), 4096, 0}}, {"fine"}),
+            XferStatus::Ok);
+}
+
+// A descriptor that is no regular file, or a range past the file's end, is refused at registration.
+TEST(XferRoundTrip, SharedFileRegistrationChecksTheFile) {
+  FerryAgent agent_proc({"dram:16MiB"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  std::vector<std::uint8_t> mem(4096);
+  const auto refusal = [&](std::uint64_t len, int fd) {
+    try {
+      agent.register_shared_file(mem.data(), len, fd, 0);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("registered");
+  };
+  EXPECT_NE(refusal(mem.size(), pipe_fds[0]).find("not a regular file"), std::string::npos) << refusal(mem.size(), pipe_fds[0]);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  const int fd = memfd_create("ferry-test-small", MFD_CLOEXEC);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  EXPECT_NE(refusal(8192, fd).find("run past the shared file"), std::string::npos) << refusal(8192, fd);
+  close(fd);
 }
 
 TEST(XferRoundTrip, CompletionRaisesTheNotifyFdWithTheMessage) {

@@ -101,6 +101,12 @@ class Agent {
   // then names the agent its ptracer: docs/xfer.md, "Memory the agent reaches").
   MemRegion register_memory(const Buffer& buffer);
   MemRegion register_memory(MemType type, const void* addr, std::uint64_t len, std::uint32_t dev_id = 0);
+  // Memory this process mapped from a shared file (POSIX shm, such as
+  // LMCache's L1 pool): [addr, addr + len) is [file_offset, file_offset + len)
+  // of the file open as fd. The agent gets its own descriptor and reaches the
+  // bytes with pread/pwrite, faster than cross-memory attach and never
+  // mapping a file that could shrink under it. fd stays the caller's.
+  MemRegion register_shared_file(const void* addr, std::uint64_t len, int fd, std::uint64_t file_offset);
   void deregister_memory(const MemRegion& region);
 
   // A transfer: local[i] <-> keys[i]. Write pushes memory to storage, Read pulls.

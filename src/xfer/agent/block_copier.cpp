@@ -15,15 +15,15 @@ namespace {
 constexpr std::size_t kPieceBytes = 1u << 20;
 
 // A host block's bytes [at, at + len) from the application into host memory,
-// and back: memcpy, or cross-memory attach for another process's memory.
+// and back: memcpy, or the copy calls of memory reached remotely.
 XferStatus from_app(const BlockRef& b, std::size_t at, std::size_t len, Fault& fault) noexcept {
-  if (b.process != nullptr) return b.process->read(b.app + at, b.host + at, len, fault);
+  if (b.remote != nullptr) return b.remote->read(b.app + at, b.host + at, len, fault);
   std::memcpy(b.host + at, b.app + at, len);
   return XferStatus::Ok;
 }
 
 XferStatus to_app(const BlockRef& b, Fault& fault) noexcept {
-  if (b.process != nullptr) return b.process->write(b.app, b.host, b.len, fault);
+  if (b.remote != nullptr) return b.remote->write(b.app, b.host, b.len, fault);
   std::memcpy(b.app, b.host, b.len);
   return XferStatus::Ok;
 }

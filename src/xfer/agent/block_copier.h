@@ -12,8 +12,9 @@
 //   device blocks, by the engines  cudaMemcpyBatchAsync in waves of pieces, the
 //                                  CPU hashing each wave behind the next one's DMA
 //
-// Host blocks of another process's memory (process_memory.h) move by
-// process_vm_readv/writev instead of memcpy, hashed the same way.
+// Host blocks the agent reaches by copy calls (remote_memory.h: another
+// process's memory, a shared file) move by those calls instead of memcpy,
+// hashed the same way.
 //
 // Every call is per lane (a CUDA stream, one thread at a time) and per batch:
 // a batch's blocks all move one Way (the mover cuts batches where it changes).
@@ -27,7 +28,7 @@
 #include <vector>
 
 #include "ferry/xfer/types.h"
-#include "xfer/agent/process_memory.h"
+#include "xfer/agent/remote_memory.h"
 #include "xfer/base/fault.h"
 #include "xfer/gpu/gpu.h"
 
@@ -48,10 +49,10 @@ struct CopyOptions {
 // One block of a batch: its bytes in host memory, and the application's side.
 struct BlockRef {
   std::uint8_t* host = nullptr;
-  std::uint8_t* app = nullptr;  // in the application's process when `process` is set
+  std::uint8_t* app = nullptr;  // in the remote memory's own space when `remote` is set
   std::size_t len = 0;          // 0: nothing to move (an empty object, or a pull that failed)
   bool on_device = false;
-  const ProcessMemory* process = nullptr;  // plain memory of the application's process (cross-memory attach)
+  const RemoteMemory* remote = nullptr;  // reached by copy calls: another process's memory, a shared file
 };
 
 class BlockCopier {

@@ -245,7 +245,7 @@ void DataMover::begin_write(int lane, Flight& f) {
     b.app = d.region->base() + d.offset;
     b.len = d.len;
     b.on_device = d.region->on_device();
-    b.process = d.region->process();
+    b.remote = d.region->remote();
     if (f.lease.ranges()[k].range.data != nullptr) {
       b.host = f.lease.ranges()[k].range.data;
     } else {
@@ -327,7 +327,7 @@ void DataMover::begin_read(int lane, Flight& f) {
     BlockRef& b = f.blocks[k];
     b.app = d.region->base() + d.offset;
     b.on_device = d.region->on_device();
-    b.process = d.region->process();
+    b.remote = d.region->remote();
     b.len = 0;
     if (auto& got = found[k]) {
       r.size = got->bytes.size;

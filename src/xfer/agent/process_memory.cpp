@@ -43,6 +43,10 @@ std::unique_ptr<ProcessMemory> ProcessMemory::open(pid_t pid, uid_t uid, std::ui
 
 ProcessMemory::~ProcessMemory() { ::close(pidfd_); }
 
+std::string ProcessMemory::describe() const {
+  return "process " + std::to_string(pid_) + "'s memory, cross-memory attach";
+}
+
 XferStatus ProcessMemory::read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len,
                                Fault& fault) const noexcept {
   return copy(false, const_cast<std::uint8_t*>(remote), local, len, fault);

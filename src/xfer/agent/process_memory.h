@@ -18,17 +18,18 @@
 #include <memory>
 #include <string>
 
+#include "xfer/agent/remote_memory.h"
 #include "xfer/base/fault.h"
 
 namespace ferry::xfer::agent {
 
-class ProcessMemory {
+class ProcessMemory final : public RemoteMemory {
  public:
   // [addr, addr + len) in process pid, which must run wholly as uid. Reads its
   // first and last byte to prove that the agent may. Throws ferry::Error with
   // a reason the application gets back.
   static std::unique_ptr<ProcessMemory> open(pid_t pid, uid_t uid, std::uint64_t addr, std::uint64_t len);
-  ~ProcessMemory();
+  ~ProcessMemory() override;
   ProcessMemory(const ProcessMemory&) = delete;
   ProcessMemory& operator=(const ProcessMemory&) = delete;
 
@@ -36,8 +37,9 @@ class ProcessMemory {
   // region) into `local`, or the other way. IoError, raised naming the
   // process and the cause, when the process has exited, unmapped the memory,
   // or no longer lets the agent in.
-  XferStatus read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len, Fault& fault) const noexcept;
-  XferStatus write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len, Fault& fault) const noexcept;
+  XferStatus read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len, Fault& fault) const noexcept override;
+  XferStatus write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len, Fault& fault) const noexcept override;
+  std::string describe() const override;
 
   pid_t pid() const noexcept { return pid_; }
 

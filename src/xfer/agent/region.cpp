@@ -4,7 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <utility>
+
 #include "core/sealed_memfd.h"
+#include "xfer/agent/process_memory.h"
+#include "xfer/agent/shared_file_memory.h"
 #include "ferry/core/status.h"
 #include "xfer/gpu/gpu.h"
 
@@ -35,7 +39,13 @@ std::shared_ptr<ImportedRegion> ImportedRegion::open(const proto::RegisterMsg& m
     return r;
   }
   if (msg.reach == proto::Reach::ProcessMemory) {
-    r->process_ = ProcessMemory::open(owner, uid, msg.offset, msg.len);
+    r->remote_ = ProcessMemory::open(owner, uid, msg.offset, msg.len);
+    r->base_ = reinterpret_cast<std::uint8_t*>(msg.offset);
+    return r;
+  }
+  if (msg.reach == proto::Reach::SharedFile) {
+    if (fd < 0) throw Error("register: a shared file must come with its descriptor");
+    r->remote_ = SharedFileMemory::open(std::exchange(closer.fd, -1), msg.offset, msg.len);
     r->base_ = reinterpret_cast<std::uint8_t*>(msg.offset);
     return r;
   }
@@ -61,7 +71,7 @@ ImportedRegion::~ImportedRegion() {
 std::string ImportedRegion::describe() const {
   return std::string(to_string(type_)) + " " + std::to_string(len_) + " bytes" +
          (on_device()  ? " (CUDA IPC, GPU " + std::to_string(device_) + ")"
-          : process_ ? " (process " + std::to_string(process_->pid()) + "'s memory, cross-memory attach)"
+          : remote_  ? " (" + remote_->describe() + ")"
                      : " (shared memory)");
 }
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "ferry/xfer/types.h"
-#include "xfer/agent/process_memory.h"
+#include "xfer/agent/remote_memory.h"
 #include "xfer/wire/messages.h"
 
 namespace ferry::xfer::agent {
@@ -33,10 +33,11 @@ class ImportedRegion {
   std::uint64_t len() const noexcept { return len_; }
   bool on_device() const noexcept { return ipc_base_ != nullptr; }
   // The region's first byte in this process (a device address when
-  // on_device()), or, for another process's memory (process() set), in that
+  // on_device()), or, for memory reached by copy calls (remote() set), in
+  // its own space (docs: xfer/agent/remote_memory.h):
   // process: never dereferenced here.
   std::uint8_t* base() const noexcept { return base_; }
-  const ProcessMemory* process() const noexcept { return process_.get(); }
+  const RemoteMemory* remote() const noexcept { return remote_.get(); }
   std::string describe() const;
 
  private:
@@ -48,7 +49,7 @@ class ImportedRegion {
   std::size_t map_len_ = 0;
   void* ipc_base_ = nullptr;  // CUDA IPC mapping
   int device_ = 0;
-  std::unique_ptr<ProcessMemory> process_;  // cross-memory attach
+  std::unique_ptr<RemoteMemory> remote_;  // cross-memory attach, or a shared file
 };
 
 }  // namespace ferry::xfer::agent

@@ -287,11 +287,12 @@ void Session::on_register(const proto::Frame& f, int fd) {
       throw Error("this session has " + std::to_string(regions_.size()) +
                   " regions registered, the agent's limit (--max-regions): deregister some first");
     }
-    if (msg.reach == proto::Reach::Memfd && tcp_) {
+    const bool takes_fd = msg.reach == proto::Reach::Memfd || msg.reach == proto::Reach::SharedFile;
+    if (takes_fd && tcp_) {
       if (fd >= 0) ::close(fd);
       fd = take_owner_fd(static_cast<pid_t>(msg.owner_pid), msg.owner_fd, peer_.uid);
-    } else if (msg.reach == proto::Reach::Memfd && fd < 0) {
-      throw Error("register: shared memory must come with its memfd (SCM_RIGHTS); the agent opens no paths");
+    } else if (takes_fd && fd < 0) {
+      throw Error("register: shared memory must come with its descriptor (SCM_RIGHTS); the agent opens no paths");
     }
     // Another process's plain memory is only ever the connected application's
     // own: its pid from the kernel (Unix), or named by it and checked to run

@@ -279,6 +279,25 @@ MemRegion Agent::register_memory(MemType type, const void* addr, std::uint64_t l
   return impl_->finish_register(msg, hb.memfd, a);
 }
 
+MemRegion Agent::register_shared_file(const void* addr, std::uint64_t len, int fd, std::uint64_t file_offset) {
+  if (addr == nullptr || len == 0) throw Error("register_shared_file: empty range");
+  if (fd < 0) throw Error("register_shared_file: no file descriptor");
+  proto::RegisterMsg msg;
+  msg.type = MemType::Dram;
+  msg.len = len;
+  msg.reach = proto::Reach::SharedFile;
+  msg.offset = file_offset;
+  const auto a = reinterpret_cast<std::uint64_t>(addr);
+  if (impl_->endpoint.tcp) {
+    // As for a memfd over TCP: the agent takes the descriptor from this process.
+    msg.owner_pid = static_cast<std::uint32_t>(getpid());
+    msg.owner_fd = fd;
+    if (impl_->agent_pid != 0) (void)prctl(PR_SET_PTRACER, static_cast<unsigned long>(impl_->agent_pid), 0, 0, 0);
+    return impl_->finish_register(msg, -1, a);
+  }
+  return impl_->finish_register(msg, fd, a);
+}
+
 void Agent::deregister_memory(const MemRegion& region) {
   proto::CallMsg m;
   m.region = region.id;

@@ -32,7 +32,7 @@ struct RegisterMsg {
   std::uint32_t dev_id = 0;
   std::uint64_t len = 0;
   Reach reach = Reach::Memfd;
-  std::uint64_t offset = 0;     // of the region in the memfd or the CUDA allocation; its address (ProcessMemory)
+  std::uint64_t offset = 0;     // of the region in the memfd, the CUDA allocation or the shared file; its address (ProcessMemory)
   // Over TCP (no SCM_RIGHTS, no peer pid there): the application's process
   // and, for a memfd, the descriptor's number there. The agent checks that the
   // process runs as the connection's uid before it takes the descriptor or

@@ -23,7 +23,7 @@ namespace ferry::xfer::proto {
 
 // 2: memory over TCP is proven by the owner's pid and fd (no paths), HelloOk
 // names the agent's pid, List pages.
-inline constexpr std::uint32_t kVersion = 3;
+inline constexpr std::uint32_t kVersion = 4;
 inline constexpr std::size_t kFrameHeader = 8;
 inline constexpr std::size_t kMaxFrame = 64u << 20;  // a request of ~500k descriptors
 inline constexpr std::size_t kMaxKey = 4096;
@@ -57,6 +57,8 @@ enum class Reach : std::uint8_t {
   CudaIpc = 1,   // a cudaIpcMemHandle_t (64 bytes) plus the offset of the region in its allocation
   ProcessMemory = 2,  // plain host memory of the application's process, at `offset` there: the agent
                       // copies it with process_vm_readv/writev (agent/process_memory.h)
+  SharedFile = 3,     // host memory mapped from a shared file (POSIX shm), `offset` in the file; the fd
+                      // travels as a memfd's does; the agent uses pread/pwrite (agent/shared_file_memory.h)
 };
 
 class Encoder {

@@ -1,0 +1,31 @@
+#pragma once
+// Host memory of an application that the agent reaches by copy calls, never by
+// dereferencing it: the mover copies between it and the agent's staging with
+// read() and write(). Two kinds (docs/xfer.md, "Memory the agent reaches"):
+//   ProcessMemory     plain memory of the application's process, by cross-memory attach;
+//   SharedFileMemory  memory the application mapped from a shared file (POSIX
+//                     shm), by pread/pwrite on that file.
+// Addresses are in the remote space: the application's addresses for the
+// first, offsets in the file for the second.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "xfer/base/fault.h"
+
+namespace ferry::xfer::agent {
+
+class RemoteMemory {
+ public:
+  virtual ~RemoteMemory() = default;
+  // Copies len bytes at `remote` (inside the region) into `local`, or the
+  // other way. IoError, raised naming the memory and the cause, when it can no
+  // longer be reached (the process exited, the file shrank ...).
+  virtual XferStatus read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len, Fault& fault) const noexcept = 0;
+  virtual XferStatus write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len, Fault& fault) const noexcept = 0;
+  // "process 123's memory, cross-memory attach", for the log.
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace ferry::xfer::agent

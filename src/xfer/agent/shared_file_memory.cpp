@@ -1,0 +1,72 @@
+#include "xfer/agent/shared_file_memory.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "ferry/core/status.h"
+
+namespace ferry::xfer::agent {
+
+std::unique_ptr<SharedFileMemory> SharedFileMemory::open(int fd, std::uint64_t offset, std::uint64_t len) {
+  std::unique_ptr<SharedFileMemory> m(new SharedFileMemory(fd));  // closes fd on every way out
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw_errno("register: the shared file");
+  if (!S_ISREG(st.st_mode)) throw Error("register: the shared file's descriptor is not a regular file");
+  if (len == 0 || offset + len < offset) throw Error("register: an empty or wrapping range");
+  if (offset + len > static_cast<std::uint64_t>(st.st_size))
+    throw Error("register: " + std::to_string(len) + " bytes at offset " + std::to_string(offset) +
+                " run past the shared file's " + std::to_string(st.st_size) + " bytes");
+  std::uint8_t probe = 0;
+  Fault fault;
+  const auto* first = reinterpret_cast<const std::uint8_t*>(offset);
+  if (m->read(first, &probe, 1, fault) != XferStatus::Ok || m->read(first + len - 1, &probe, 1, fault) != XferStatus::Ok)
+    throw Error("register: " + fault.detail());
+  return m;
+}
+
+SharedFileMemory::~SharedFileMemory() { ::close(fd_); }
+
+std::string SharedFileMemory::describe() const { return "a shared file, pread/pwrite"; }
+
+XferStatus SharedFileMemory::read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len,
+                                  Fault& fault) const noexcept {
+  const auto offset = reinterpret_cast<std::uintptr_t>(remote);
+  std::size_t done = 0;
+  while (done < len) {
+    const ssize_t n = ::pread(fd_, local + done, len - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return fault.raise(XferStatus::IoError, "reading " + std::to_string(len) + " bytes at offset " +
+                                                  std::to_string(offset) + " of the shared file: " +
+                                                  (n == 0 ? std::string("it shrank below them") : std::strerror(errno)));
+    done += static_cast<std::size_t>(n);
+  }
+  return XferStatus::Ok;
+}
+
+XferStatus SharedFileMemory::write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len,
+                                   Fault& fault) const noexcept {
+  const auto offset = reinterpret_cast<std::uintptr_t>(remote);
+  // A write past the end would grow the file, not fill the application's
+  // memory: the region was inside the file at registration, so check it still is.
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0 && offset + len > static_cast<std::uint64_t>(st.st_size))
+    return fault.raise(XferStatus::IoError, "writing " + std::to_string(len) + " bytes at offset " +
+                                                std::to_string(offset) + " of the shared file: it shrank below them");
+  std::size_t done = 0;
+  while (done < len) {
+    const ssize_t n = ::pwrite(fd_, local + done, len - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return fault.raise(XferStatus::IoError, "writing " + std::to_string(len) + " bytes at offset " +
+                                                  std::to_string(offset) + " of the shared file: " + std::strerror(errno));
+    done += static_cast<std::size_t>(n);
+  }
+  return XferStatus::Ok;
+}
+
+}  // namespace ferry::xfer::agent

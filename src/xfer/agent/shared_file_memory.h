@@ -1,0 +1,37 @@
+#pragma once
+// Host memory an application mapped from a shared file (POSIX shm: LMCache's
+// L1 pool in its multiprocess mode), reached by pread(2) and pwrite(2) on the
+// file the application handed over. The agent never maps it: such a file
+// cannot be sealed against shrinking, and a mapping of a file that shrank
+// raises SIGBUS, where a read past its end is only short (an IoError).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "xfer/agent/remote_memory.h"
+
+namespace ferry::xfer::agent {
+
+class SharedFileMemory final : public RemoteMemory {
+ public:
+  // Takes over fd: a regular file that holds [offset, offset + len). Reads
+  // its first and last byte to prove it. Throws ferry::Error with a reason
+  // the application gets back.
+  static std::unique_ptr<SharedFileMemory> open(int fd, std::uint64_t offset, std::uint64_t len);
+  ~SharedFileMemory() override;
+  SharedFileMemory(const SharedFileMemory&) = delete;
+  SharedFileMemory& operator=(const SharedFileMemory&) = delete;
+
+  // `remote` is an offset in the file.
+  XferStatus read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len, Fault& fault) const noexcept override;
+  XferStatus write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len, Fault& fault) const noexcept override;
+  std::string describe() const override;
+
+ private:
+  explicit SharedFileMemory(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+}  // namespace ferry::xfer::agent
