@@ -45,7 +45,15 @@ std::shared_ptr<ImportedRegion> ImportedRegion::open(const proto::RegisterMsg& m
   }
   if (msg.reach == proto::Reach::SharedFile) {
     if (fd < 0) throw Error("register: a shared file must come with its descriptor");
-    r->remote_ = SharedFileMemory::open(std::exchange(closer.fd, -1), msg.offset, msg.len);
+    std::unique_ptr<RemoteMemory> writer;
+    if (msg.addr != 0) {
+      try {
+        writer = ProcessMemory::open(owner, uid, msg.addr, msg.len);
+      } catch (const Error&) {
+        // Not allowed (Yama, another uid) or not mapped there: pwrite serves.
+      }
+    }
+    r->remote_ = SharedFileMemory::open(std::exchange(closer.fd, -1), msg.offset, msg.len, std::move(writer), msg.addr);
     r->base_ = reinterpret_cast<std::uint8_t*>(msg.offset);
     return r;
   }

@@ -6,13 +6,18 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "ferry/core/status.h"
 
 namespace ferry::xfer::agent {
 
-std::unique_ptr<SharedFileMemory> SharedFileMemory::open(int fd, std::uint64_t offset, std::uint64_t len) {
+std::unique_ptr<SharedFileMemory> SharedFileMemory::open(int fd, std::uint64_t offset, std::uint64_t len,
+                                                         std::unique_ptr<RemoteMemory> writer, std::uint64_t addr) {
   std::unique_ptr<SharedFileMemory> m(new SharedFileMemory(fd));  // closes fd on every way out
+  m->offset_ = offset;
+  m->addr_ = addr;
+  m->writer_ = std::move(writer);
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw_errno("register: the shared file");
   if (!S_ISREG(st.st_mode)) throw Error("register: the shared file's descriptor is not a regular file");
@@ -30,7 +35,9 @@ std::unique_ptr<SharedFileMemory> SharedFileMemory::open(int fd, std::uint64_t o
 
 SharedFileMemory::~SharedFileMemory() { ::close(fd_); }
 
-std::string SharedFileMemory::describe() const { return "a shared file, pread/pwrite"; }
+std::string SharedFileMemory::describe() const {
+  return writer_ ? "a shared file, pread, and " + writer_->describe() + " to write" : "a shared file, pread/pwrite";
+}
 
 XferStatus SharedFileMemory::read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len,
                                   Fault& fault) const noexcept {
@@ -51,6 +58,7 @@ XferStatus SharedFileMemory::read(const std::uint8_t* remote, std::uint8_t* loca
 XferStatus SharedFileMemory::write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len,
                                    Fault& fault) const noexcept {
   const auto offset = reinterpret_cast<std::uintptr_t>(remote);
+  if (writer_ != nullptr) return writer_->write(reinterpret_cast<std::uint8_t*>(addr_ + (offset - offset_)), local, len, fault);
   // A write past the end would grow the file, not fill the application's
   // memory: the region was inside the file at registration, so check it still is.
   struct stat st {};

@@ -288,11 +288,12 @@ MemRegion Agent::register_shared_file(const void* addr, std::uint64_t len, int f
   msg.reach = proto::Reach::SharedFile;
   msg.offset = file_offset;
   const auto a = reinterpret_cast<std::uint64_t>(addr);
+  msg.addr = a;  // pulls write here by cross-memory attach, where allowed
+  if (impl_->agent_pid != 0) (void)prctl(PR_SET_PTRACER, static_cast<unsigned long>(impl_->agent_pid), 0, 0, 0);
   if (impl_->endpoint.tcp) {
     // As for a memfd over TCP: the agent takes the descriptor from this process.
     msg.owner_pid = static_cast<std::uint32_t>(getpid());
     msg.owner_fd = fd;
-    if (impl_->agent_pid != 0) (void)prctl(PR_SET_PTRACER, static_cast<unsigned long>(impl_->agent_pid), 0, 0, 0);
     return impl_->finish_register(msg, -1, a);
   }
   return impl_->finish_register(msg, fd, a);

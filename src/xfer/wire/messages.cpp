@@ -81,6 +81,7 @@ std::string encode(const RegisterMsg& m) {
   e.u32(m.owner_pid);
   e.i32(m.owner_fd);
   e.str(std::string_view(reinterpret_cast<const char*>(m.ipc_handle), sizeof(m.ipc_handle)));
+  e.u64(m.addr);
   return e.frame(Type::Register);
 }
 
@@ -97,6 +98,7 @@ bool decode(std::string_view body, RegisterMsg* m) {
   const std::string h = d.str(sizeof(m->ipc_handle));
   if (h.size() != sizeof(m->ipc_handle)) return false;
   std::memcpy(m->ipc_handle, h.data(), h.size());
+  m->addr = d.u64();
   return finish(d);
 }
 

@@ -40,6 +40,10 @@ struct RegisterMsg {
   std::uint32_t owner_pid = 0;
   std::int32_t owner_fd = -1;
   std::uint8_t ipc_handle[gpu::kIpcHandleSize] = {};
+  // SharedFile: the region's address in the application, where pulls write
+  // by cross-memory attach (writes to one tmpfs file are serialized by its
+  // inode lock; reads are not).
+  std::uint64_t addr = 0;
 };
 
 struct RegisterOk {
