@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CUDA_PATH ?= /usr/local/cuda
 export PATH := $(PATH):$(CUDA_PATH)/bin
 
-.PHONY: deps deps-fuzz deps-bench model build demo test test-gpu sanitize asan tsan fuzz bench-tcp bench-http bench-route format clean
+.PHONY: deps deps-fuzz deps-bench model build python demo test test-gpu sanitize asan tsan fuzz bench-tcp bench-http bench-route format clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -26,12 +26,22 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j$(JOBS)
 
+# The Python package, installed as a user would (`pip install ./python`) into a
+# virtual environment of the build's own, with NumPy and pytest for its tests.
+# The build folder persists, so a second install compiles only what changed.
+PYVENV := $(BUILD)/venv
+python: deps
+	test -x $(PYVENV)/bin/python || python3 -m venv $(PYVENV)
+	$(PYVENV)/bin/pip install -q numpy pytest
+	$(PYVENV)/bin/pip install -q -C build-dir=$(abspath $(BUILD))/python-wheel ./python
+
 demo: build
 	$(BUILD)/apps/ferry/ferry demo
 
 # The whole suite; GPU tests exit 77 (reported as skipped) where there is no GPU.
-test: build model
+test: build model python
 	cd $(BUILD) && ctest --output-on-failure -j1
+	FERRY_BIN=$(BUILD)/apps/ferry/ferry $(PYVENV)/bin/python -m pytest -q tests/python
 
 test-gpu: build
 	cd $(BUILD) && ctest --output-on-failure -L gpu

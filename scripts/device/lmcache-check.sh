@@ -5,7 +5,7 @@
 # module against the C++ API. Carried: .carry (ferry, its .so files,
 # redis-server) and .carry-py (the ferry wheel for Python 3.12, the lmcache
 # wheel and the dependencies the machine lacks). Results go to $OUT.
-# Usage (from the device tool): bash scripts/device/lmcache-check.sh [tests|bench|all]
+# Usage (from the device tool): bash scripts/device/lmcache-check.sh [tests|l2|binding|bench|all]
 set -uo pipefail
 PART=${1:-all}
 OUT=${OUT:-/tmp/out}
@@ -25,15 +25,18 @@ step() { local name=$1; shift; echo "== $name"; local t0=$(date +%s); "$@" > "$O
          echo "   rc=$rc in $(( $(date +%s) - t0 )) s"; tail -${TAIL:-15} "$OUT/$name.log"; }
 nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader | tee "$OUT/device.txt"
 step import_lmcache $PY -c "import torch, lmcache, lmcache.lmcache_native, lmcache.lmcache_fs, lmcache.lmcache_redis, ferry, ferry.lmcache; print('torch', torch.__version__, 'lmcache ok')"
-if [ "$PART" != bench ]; then
-  FERRY_BIN=$FERRY FERRY_TEST_GPU=0 step pytest_all $PY -m pytest -q -p no:cacheprovider tests/python
-fi
-if [ "$PART" != tests ]; then
+case "$PART" in tests|all)
+  FERRY_BIN=$FERRY FERRY_TEST_GPU=0 step pytest_all $PY -m pytest -q -p no:cacheprovider tests/python ;;
+esac
+case "$PART" in l2|bench|all)
   TAIL=30 step l2_bench timeout ${L2_TIMEOUT:-420} $PY bench/lmcache/l2_bench.py --ferry "$FERRY" --dir /var/tmp/ferry-l2-bench \
-    --rounds ${ROUNDS:-3} --agent-log "$OUT/l2_agents.log" --json-out "$OUT/l2_bench.json" ${L2_ARGS:-}
+    --rounds ${ROUNDS:-3} --agent-log "$OUT/l2_agents.log" --json-out "$OUT/l2_bench.json" ${L2_ARGS:-} ;;
+esac
+case "$PART" in binding|bench|all)
+  rm -f /tmp/bb.ready
   $FERRY agent --endpoint unix:ferry-binding-bench --tier dram:12GiB --ready-file /tmp/bb.ready -l 30 &
   AG=$!; for _ in $(seq 100); do [ -f /tmp/bb.ready ] && break; sleep 0.1; done
   TAIL=12 step binding_bench timeout 300 $PY bench/python/binding_bench.py --ferry "$FERRY" --endpoint unix:ferry-binding-bench \
-    --runs 3 --json-out "$OUT/binding_bench.json"
-  kill $AG; wait $AG
-fi
+    --runs ${BINDING_RUNS:-5} --json-out "$OUT/binding_bench.json"
+  kill $AG; wait $AG ;;
+esac
