@@ -113,7 +113,10 @@ def xfer_protocol():
                 .str("dram").u32(1).u8(0).u8(1).u8(0).u8(1)
                 .u32(2).str("dram:1GiB").str("file:/tmp/x:4GiB").frame(HELLO_OK))
     register = (Enc().u64(3).u8(0).u32(0).u64(1 << 20).u8(0).u64(0).u32(0).u32(0xFFFFFFFF)
-                .str(bytes(range(64))).frame(REGISTER))
+                .str(bytes(range(64))).u64(0).frame(REGISTER))
+    # Reach 3: a shared file at offset 4096, and the application's address for pulls.
+    register_shared_file = (Enc().u64(4).u8(0).u32(0).u64(1 << 20).u8(3).u64(4096).u32(0).u32(0xFFFFFFFF)
+                            .str(bytes(64)).u64(0x7F0000001000).frame(REGISTER))
     register_ok = Enc().u64(3).u64(1).frame(REGISTER_OK)
     transfer = (Enc().u64(77).u8(0).u32(2)
                 .u64(1).u64(0).u64(4096).str("model@1@0@deadbeef@bf16")
@@ -125,6 +128,7 @@ def xfer_protocol():
         "hello": hello,
         "hello_ok": hello_ok,
         "register": register,
+        "register_shared_file": register_shared_file,
         "register_ok": register_ok,
         "deregister": call_msg(DEREGISTER, 0, region=1),
         "transfer": transfer,

@@ -161,8 +161,15 @@ TEST(XferRoundTrip, PlainMemoryUnmappedAfterRegistrationFailsTheTransferWithARea
 // its L1 pool: registered with its file, reached by pread/pwrite. A file that
 // then shrinks fails the transfer with a reason; nothing maps it, so nothing
 // raises SIGBUS, and the agent goes on serving.
-TEST(XferRoundTrip, SharedFileMemoryIsReachedThroughTheFile) {
-  FerryAgent agent_proc({"dram:16MiB"});
+class SharedFileOverEachEndpoint : public ::testing::TestWithParam<const char*> {};
+
+// Over TCP the agent takes the file from the application's process (pidfd_getfd), as a memfd.
+INSTANTIATE_TEST_SUITE_P(XferRoundTrip, SharedFileOverEachEndpoint, ::testing::Values("unix", "tcp"));
+
+TEST_P(SharedFileOverEachEndpoint, SharedFileMemoryIsReachedThroughTheFile) {
+  FerryAgent agent_proc({"dram:16MiB"}, std::string(GetParam()) == "tcp"
+                                            ? std::vector<std::string>{"--endpoint", "tcp:127.0.0.1:0"}
+                                            : std::vector<std::string>{});
   Agent agent(config_for(agent_proc.endpoint()));
   constexpr std::size_t kBlock = 256 << 10, kCount = 8, kLen = kBlock * kCount, kSkip = 64 << 10;
   const std::string name = "/ferry-test-shm-" + std::to_string(getpid());
