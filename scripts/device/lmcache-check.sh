@@ -28,6 +28,14 @@ step import_lmcache $PY -c "import torch, lmcache, lmcache.lmcache_native, lmcac
 case "$PART" in tests|all)
   FERRY_BIN=$FERRY FERRY_TEST_GPU=0 step pytest_all $PY -m pytest -q -p no:cacheprovider tests/python ;;
 esac
+case "$PART" in tests|all)
+  rm -f /tmp/ex.ready
+  $FERRY agent --endpoint unix:ferry.agent --tier dram:4GiB --tier file:/var/tmp/ferry-kv --ready-file /tmp/ex.ready -l 30 &
+  AG=$!; for _ in $(seq 100); do [ -f /tmp/ex.ready ] && break; sleep 0.1; done
+  step example_cuda $PY examples/python/kv_offload.py
+  step example_cpu $PY examples/python/kv_offload.py --device cpu --chunks 4
+  kill $AG; wait $AG; rm -rf /var/tmp/ferry-kv ;;
+esac
 case "$PART" in l2|bench|all)
   TAIL=30 step l2_bench timeout ${L2_TIMEOUT:-420} $PY bench/lmcache/l2_bench.py --ferry "$FERRY" --dir /var/tmp/ferry-l2-bench \
     --rounds ${ROUNDS:-3} --agent-log "$OUT/l2_agents.log" --json-out "$OUT/l2_bench.json" ${L2_ARGS:-} ;;
