@@ -22,6 +22,29 @@ XferStatus from_app(const BlockRef& b, std::size_t at, std::size_t len, Fault& f
   return XferStatus::Ok;
 }
 
+// A host block copied into staging and checksummed piece by piece, each leaf
+// hashed while its piece is still in cache: one pass over memory fewer than
+// copying the whole block and then hashing it (a 32 MiB block outgrows every
+// cache). Pieces are whole leaves, so the leaf sums are the checksum's own.
+XferStatus copy_and_hash(const BlockRef& b, std::uint64_t* sum, Fault& fault) noexcept {
+  static_assert(kPieceBytes % kChecksumLeafBytes == 0);
+  if (b.len <= kChecksumLeafBytes) {
+    const XferStatus s = from_app(b, 0, b.len, fault);
+    *sum = checksum({b.host, b.len});
+    return s;
+  }
+  thread_local std::vector<std::uint64_t> leaves;  // grows to the largest block once, then reused
+  leaves.clear();
+  for (std::size_t at = 0; at < b.len; at += kPieceBytes) {
+    const std::size_t n = std::min(kPieceBytes, b.len - at);
+    if (const XferStatus s = from_app(b, at, n, fault); s != XferStatus::Ok) return s;
+    for (std::size_t leaf = at; leaf < at + n; leaf += kChecksumLeafBytes)
+      leaves.push_back(checksum({b.host + leaf, std::min(kChecksumLeafBytes, at + n - leaf)}));
+  }
+  *sum = combine_leaf_sums(leaves);
+  return XferStatus::Ok;
+}
+
 XferStatus to_app(const BlockRef& b, Fault& fault) noexcept {
   if (b.remote != nullptr) return b.remote->write(b.app, b.host, b.len, fault);
   std::memcpy(b.app, b.host, b.len);
@@ -85,9 +108,8 @@ XferStatus BlockCopier::start_push(int lane, Flight& f, std::span<const BlockRef
     if (b.on_device && b.len > 0) {
       f.seg_of[k] = f.segs.size();
       gpu::append_leaves({b.host, b.app, b.len}, &f.segs);
-    } else {
-      if (const XferStatus s = from_app(b, 0, b.len, fault); s != XferStatus::Ok) return s;
-      sums[k] = checksum({b.host, b.len});
+    } else if (const XferStatus s = copy_and_hash(b, &sums[k], fault); s != XferStatus::Ok) {
+      return s;
     }
   }
   const XferStatus s = lanes_->start_hashed(lane, f.slot, f.segs, false, f.way.how, fault);
@@ -121,7 +143,6 @@ XferStatus BlockCopier::push_by_engines(int lane, std::span<const BlockRef> bloc
   struct Piece {
     std::size_t k, offset, len, wave;
   };
-  constexpr std::size_t kNoWave = ~std::size_t{0};
   thread_local std::vector<Piece> pieces;
   thread_local std::vector<gpu::Segment> segs;
   thread_local std::vector<std::uint64_t> tickets;
@@ -142,16 +163,15 @@ XferStatus BlockCopier::push_by_engines(int lane, std::span<const BlockRef> bloc
   };
   for (std::size_t k = 0; k < blocks.size() && s == XferStatus::Ok; ++k) {
     const BlockRef& b = blocks[k];
-    for (std::size_t at = 0; at < b.len && s == XferStatus::Ok; at += kPieceBytes) {
+    if (!b.on_device) {  // host memory: copied and hashed here, while the waves cross PCIe
+      s = copy_and_hash(b, &sums[k], fault);
+      continue;
+    }
+    for (std::size_t at = 0; at < b.len; at += kPieceBytes) {
       const std::size_t len = std::min<std::size_t>(kPieceBytes, b.len - at);
-      if (b.on_device) {
-        segs.push_back({b.host + at, b.app + at, len});
-        pieces.push_back({k, at, len, tickets.size()});
-        if ((wave_bytes += len) >= wave_target) close_wave();
-      } else {
-        s = from_app(b, at, len, fault);
-        pieces.push_back({k, at, len, kNoWave});
-      }
+      segs.push_back({b.host + at, b.app + at, len});
+      pieces.push_back({k, at, len, tickets.size()});
+      if ((wave_bytes += len) >= wave_target) close_wave();
     }
   }
   close_wave();
@@ -160,7 +180,7 @@ XferStatus BlockCopier::push_by_engines(int lane, std::span<const BlockRef> bloc
   std::size_t waited = 0;
   for (const Piece& p : pieces) {
     if (s != XferStatus::Ok) break;
-    if (p.wave != kNoWave && p.wave >= waited) {
+    if (p.wave >= waited) {
       s = lanes_->wait(lane, tickets[p.wave], fault);
       waited = p.wave + 1;
       if (s != XferStatus::Ok) break;
