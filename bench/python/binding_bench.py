@@ -26,7 +26,7 @@ def parse_args():
     p.add_argument("--ferry", required=True, help="the ferry binary (for `ferry kv bench`)")
     p.add_argument("--endpoint", required=True, help="a running agent, e.g. unix:ferry.agent")
     p.add_argument("--block-sizes", default="1048576,4194304,33554432", help="bytes, comma-separated")
-    p.add_argument("--total-bytes", type=int, default=4 << 30)
+    p.add_argument("--total-bytes", type=int, default=16 << 30)
     p.add_argument("--batch-bytes", type=int, default=256 << 20)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--mem", choices=["auto", "vram", "dram"], default="auto")

@@ -2,8 +2,9 @@
 # Issue 20 on the GPU machine, in one call: the Python package's tests (NumPy,
 # torch CUDA tensors, the real LMCache 0.5.6), the LMCache L2 benchmark (Ferry's
 # connector against LMCache's local-disk and Redis backends) and the Python
-# module against the C++ API. Carried: .carry (ferry, its .so files,
-# redis-server) and .carry-py (the ferry wheel for Python 3.12, the lmcache
+# module against the C++ API. Carried: .carry (ferry, the xfer GPU tests, their .so files,
+# redis-server: CARRY_FILES="apps/ferry/ferry tests/xfer/xfer_e2e_test tests/xfer/agent/xfer_mover_test"
+# scripts/device/carry-build.sh) and .carry-py (the ferry wheel for Python 3.12, the lmcache
 # wheel and the dependencies the machine lacks). Results go to $OUT.
 # Usage (from the device tool): bash scripts/device/lmcache-check.sh [tests|l2|binding|bench|all]
 set -uo pipefail
@@ -26,6 +27,11 @@ step() { local name=$1; shift; echo "== $name"; local t0=$(date +%s); "$@" > "$O
 nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader | tee "$OUT/device.txt"
 step import_lmcache $PY -c "import torch, lmcache, lmcache.lmcache_native, lmcache.lmcache_fs, lmcache.lmcache_redis, ferry, ferry.lmcache; print('torch', torch.__version__, 'lmcache ok')"
 case "$PART" in tests|all)
+  # The agent's copy paths this issue touched (host blocks beside device ones), with CUDA IPC.
+  for mode in auto kernel batch; do
+    step xfer_e2e_gpu_$mode .carry/build/tests/xfer/xfer_e2e_test --mem=vram --gpu --copy=$mode
+  done
+  step xfer_mover_gpu .carry/build/tests/xfer/agent/xfer_mover_test --gpu
   FERRY_BIN=$FERRY FERRY_TEST_GPU=0 step pytest_all $PY -m pytest -q -p no:cacheprovider tests/python ;;
 esac
 case "$PART" in tests|all)
