@@ -6,7 +6,7 @@
 # redis-server: CARRY_FILES="apps/ferry/ferry tests/xfer/xfer_e2e_test tests/xfer/agent/xfer_mover_test"
 # scripts/device/carry-build.sh) and .carry-py (the ferry wheel for Python 3.12, the lmcache
 # wheel and the dependencies the machine lacks). Results go to $OUT.
-# Usage (from the device tool): bash scripts/device/lmcache-check.sh [tests|l2|binding|bench|all]
+# Usage (from the device tool): bash scripts/device/lmcache-check.sh [gpu|tests|l2|binding|bench|all]
 set -uo pipefail
 PART=${1:-all}
 OUT=${OUT:-/tmp/out}
@@ -16,6 +16,8 @@ PY=python3
 export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}"
 export PATH="$PWD/.carry/redis:$PATH"
 FERRY=$PWD/.carry/build/apps/ferry/ferry
+export FERRY_BIN=$FERRY  # the C++ suites start this agent
+[ -x .carry/redis/redis-server ] && export FERRY_REDIS_SERVER=$PWD/.carry/redis/redis-server
 SITE=/tmp/ferry-site
 rm -rf "$SITE"
 $PY -m pip install -q --no-index --no-deps --target "$SITE" .carry-py/deps/*.whl .carry-py/lmcache-*.whl .carry-py/ferry-*.whl \
@@ -26,13 +28,15 @@ step() { local name=$1; shift; echo "== $name"; local t0=$(date +%s); "$@" > "$O
          echo "   rc=$rc in $(( $(date +%s) - t0 )) s"; tail -${TAIL:-15} "$OUT/$name.log"; }
 nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader | tee "$OUT/device.txt"
 step import_lmcache $PY -c "import torch, lmcache, lmcache.lmcache_native, lmcache.lmcache_fs, lmcache.lmcache_redis, ferry, ferry.lmcache; print('torch', torch.__version__, 'lmcache ok')"
-case "$PART" in tests|all)
+case "$PART" in gpu|tests|all)
   # The agent's copy paths this issue touched (host blocks beside device ones), with CUDA IPC.
   for mode in auto kernel batch; do
     step xfer_e2e_gpu_$mode .carry/build/tests/xfer/xfer_e2e_test --mem=vram --gpu --copy=$mode
   done
-  step xfer_mover_gpu .carry/build/tests/xfer/agent/xfer_mover_test --gpu
-  FERRY_BIN=$FERRY FERRY_TEST_GPU=0 step pytest_all $PY -m pytest -q -p no:cacheprovider tests/python ;;
+  step xfer_mover_gpu .carry/build/tests/xfer/agent/xfer_mover_test --gpu ;;
+esac
+case "$PART" in tests|all)
+  FERRY_TEST_GPU=0 step pytest_all $PY -m pytest -q -p no:cacheprovider tests/python ;;
 esac
 case "$PART" in tests|all)
   rm -f /tmp/ex.ready
