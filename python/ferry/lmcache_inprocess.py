@@ -18,8 +18,8 @@ LMCache 0.5.6 makes one RemoteBackend per name in remote_storage_plugins
 finds class_name is a RemoteConnector and builds it as
 cls(loop=, local_cpu_backend=, config=) (connector/__init__.py:276-322, 201-211).
 FerryRemoteConnector reads its parameters from extra_config under its own
-instance name (another name, or several instances such as "ferry.a" and
-"ferry.b", work the same way) and drives ferry.lmcache.FerryL2Connector through
+instance name (any name; one instance per engine, since LMCache tells a
+RemoteConnector no instance name) and drives ferry.lmcache.FerryL2Connector through
 LMCache's own eventfd client (ConnectorClientBase), so chunks move between
 LMCache's pinned CPU pool and the agent without a copy in this process. Keys
 are CacheEngineKey.to_string() behind key_prefix. A chunk that is missing,
@@ -40,7 +40,6 @@ import threading
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from lmcache.logging import init_logger
-from lmcache.v1.storage_backend.connector import ConnectorContext
 from lmcache.v1.storage_backend.connector.base_connector import RemoteConnector
 from lmcache.v1.storage_backend.native_clients.connector_client_base import ConnectorClientBase
 
@@ -270,18 +269,11 @@ class FerryRemoteConnector(RemoteConnector):
         names = [n for n in (config.remote_storage_plugins or []) if ours(n)]
         if len(names) == 1:
             return names[0]
-        # Several instances: DynamicConnectorAdapter passes no name
-        # (connector/__init__.py:207-211), but the ConnectorContext it was
-        # called with holds the instance RemoteBackend asked for
-        # (remote_backend.py:145-152, connector/__init__.py:126-146). The
-        # adapter itself may belong to another instance of the same type, since
-        # the first adapter whose can_parse accepts the URL wins (:193-199, :348-353).
-        served = _served_plugin_name()
-        if served in names:
-            return served
         if names:
-            logger.warning("Ferry plugin: cannot tell which of %s is being created; using %s", names, names[0])
-            return names[0]
+            # DynamicConnectorAdapter passes a RemoteConnector no instance name
+            # (connector/__init__.py:207-211), so several instances cannot be told apart.
+            raise ferry.Error(f"remote_storage_plugins names FerryRemoteConnector {len(names)} times ({names}): "
+                              "use one instance; key_prefix keeps several caches apart in one agent")
         return DEFAULT_PLUGIN_NAME
 
     # -- RemoteConnector (base_connector.py:148-376) ---------------------------
@@ -399,20 +391,3 @@ class FerryRemoteConnector(RemoteConnector):
 
     def __repr__(self) -> str:
         return f"<FerryRemoteConnector {self.plugin_name} at {self.endpoint}>"
-
-
-def _served_plugin_name() -> Optional[str]:
-    """The plugin instance in the ConnectorContext that LMCache is creating a
-    connector for, found in the calling frames (DynamicConnectorAdapter.create_connector's `context`)."""
-    frame = sys._getframe(1)
-    for _ in range(12):
-        if frame is None:
-            break
-        ctx = frame.f_locals.get("context")
-        if isinstance(ctx, ConnectorContext):
-            if ctx.plugin_name:
-                return ctx.plugin_name
-            if isinstance(ctx.url, str) and ctx.url.startswith("plugin://"):
-                return ctx.url[len("plugin://"):]
-        frame = frame.f_back
-    return None
