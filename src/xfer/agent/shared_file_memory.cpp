@@ -41,18 +41,7 @@ std::string SharedFileMemory::describe() const {
 
 XferStatus SharedFileMemory::read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len,
                                   Fault& fault) const noexcept {
-  const auto offset = reinterpret_cast<std::uintptr_t>(remote);
-  std::size_t done = 0;
-  while (done < len) {
-    const ssize_t n = ::pread(fd_, local + done, len - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      return fault.raise(XferStatus::IoError, "reading " + std::to_string(len) + " bytes at offset " +
-                                                  std::to_string(offset) + " of the shared file: " +
-                                                  (n == 0 ? std::string("it shrank below them") : std::strerror(errno)));
-    done += static_cast<std::size_t>(n);
-  }
-  return XferStatus::Ok;
+  return file_io(false, reinterpret_cast<std::uintptr_t>(remote), local, len, fault);
 }
 
 XferStatus SharedFileMemory::write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len,
@@ -65,13 +54,21 @@ XferStatus SharedFileMemory::write(std::uint8_t* remote, const std::uint8_t* loc
   if (::fstat(fd_, &st) == 0 && offset + len > static_cast<std::uint64_t>(st.st_size))
     return fault.raise(XferStatus::IoError, "writing " + std::to_string(len) + " bytes at offset " +
                                                 std::to_string(offset) + " of the shared file: it shrank below them");
+  return file_io(true, offset, const_cast<std::uint8_t*>(local), len, fault);
+}
+
+XferStatus SharedFileMemory::file_io(bool to_file, std::uint64_t offset, std::uint8_t* local, std::size_t len,
+                                     Fault& fault) const noexcept {
+  // The kernel may move less than asked (a signal, a page boundary): go on from where it stopped.
   std::size_t done = 0;
   while (done < len) {
-    const ssize_t n = ::pwrite(fd_, local + done, len - done, static_cast<off_t>(offset + done));
+    const auto at = static_cast<off_t>(offset + done);
+    const ssize_t n = to_file ? ::pwrite(fd_, local + done, len - done, at) : ::pread(fd_, local + done, len - done, at);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
-      return fault.raise(XferStatus::IoError, "writing " + std::to_string(len) + " bytes at offset " +
-                                                  std::to_string(offset) + " of the shared file: " + std::strerror(errno));
+      return fault.raise(XferStatus::IoError, std::string(to_file ? "writing " : "reading ") + std::to_string(len) +
+                                                  " bytes at offset " + std::to_string(offset) + " of the shared file: " +
+                                                  (n == 0 ? std::string("it shrank below them") : std::strerror(errno)));
     done += static_cast<std::size_t>(n);
   }
   return XferStatus::Ok;

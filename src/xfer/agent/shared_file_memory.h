@@ -39,6 +39,7 @@ class SharedFileMemory final : public RemoteMemory {
 
  private:
   explicit SharedFileMemory(int fd) : fd_(fd) {}
+  XferStatus file_io(bool to_file, std::uint64_t offset, std::uint8_t* local, std::size_t len, Fault& fault) const noexcept;
   int fd_;
   std::uint64_t offset_ = 0;  // the region's first byte in the file ...
   std::uint64_t addr_ = 0;    // ... and in the application, for writer_
