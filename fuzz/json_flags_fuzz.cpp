@@ -4,7 +4,8 @@
 // the real subcommands have, on the command line `ferry sub -j FILE --name=cli`.
 // Beside ASan/UBSan, it checks:
 //  - the loader throws nothing but ferry::Error, and throws where the file names
-//    a flag the subcommand lacks or gives a value of a type no flag takes;
+//    a flag the subcommand lacks, gives a value of a type no flag takes, or
+//    gives true/false to an option that takes a value;
 //  - otherwise argv comes back with the file's flags inserted after `sub`, and
 //    the command line untouched;
 //  - where every value suits its flag (a string for a string, an integer in
@@ -132,8 +133,8 @@ Want model(std::string_view text) {
         w.exact = false;
       continue;
     }
-    if (v.is_boolean()) {
-      w.exact = false;
+    if (v.is_boolean()) {  // true/false only switches a flag
+      w.must_throw = true;
       continue;
     }
     const nlohmann::json elements = v.is_array() ? v : nlohmann::json::array({v});

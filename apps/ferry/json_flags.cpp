@@ -67,6 +67,11 @@ std::vector<std::string> json_flags_to_args(const CLI::App& sub, std::string_vie
       throw Error("--json file " + source + ": '" + key + "' is not a flag of 'ferry " + argv[1] + "'");
     if (given_on_command_line(opt, argv, 2)) continue;
     if (value.is_boolean()) {
+      // true/false switches a flag; an option that takes a value would be
+      // left without one, and CLI11 would take the next flag's value as its own.
+      if (opt->get_expected_min() > 0)
+        throw Error("--json file " + source + ": '" + key + "' takes a value, not " +
+                    (value.get<bool>() ? "true" : "false"));
       if (value.get<bool>()) extra.push_back(name);
     } else if (value.is_array()) {
       for (const auto& v : value) {

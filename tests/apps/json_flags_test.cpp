@@ -95,6 +95,10 @@ TEST(JsonFlags, UnknownFlagsAndBadValuesAreRefusedNamingThem) {
   // file could make the program print its help and exit instead of running.
   EXPECT_THROW(parse(R"({"help": true})", &f), Error);
   EXPECT_THROW(parse(R"({"h": true})", &f), Error);
+  // Found by fuzz/json_flags_fuzz.cpp: a boolean for an option that takes a
+  // value put the bare option in argv, and it took the next flag's value.
+  EXPECT_THROW(parse(R"({"count": 5, "name": true})", &f), Error);
+  EXPECT_THROW(parse(R"({"count": false})", &f), Error);
 }
 
 }  // namespace
