@@ -248,6 +248,11 @@ class FerryL2Connector:
         agent = self._agent
         if agent is None:
             return
+        # Clear the agent's notifications (and its eventfd) before reading the
+        # transfers' states: a transfer that finishes after its state was read
+        # raises the eventfd again, so LMCache's poll wakes for it. The other
+        # order loses that wake-up and leaves the future pending for ever.
+        agent._live().get_notifs()
         lost = None
         for request, (fid, transfer) in list(self._pending.items()):
             if transfer.done():
@@ -255,7 +260,6 @@ class FerryL2Connector:
                 self._done.append(self._completion(fid, transfer))
                 if transfer.status in _SESSION_LOST:
                     lost = transfer.results()[0].error or transfer.status.name
-        agent._live().get_notifs()  # each finished transfer queued one; its state is read above
         if lost is not None:
             self._lose(lost)
 
