@@ -218,5 +218,35 @@ TEST(XferTiers, AFullFileTierFailsOnlyTheTransfersThatDoNotFitAndTheAgentGoesOn)
   EXPECT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, 512 << 10), {"fits"}), XferStatus::Ok);
 }
 
+// A file tier on top streams host blocks above its pack threshold (the
+// mover's streaming path): they need no staging slot, so blocks four times a
+// slot's size go and come back whole, verified.
+TEST(XferTiers, AFileTierStreamsBlocksLargerThanAStagingSlot) {
+  if (xfer_env().mem != xfer::MemType::Dram) GTEST_SKIP() << "device blocks go through staging";
+  TempDir dir;
+  FerryAgent agent_proc({"file:" + dir.path.string() + ",threads=4"}, {"--staging-mib", "8", "--queue-depth", "2"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  constexpr std::size_t kBlock = (16 << 20) + 4097, kCount = 3;  // slots are 4 MiB; a tail that is no whole page
+  Buffer buf = Buffer::allocate(xfer_env().mem, kBlock * kCount);
+  const auto data = random_bytes(kBlock * kCount, 21);
+  buf.write(0, data.data(), data.size());
+  agent.register_memory(buf);
+  const auto keys = keys_of("stream/", kCount);
+  std::vector<xfer::DescResult> results;
+  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, kCount, kBlock), keys, &results), XferStatus::Ok)
+      << (results.empty() ? "" : results[0].error);
+  std::vector<std::uint8_t> zeros(data.size(), 0);
+  buf.write(0, zeros.data(), zeros.size());
+  ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, kCount, kBlock), keys, &results), XferStatus::Ok)
+      << (results.empty() ? "" : results[0].error);
+  std::vector<std::uint8_t> back(data.size());
+  buf.read(0, back.data(), back.size());
+  EXPECT_EQ(back, data);
+  for (const auto& r : results) EXPECT_EQ(r.size, kBlock);
+  // A buffer smaller than the object: TooLarge, with the object's size.
+  ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, kBlock - 1), {keys[0]}, &results), XferStatus::TooLarge);
+  EXPECT_EQ(results[0].size, kBlock);
+}
+
 }  // namespace
 }  // namespace ferry::test

@@ -14,14 +14,6 @@ namespace {
 // The unit of pipelining: a block is copied, and hashed, in pieces of this size.
 constexpr std::size_t kPieceBytes = 1u << 20;
 
-// A host block's bytes [at, at + len) from the application into host memory,
-// and back: memcpy, or the copy calls of memory reached remotely.
-XferStatus from_app(const BlockRef& b, std::size_t at, std::size_t len, Fault& fault) noexcept {
-  if (b.remote != nullptr) return b.remote->read(b.app + at, b.host + at, len, fault);
-  std::memcpy(b.host + at, b.app + at, len);
-  return XferStatus::Ok;
-}
-
 // A host block copied into staging and checksummed piece by piece, each leaf
 // hashed while its piece is still in cache: one pass over memory fewer than
 // copying the whole block and then hashing it (a 32 MiB block outgrows every
@@ -29,7 +21,7 @@ XferStatus from_app(const BlockRef& b, std::size_t at, std::size_t len, Fault& f
 XferStatus copy_and_hash(const BlockRef& b, std::uint64_t* sum, Fault& fault) noexcept {
   static_assert(kPieceBytes % kChecksumLeafBytes == 0);
   if (b.len <= kChecksumLeafBytes) {
-    const XferStatus s = from_app(b, 0, b.len, fault);
+    const XferStatus s = read_app(b, 0, b.host, b.len, fault);
     *sum = checksum({b.host, b.len});
     return s;
   }
@@ -37,17 +29,11 @@ XferStatus copy_and_hash(const BlockRef& b, std::uint64_t* sum, Fault& fault) no
   leaves.clear();
   for (std::size_t at = 0; at < b.len; at += kPieceBytes) {
     const std::size_t n = std::min(kPieceBytes, b.len - at);
-    if (const XferStatus s = from_app(b, at, n, fault); s != XferStatus::Ok) return s;
+    if (const XferStatus s = read_app(b, at, b.host + at, n, fault); s != XferStatus::Ok) return s;
     for (std::size_t leaf = at; leaf < at + n; leaf += kChecksumLeafBytes)
       leaves.push_back(checksum({b.host + leaf, std::min(kChecksumLeafBytes, at + n - leaf)}));
   }
   *sum = combine_leaf_sums(leaves);
-  return XferStatus::Ok;
-}
-
-XferStatus to_app(const BlockRef& b, Fault& fault) noexcept {
-  if (b.remote != nullptr) return b.remote->write(b.app, b.host, b.len, fault);
-  std::memcpy(b.app, b.host, b.len);
   return XferStatus::Ok;
 }
 
@@ -219,7 +205,7 @@ XferStatus BlockCopier::start_pull(int lane, Flight& f, std::span<const BlockRef
         gpu::append_leaves({b.app, b.host, b.len}, &f.segs);
       else
         f.segs.push_back({b.app, b.host, b.len});
-    } else if (const XferStatus s = to_app(b, fault); s != XferStatus::Ok) {
+    } else if (const XferStatus s = write_app(b, 0, b.host, b.len, fault); s != XferStatus::Ok) {
       return s;
     }
   }

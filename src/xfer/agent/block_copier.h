@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "ferry/xfer/types.h"
-#include "xfer/agent/remote_memory.h"
+#include "xfer/agent/block_ref.h"
 #include "xfer/base/fault.h"
 #include "xfer/gpu/gpu.h"
 
@@ -44,15 +44,6 @@ struct CopyOptions {
   // --copy auto, blocks the kernel hashes: from this size on (0: never) the copy
   // engines copy them and the kernel hashes them in device memory.
   std::size_t engines_from = 1u << 20;
-};
-
-// One block of a batch: its bytes in host memory, and the application's side.
-struct BlockRef {
-  std::uint8_t* host = nullptr;
-  std::uint8_t* app = nullptr;  // in the remote memory's own space when `remote` is set
-  std::size_t len = 0;          // 0: nothing to move (an empty object, or a pull that failed)
-  bool on_device = false;
-  const RemoteMemory* remote = nullptr;  // reached by copy calls: another process's memory, a shared file
 };
 
 class BlockCopier {

@@ -88,6 +88,11 @@ void DataMover::submit(std::shared_ptr<Job> job) {
   std::vector<Batch> batches;
   std::size_t i = 0;
   while (i < job->descs.size()) {
+    if (streams(*job, i)) {
+      batches.push_back(Batch{job, i, 1, true});
+      ++i;
+      continue;
+    }
     if (job->descs[i].len > slot_bytes_) {  // cannot be staged whole
       job->results[i].status = job->fault.raise(
           XferStatus::TooLarge,
@@ -101,7 +106,7 @@ void DataMover::submit(std::shared_ptr<Job> job) {
     Batch b{job, i, 0};
     std::size_t bytes = 0;
     const BlockCopier::Way way = copier_->way(job->op, job->descs[i].len);
-    while (i < job->descs.size() && job->descs[i].len <= slot_bytes_) {
+    while (i < job->descs.size() && job->descs[i].len <= slot_bytes_ && !streams(*job, i)) {
       const std::size_t need = align_up(job->descs[i].len);
       if (b.count > 0 && (bytes + need > options_.chunk_bytes || bytes + need > slot_bytes_ ||
                           b.count == options_.chunk_blocks))
@@ -209,7 +214,9 @@ void DataMover::finish_batch(const std::shared_ptr<Job>& job) {
 void DataMover::begin(int lane, Flight& f) {
   batches_.fetch_add(1, std::memory_order_relaxed);
   f.staged = false;
+  f.copy.started = false;
   f.copied = XferStatus::Ok;
+  if (f.batch.streamed && stream(f)) return;
   const Job& job = *f.batch.job;
   f.copy.way = copier_->way(job.op, job.descs[f.first()].len);
   if (job.op == XferOp::Write)
@@ -219,10 +226,61 @@ void DataMover::begin(int lane, Flight& f) {
 }
 
 void DataMover::end(int lane, Flight& f) {
+  if (f.batch.streamed) return;  // settled in begin()
   if (f.batch.job->op == XferOp::Write)
     end_write(lane, f);
   else
     end_read(lane, f);
+}
+
+bool DataMover::streams(const Job& job, std::size_t i) const noexcept {
+  const JobDesc& d = job.descs[i];
+  return !d.region->on_device() && d.len > storage_.stream_above();
+}
+
+bool DataMover::stream(Flight& f) {
+  Job& job = *f.batch.job;
+  const std::size_t i = f.first();
+  const JobDesc& d = job.descs[i];
+  DescResult& r = job.results[i];
+  BlockRef block;
+  block.app = d.region->base() + d.offset;
+  block.len = d.len;
+  block.remote = d.region->remote();
+  PhaseTimer stream_time(phases_, Phase::Stream);
+  std::optional<XferStatus> s;
+  int tier = -1;
+  std::uint64_t size = 0;
+  if (job.op == XferOp::Write) {
+    s = storage_.put_streamed(d.key, d.len, AppSource(block), &tier, job.fault);
+    size = d.len;
+  } else {
+    s = storage_.get_streamed(d.key, d.len, AppSink(block), &size, &tier, job.fault);
+  }
+  if (!s) {
+    if (d.len <= slot_bytes_) {
+      f.batch.streamed = false;
+      return false;
+    }
+    r.status = job.fault.raise(XferStatus::TooLarge,
+                               "'" + std::string(d.key) + "': " + std::to_string(d.len) +
+                                   " bytes exceed the agent's staging slot of " + std::to_string(slot_bytes_) +
+                                   " bytes, and the tier it would " +
+                                   (job.op == XferOp::Write ? "go to is full or" : "come from") +
+                                   " does not stream (raise --staging-mib or lower --queue-depth)",
+                               d.key);
+    return true;
+  }
+  r.status = *s;
+  if (*s == XferStatus::Ok || *s == XferStatus::TooLarge) {
+    r.size = size;
+    job.tiers[i] = tier;
+  }
+  if (*s == XferStatus::Ok) {
+    (job.op == XferOp::Write ? bytes_written_ : bytes_read_).fetch_add(size, std::memory_order_relaxed);
+    (job.op == XferOp::Write ? objects_written_ : objects_read_).fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
 }
 
 void DataMover::begin_write(int lane, Flight& f) {

@@ -12,6 +12,12 @@
 // for DMA where there is a GPU. How a block is copied and hashed is the
 // BlockCopier's business (block_copier.h).
 //
+// Where storage streams (the file tier on top: store/streaming.h), a host block
+// larger than its stream_above() skips staging too: the tier reads it from the
+// application piece by piece into a buffer that stays in cache, hashes and
+// writes each piece, and reads it back the same way. Such a block may be larger
+// than a staging slot.
+//
 // The staging buffer (--staging-mib; pinned where there is a GPU) is cut into
 // queue_depth slots, one per copy thread, and each thread owns one copy lane (a
 // CUDA stream). A batch gathers consecutive descriptors up to --chunk-kib, so many
@@ -109,6 +115,7 @@ class DataMover {
   struct Batch {
     std::shared_ptr<Job> job;
     std::size_t first = 0, count = 0;
+    bool streamed = false;  // one object, streamed between the application and storage
   };
   // A batch from begin() to end(). Each lane has gpu::Lanes::kHashedSlots of
   // them and pipelines: it begins the next batch (reserve, start the copy
@@ -128,6 +135,12 @@ class DataMover {
   void begin_read(int lane, Flight& f);
   void end_read(int lane, Flight& f);
   void finish_batch(const std::shared_ptr<Job>& job);
+  // Whether descriptor i moves by streaming: a host block larger than what
+  // storage streams from.
+  bool streams(const Job& job, std::size_t i) const noexcept;
+  // Streams a streamed batch's object; false when storage would not take it
+  // that way and it fits a staging slot (the batch then goes the staged way).
+  bool stream(Flight& f);
 
   MoverOptions options_;
   store::Storage& storage_;

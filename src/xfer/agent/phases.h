@@ -24,6 +24,7 @@ enum class Phase : int {
   Lookup,   // pull: borrow from the dram tier / read from lower tiers
   Verify,   // pull: compare checksums, account
   Answer,   // encode and send transfer_done
+  Stream,   // push/pull: an object streamed between the application and storage (copy, checksum and I/O)
   kCount
 };
 
@@ -35,7 +36,7 @@ class PhaseStats {
   // "decode 12.3 ms, reserve ..." (milliseconds, summed over threads).
   std::string describe() const {
     static constexpr const char* kNames[] = {"decode", "reserve", "copy",  "put",
-                                             "lookup", "verify",  "answer"};
+                                             "lookup", "verify",  "answer", "stream"};
     static_assert(std::size(kNames) == static_cast<std::size_t>(Phase::kCount));
     std::string out;
     for (int i = 0; i < static_cast<int>(Phase::kCount); ++i) {

@@ -12,6 +12,7 @@
 
 #include "xfer/base/fault.h"
 #include "xfer/store/reservable.h"
+#include "xfer/store/streaming.h"
 #include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
@@ -79,6 +80,23 @@ class Storage {
   // The memory reserved and borrowed bytes lie in, for the caller to pin for
   // DMA once; empty when there is none.
   virtual std::span<std::byte> dma_memory() const noexcept = 0;
+
+  // Streaming (streaming.h): objects larger than stream_above() may move piece
+  // by piece (kUnbounded: none may). put_streamed stores one, as put() would;
+  // get_streamed reads one into the sink, as get() would; *tier says which
+  // tier. nullopt: not taken that way (the tier that would take or holds it
+  // does not stream, or is full): put() or get() it instead.
+  virtual std::uint64_t stream_above() const noexcept { return kUnbounded; }
+  virtual std::optional<XferStatus> put_streamed(std::string_view /*key*/, std::uint64_t /*size*/,
+                                                 const PieceSource& /*source*/, int* /*tier*/,
+                                                 Fault& /*fault*/) noexcept {
+    return std::nullopt;
+  }
+  virtual std::optional<XferStatus> get_streamed(std::string_view /*key*/, std::uint64_t /*capacity*/,
+                                                 const PieceSink& /*sink*/, std::uint64_t* /*size*/,
+                                                 int* /*tier*/, Fault& /*fault*/) noexcept {
+    return std::nullopt;
+  }
 };
 
 }  // namespace ferry::xfer::store

@@ -19,7 +19,8 @@
 //   are not raised.
 // - Set-up (the constructor) throws ferry::Error.
 // - Batches let a tier keep a queue depth (io_uring) or pipeline (Redis).
-// - What a tier can do beyond this is declared: capabilities() (reservable.h).
+// - What a tier can do beyond this is declared: reservable() (reservable.h),
+//   streamable() (streaming.h).
 
 #include <cstdint>
 #include <limits>
@@ -64,6 +65,7 @@ struct GetItem {
 };
 
 class Reservable;
+class Streamable;
 
 class Tier {
  public:
@@ -107,6 +109,9 @@ class Tier {
   // Capabilities: the zero-copy interface, where the tier offers it (the dram
   // tier does). nullptr: it does not.
   virtual Reservable* reservable() noexcept { return nullptr; }
+  // Moving large objects piece by piece (streaming.h), where the tier offers it
+  // (the file tier does). nullptr: it does not.
+  virtual Streamable* streamable() noexcept { return nullptr; }
 };
 
 }  // namespace ferry::xfer::store

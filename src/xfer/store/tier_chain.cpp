@@ -69,6 +69,7 @@ TierChain::TierChain(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::mov
     log::app().warn(
         "tier chain: {} key(s) are in more than one tier (a move was cut short); the topmost copy wins", dup);
   zero_copy_ = tiers_[0]->reservable();
+  streaming_ = tiers_[0]->streamable();
 }
 
 TierChain::~TierChain() = default;
@@ -150,6 +151,60 @@ void TierChain::borrow(std::span<const std::string_view> keys, std::span<std::op
 
 std::span<std::byte> TierChain::dma_memory() const noexcept {
   return zero_copy_ != nullptr ? zero_copy_->memory() : std::span<std::byte>{};
+}
+
+// ---- the streaming door ----------------------------------------------------------
+
+std::uint64_t TierChain::stream_above() const noexcept {
+  return streaming_ != nullptr ? streaming_->stream_above() : kUnbounded;
+}
+
+// One object into the top tier, under its stripe as put() places it, with the
+// same invariants: older copies elsewhere are removed once it is placed (and it
+// is taken out again if one cannot be). The stripe is held while the object is
+// written: a put of another key of the same stripe (1 in 4096) waits for it.
+std::optional<XferStatus> TierChain::put_streamed(std::string_view key, std::uint64_t size,
+                                                  const PieceSource& source, int* tier, Fault& fault) noexcept {
+  if (streaming_ == nullptr || size <= streaming_->stream_above() || size > tiers_[0]->capacity() || key.empty())
+    return std::nullopt;
+  relist();
+  Op op(fault);
+  PutItem item;
+  item.key = key;
+  item.data = ByteView{nullptr, size};
+  Job job;
+  job.key = key;
+  job.stripe = stripe_of(key);
+  job.data = item.data;
+  job.item = &item;
+  std::lock_guard stripe_lock(stripes_[job.stripe].mu);
+  op.held.set(job.stripe);
+  const std::uint32_t unlisted = unlisted_.load(std::memory_order_acquire);
+  if (unlisted != 0 && !remove_from_unlisted(job, unlisted, op)) return job.hard;
+  const XferStatus s = streaming_->put_streamed(key, size, source, &job.checksum, fault);
+  if (s == XferStatus::NoSpace) return std::nullopt;
+  if (s != XferStatus::Ok) return s;  // raised by the tier
+  placed(job, 0, op);
+  if (job.failed) return job.hard;
+  *tier = 0;
+  return XferStatus::Ok;
+}
+
+// Top-down, as get(): a tier that does not stream may hold the key, so the
+// object then goes by get().
+std::optional<XferStatus> TierChain::get_streamed(std::string_view key, std::uint64_t capacity,
+                                                  const PieceSink& sink, std::uint64_t* size, int* tier,
+                                                  Fault& fault) noexcept {
+  if (key.empty()) return std::nullopt;
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    Streamable* st = tiers_[i]->streamable();
+    if (st == nullptr) return std::nullopt;
+    const std::optional<XferStatus> s = st->get_streamed(key, capacity, sink, size, fault);
+    if (s && *s == XferStatus::NotFound) continue;
+    if (s) *tier = static_cast<int>(i);
+    return s;
+  }
+  return XferStatus::NotFound;
 }
 
 void TierChain::put(std::span<PutItem> items, Fault& fault) noexcept {

@@ -82,6 +82,14 @@ class TierChain final : public Storage {
   void borrow(std::span<const std::string_view> keys, std::span<std::optional<Borrowed>> out) noexcept override;
   int zero_copy_tier() const noexcept override { return 0; }
   std::span<std::byte> dma_memory() const noexcept override;
+  // Streaming reaches the top tier only, where it streams (the file tier): a
+  // put it cannot take (full) goes by put(), which makes room or moves on. A get
+  // streams through the tiers from the top while they stream.
+  std::uint64_t stream_above() const noexcept override;
+  std::optional<XferStatus> put_streamed(std::string_view key, std::uint64_t size, const PieceSource& source,
+                                         int* tier, Fault& fault) noexcept override;
+  std::optional<XferStatus> get_streamed(std::string_view key, std::uint64_t capacity, const PieceSink& sink,
+                                         std::uint64_t* size, int* tier, Fault& fault) noexcept override;
 
   struct Found {
     int tier = -1;
@@ -152,6 +160,7 @@ class TierChain final : public Storage {
 
   std::vector<std::unique_ptr<Tier>> tiers_;
   Reservable* zero_copy_ = nullptr;  // the top tier's capability, or none
+  Streamable* streaming_ = nullptr;  // the top tier's, or none
   std::array<Stripe, kStripes> stripes_;
 
   // Bit i: tier i could not be listed (Redis down at start-up), so the map does

@@ -13,9 +13,11 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "xfer/store/store_test_util.h"
+#include "xfer/store/storage.h"
 
 namespace ferry::xfer::store::test {
 
@@ -24,7 +26,63 @@ struct StressParams {
   int keys_per_thread = 12;
   int ops_per_thread = 1500;
   std::size_t max_size = 12000;
+  // Through a chain: objects above its stream_above() are put and own keys read
+  // by streaming (store/streaming.h), falling back where the chain says so.
+  bool stream = false;
 };
+
+class VectorSource final : public PieceSource {
+ public:
+  explicit VectorSource(const std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
+  XferStatus read(std::uint64_t at, MutableByteView into, Fault&) const noexcept override {
+    std::memcpy(into.data, bytes_.data() + at, into.size);
+    return XferStatus::Ok;
+  }
+
+ private:
+  const std::vector<std::uint8_t>& bytes_;
+};
+
+class VectorSink final : public PieceSink {
+ public:
+  explicit VectorSink(std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
+  XferStatus write(std::uint64_t at, ByteView from, Fault&) const noexcept override {
+    std::memcpy(bytes_.data() + at, from.data, from.size);
+    return XferStatus::Ok;
+  }
+
+ private:
+  std::vector<std::uint8_t>& bytes_;
+};
+
+// A put, streamed where the params and the store say so.
+template <class Store>
+void stress_put(Store& store, const StressParams& p, PutItem& item, const std::vector<std::uint8_t>& v, Fault& fault) {
+  if constexpr (std::is_base_of_v<Storage, Store>) {
+    if (p.stream && v.size() > store.stream_above()) {
+      int tier = -1;
+      if (auto s = store.put_streamed(item.key, v.size(), VectorSource(v), &tier, fault)) {
+        item.status = *s;
+        return;
+      }
+    }
+  }
+  store.put({&item, 1}, fault);
+}
+
+template <class Store>
+void stress_get(Store& store, const StressParams& p, GetItem& item, std::vector<std::uint8_t>& buf, Fault& fault) {
+  if constexpr (std::is_base_of_v<Storage, Store>) {
+    if (p.stream && buf.size() > store.stream_above()) {
+      int tier = -1;
+      if (auto s = store.get_streamed(item.key, buf.size(), VectorSink(buf), &item.size, &tier, fault)) {
+        item.status = *s;
+        return;
+      }
+    }
+  }
+  store.get({&item, 1}, fault);
+}
 
 // A value names its key and version in its first 16 bytes; the rest is derived from them.
 inline std::vector<std::uint8_t> stress_value(std::uint64_t key_id, std::uint64_t version, std::size_t size) {
@@ -65,7 +123,7 @@ void run_stress(Store& store, const StressParams& p) {
           const auto v = stress_value(id, ++version, size);
           PutItem item = put_item(keys[id], v);
           Fault fault;
-          store.put({&item, 1}, fault);
+          stress_put(store, p, item, v, fault);
           if (item.status != XferStatus::Ok) {
             fail("put " + keys[id] + ": " + fault.detail());
             mine[k].reset();  // a failed put may leave no copy: forget what we knew
@@ -75,7 +133,7 @@ void run_stress(Store& store, const StressParams& p) {
         } else if (what < 8) {  // read an own key: exactly the latest version
           GetItem item = get_item(keys[id], {buf.data(), buf.size()});
           Fault fault;
-          store.get({&item, 1}, fault);
+          stress_get(store, p, item, buf, fault);
           if (!mine[k]) {
             if (item.status != XferStatus::NotFound) fail("get " + keys[id] + " after remove: " + fault.detail());
             continue;

@@ -69,6 +69,27 @@ TEST(StoreStress, ChainThatEvictsAllTheTime) {
   EXPECT_EQ(c.stats().failed_moves, 0u);
 }
 
+// A file tier on top that streams most objects and is often full: streamed
+// puts race with the puts that fall back to the chain and move objects down,
+// and with gets that stream or fall back.
+TEST(StoreStress, ChainStreamingIntoAFullFileTier) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  FileTierOptions o;
+  o.dir = dir.path();
+  o.queue_depth = 8;
+  o.pack_threshold = 4000;
+  o.capacity = 160 << 10;
+  tiers.push_back(std::make_unique<FileTier>(o));
+  tiers.push_back(std::make_unique<DramTier>(16 << 20));
+  TierChain c(std::move(tiers));
+  StressParams p;
+  p.stream = true;
+  run_stress(c, p);
+  EXPECT_GT(c.stats().moved_objects, 100u);
+  EXPECT_EQ(c.stats().failed_moves, 0u);
+}
+
 TEST(StoreStress, ThreeTierChainWithDirectIo) {
   TempDir dir;
   std::vector<std::unique_ptr<Tier>> tiers;

@@ -274,6 +274,93 @@ TEST(TierChain, WithoutAZeroCopyTopTierTheDoorLendsNothing) {
   EXPECT_FALSE(out) << "a file tier's objects are read with get, never borrowed";
 }
 
+// Streaming through the chain: bytes in memory as the source and the sink.
+class BytesSource final : public PieceSource {
+ public:
+  explicit BytesSource(const std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
+  XferStatus read(std::uint64_t at, MutableByteView into, Fault&) const noexcept override {
+    std::memcpy(into.data, bytes_.data() + at, into.size);
+    return XferStatus::Ok;
+  }
+
+ private:
+  const std::vector<std::uint8_t>& bytes_;
+};
+
+class BytesSink final : public PieceSink {
+ public:
+  explicit BytesSink(std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
+  XferStatus write(std::uint64_t at, ByteView from, Fault&) const noexcept override {
+    std::memcpy(bytes_.data() + at, from.data, from.size);
+    return XferStatus::Ok;
+  }
+
+ private:
+  std::vector<std::uint8_t>& bytes_;
+};
+
+TEST(TierChain, StreamsIntoAFileTierOnTopAndRemovesOlderCopiesBelow) {
+  TempDir dir;
+  const auto older = random_bytes(2 << 20, 1), newer = random_bytes(2 << 20, 2);
+  // An older copy in the dram tier below, there before the chain lists it.
+  auto dram = std::make_unique<DramTier>(8 << 20);
+  PutItem old_item = test::put_item("k", older);
+  Fault stored;
+  dram->put({&old_item, 1}, stored);
+  ASSERT_EQ(old_item.status, XferStatus::Ok);
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(file_tier(dir.path()));
+  tiers.push_back(std::move(dram));
+  TierChain c(std::move(tiers));
+  EXPECT_EQ(c.stream_above(), FileTierOptions{}.pack_threshold);
+
+  int tier = -1;
+  Fault fault;
+  EXPECT_FALSE(c.put_streamed("small", 1000, BytesSource(older), &tier, fault)) << "below the threshold: put() it";
+  ASSERT_EQ(c.put_streamed("k", newer.size(), BytesSource(newer), &tier, fault), XferStatus::Ok) << fault.detail();
+  EXPECT_EQ(tier, 0);
+  EXPECT_FALSE(c.tier(1).stat("k").has_value()) << "the older copy below is gone";
+  EXPECT_EQ(get(c, "k", 4 << 20).data, newer);
+
+  std::vector<std::uint8_t> back(newer.size());
+  std::uint64_t size = 0;
+  ASSERT_EQ(c.get_streamed("k", back.size(), BytesSink(back), &size, &tier, fault), XferStatus::Ok);
+  EXPECT_EQ(back, newer);
+  EXPECT_EQ(tier, 0);
+  // A key the file tier does not hold may be in the dram tier, which does not
+  // stream: the caller get()s it.
+  EXPECT_FALSE(c.get_streamed("elsewhere", back.size(), BytesSink(back), &size, &tier, fault));
+}
+
+TEST(TierChain, AFullStreamingTopTierLeavesThePutToTheChain) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(file_tier(dir.path(), 3 << 20));
+  tiers.push_back(std::make_unique<DramTier>(8 << 20));
+  TierChain c(std::move(tiers));
+  const auto data = random_bytes(2 << 20, 3);
+  int tier = -1;
+  Fault fault;
+  ASSERT_EQ(c.put_streamed("a", data.size(), BytesSource(data), &tier, fault), XferStatus::Ok);
+  EXPECT_FALSE(c.put_streamed("b", data.size(), BytesSource(data), &tier, fault)) << "full: no stream";
+  EXPECT_FALSE(c.put_streamed("c", 4 << 20, BytesSource(data), &tier, fault)) << "above its capacity: no stream";
+  EXPECT_FALSE(fault.failed()) << fault.detail();
+  // put() then moves "a" down to make room, as for any full tier.
+  ASSERT_EQ(put(c, "b", data), XferStatus::Ok);
+  EXPECT_EQ(get(c, "a", 4 << 20).data, data);
+  EXPECT_EQ(get(c, "b", 4 << 20).data, data);
+}
+
+TEST(TierChain, AZeroCopyTopTierStreamsNothing) {
+  TempDir dir;
+  TierChain c = dram_file(8 << 20, dir.path());
+  EXPECT_EQ(c.stream_above(), kUnbounded);
+  const auto data = random_bytes(2 << 20, 4);
+  int tier = -1;
+  Fault fault;
+  EXPECT_FALSE(c.put_streamed("k", data.size(), BytesSource(data), &tier, fault));
+}
+
 // A packed copy in the file tier whose removal needs a tombstone, on a full
 // disk: the chain refuses the remove (naming the tier), and refuses a newer
 // version that would sit in dram above the copy that stays (a restart, with

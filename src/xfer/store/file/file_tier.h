@@ -57,6 +57,7 @@
 #include "xfer/store/file/key_stripes.h"
 #include "xfer/store/file/object_io.h"
 #include "xfer/store/file/pack_fds.h"
+#include "xfer/store/streaming.h"
 #include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
@@ -67,7 +68,7 @@ class TombstoneLog;
 class Uring;
 class UringPool;
 
-class FileTier final : public Tier {
+class FileTier final : public Tier, public Streamable {
  public:
   // Opens (or creates) the directory, locks it, removes stale temporary files and
   // indexes the objects there. Throws ferry::Error: directory unusable, locked by
@@ -97,6 +98,15 @@ class FileTier final : public Tier {
   // (the chain's 32 keys of 64 KiB) they cost about a fifth of the throughput.
   // Times the threads that split a buffered call, so each writes a pack as large.
   std::uint64_t put_window_bytes() const override;
+
+  // Streaming (streaming.h, file_tier_stream.cpp): objects that get a file of
+  // their own (above pack_threshold) are written and read piece by piece.
+  Streamable* streamable() noexcept override { return this; }
+  std::uint64_t stream_above() const noexcept override { return opts_.pack_threshold; }
+  XferStatus put_streamed(std::string_view key, std::uint64_t size, const PieceSource& source,
+                          std::uint64_t* checksum, Fault& fault) noexcept override;
+  std::optional<XferStatus> get_streamed(std::string_view key, std::uint64_t capacity, const PieceSink& sink,
+                                         std::uint64_t* size, Fault& fault) noexcept override;
 
   const std::string& dir() const { return opts_.dir; }
   const FileTierOptions& options() const { return opts_; }
@@ -136,6 +146,10 @@ class FileTier final : public Tier {
   // the key is now (true), or settles the item as NotFound (false).
   bool moved_or_gone(ObjectRead& op, const std::shared_ptr<PackFile>& pack, Fault& fault) noexcept;
   void forget_vanished(std::string_view key, std::uint64_t generation) noexcept;
+  // Runs fn(first, end) over [0, size) in parts of whole pieces: on the helper
+  // threads too when this is the only call running and the object is large
+  // enough, else on the caller's thread alone.
+  void stream_parts(std::uint64_t size, const std::function<void(std::uint64_t first, std::uint64_t end)>& fn);
 
   FileTierOptions opts_;
   std::string spec_;

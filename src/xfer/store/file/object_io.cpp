@@ -14,26 +14,29 @@ namespace ferry::xfer::store {
 
 // ---- writing an object file -------------------------------------------------------
 
-XferStatus ObjectIo::open_write(ObjectWrite& op, Fault& fault) noexcept {
+XferStatus ObjectIo::create_temp(ObjectWrite& op, Fault& fault) noexcept {
   const PutItem& item = *op.item;
   op.fd = -1;
   op.truncate = false;
   op.offset = 0;
   op.tmp.clear();
-  const std::uint64_t size = item.data.size;
   op.name = object_file_name(item.key);
   op.tmp = temp_file_name(op.name);
   const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_ ? O_DIRECT : 0);
   op.fd = openat(dir_fd_, op.tmp.c_str(), flags, 0644);
-  if (op.fd < 0) {
-    const int err = errno;
-    op.tmp.clear();  // nothing to remove
-    return fault.raise(write_errno_status(err),
-                       "file tier " + dir_ + ": cannot create a file for key " + quote_key(item.key) + ": " +
-                           std::strerror(err),
-                       item.key);
-  }
+  if (op.fd >= 0) return XferStatus::Ok;
+  const int err = errno;
+  op.tmp.clear();  // nothing to remove
+  return fault.raise(write_errno_status(err),
+                     "file tier " + dir_ + ": cannot create a file for key " + quote_key(item.key) + ": " +
+                         std::strerror(err),
+                     item.key);
+}
 
+XferStatus ObjectIo::open_write(ObjectWrite& op, Fault& fault) noexcept {
+  if (const XferStatus s = create_temp(op, fault); s != XferStatus::Ok) return s;
+  const PutItem& item = *op.item;
+  const std::uint64_t size = item.data.size;
   encode_file_header(item.key, size, item.checksum, op.seq, op.header.data());
   op.iov[0] = {op.header.data(), kFileHeaderSize};
   op.iov_count = 1;

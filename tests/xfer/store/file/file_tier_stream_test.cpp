@@ -1,0 +1,262 @@
+// The file tier's streaming (streaming.h, file_tier_stream.cpp): round trips
+// in both I/O modes and across helper threads, interchange with put() and
+// get(), restarts, damage, a source that fails, capacity and a full disk.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "xfer/store/file/file_format.h"
+#include "xfer/store/file/file_tier_test_util.h"
+#include "xfer/store/streaming.h"
+
+namespace ferry::xfer::store {
+namespace {
+
+using namespace file_test;
+using test::get_one;
+using test::in_child;
+using test::put_one;
+using test::TempDir;
+
+// A source over bytes in memory that can be told to fail at an offset, and
+// that records which threads read it.
+class MemorySource final : public PieceSource {
+ public:
+  explicit MemorySource(const std::vector<std::uint8_t>& bytes, std::uint64_t fail_at = ~0ull)
+      : bytes_(bytes), fail_at_(fail_at) {}
+  XferStatus read(std::uint64_t at, MutableByteView into, Fault& fault) const noexcept override {
+    {
+      std::lock_guard lock(mu_);
+      threads_.insert(std::this_thread::get_id());
+    }
+    if (at + into.size > bytes_.size()) return fault.raise(XferStatus::InvalidDesc, "read past the source's end");
+    if (at <= fail_at_ && fail_at_ < at + into.size)
+      return fault.raise(XferStatus::IoError, "the application's memory went away");
+    std::memcpy(into.data, bytes_.data() + at, into.size);
+    return XferStatus::Ok;
+  }
+  std::size_t threads() const {
+    std::lock_guard lock(mu_);
+    return threads_.size();
+  }
+
+ private:
+  const std::vector<std::uint8_t>& bytes_;
+  std::uint64_t fail_at_;
+  mutable std::mutex mu_;
+  mutable std::unordered_set<std::thread::id> threads_;
+};
+
+class MemorySink final : public PieceSink {
+ public:
+  explicit MemorySink(std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
+  XferStatus write(std::uint64_t at, ByteView from, Fault& fault) const noexcept override {
+    if (at + from.size > bytes_.size()) return fault.raise(XferStatus::InvalidDesc, "write past the sink's end");
+    std::memcpy(bytes_.data() + at, from.data, from.size);
+    return XferStatus::Ok;
+  }
+
+ private:
+  std::vector<std::uint8_t>& bytes_;
+};
+
+XferStatus put_streamed(FileTier& t, const std::string& key, const std::vector<std::uint8_t>& data,
+                        std::uint64_t* sum = nullptr, std::string* error = nullptr) {
+  MemorySource source(data);
+  Fault fault;
+  std::uint64_t computed = 0;
+  const XferStatus s = t.put_streamed(key, data.size(), source, &computed, fault);
+  if (sum != nullptr) *sum = computed;
+  if (error != nullptr) *error = fault.detail();
+  return s;
+}
+
+struct Streamed {
+  std::optional<XferStatus> status;
+  std::uint64_t size = 0;
+  std::vector<std::uint8_t> data;
+  std::string error;
+};
+
+Streamed get_streamed(FileTier& t, const std::string& key, std::uint64_t capacity) {
+  Streamed out;
+  out.data.assign(capacity, 0);
+  MemorySink sink(out.data);
+  Fault fault;
+  out.status = t.get_streamed(key, capacity, sink, &out.size, fault);
+  out.error = fault.detail();
+  if (out.status == XferStatus::Ok) out.data.resize(out.size);
+  return out;
+}
+
+class FileTierStream : public FileTierModesBase {};
+
+TEST_P(FileTierStream, RoundTripsAndInterchangesWithPutAndGet) {
+  TempDir dir;
+  auto t = make(dir.path());
+  if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+  // Above the pack threshold: within a piece, several pieces with a tail that
+  // is no whole page, and no whole leaf.
+  for (const std::size_t n : {std::size_t{300000}, std::size_t{(3 << 20) + 4097}}) {
+    const auto data = random_bytes(n, n);
+    const std::string key = "s/" + std::to_string(n);
+    std::uint64_t sum = 0;
+    std::string error;
+    ASSERT_EQ(put_streamed(*t, key, data, &sum, &error), XferStatus::Ok) << error;
+    EXPECT_EQ(sum, checksum({data.data(), data.size()}));
+    EXPECT_EQ(t->stat(key)->checksum, sum);
+    EXPECT_EQ(t->stat(key)->size, n);
+    EXPECT_EQ(temp_files_in(dir.path()), 0u);
+    const auto back = get_streamed(*t, key, n + 100);
+    ASSERT_EQ(back.status, XferStatus::Ok) << back.error;
+    EXPECT_EQ(back.size, n);
+    EXPECT_EQ(back.data, data);
+    EXPECT_EQ(get_one(*t, key).data, data) << "get() reads a streamed object";
+    // And the other way: an object put() whole streams back.
+    const auto other = random_bytes(n, n + 1);
+    ASSERT_EQ(put_one(*t, key + "/put", other), XferStatus::Ok);
+    const auto streamed = get_streamed(*t, key + "/put", n);
+    ASSERT_EQ(streamed.status, XferStatus::Ok) << streamed.error;
+    EXPECT_EQ(streamed.data, other);
+  }
+  // A restart finds streamed objects, and they stream back.
+  t.reset();
+  t = make(dir.path());
+  const auto data = random_bytes((3 << 20) + 4097, (3 << 20) + 4097);
+  const auto back = get_streamed(*t, "s/" + std::to_string(data.size()), data.size());
+  ASSERT_EQ(back.status, XferStatus::Ok) << back.error;
+  EXPECT_EQ(back.data, data);
+}
+
+TEST_P(FileTierStream, AnswersMissesSmallBuffersAndPackedObjects) {
+  TempDir dir;
+  auto t = make(dir.path());
+  if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+  auto miss = get_streamed(*t, "absent", 1 << 20);
+  EXPECT_EQ(miss.status, XferStatus::NotFound);
+  EXPECT_EQ(miss.error, "") << "a miss is an answer, not raised";
+  const auto data = random_bytes(1 << 20, 3);
+  ASSERT_EQ(put_streamed(*t, "big", data), XferStatus::Ok);
+  const auto small = get_streamed(*t, "big", (1 << 20) - 1);
+  EXPECT_EQ(small.status, XferStatus::TooLarge);
+  EXPECT_EQ(small.size, 1u << 20) << "TooLarge carries the object's size";
+  // A packed object streams back where packs are read by offset (buffered);
+  // O_DIRECT leaves it to get().
+  const auto packed = random_bytes(10000, 4);
+  ASSERT_EQ(put_one(*t, "packed", packed), XferStatus::Ok);
+  const auto got = get_streamed(*t, "packed", 1 << 20);
+  if (direct() && packs()) {
+    EXPECT_FALSE(got.status.has_value());
+  } else {
+    ASSERT_EQ(got.status, XferStatus::Ok) << got.error;
+    EXPECT_EQ(got.data, packed);
+  }
+}
+
+TEST_P(FileTierStream, DamageIsAChecksumMismatchNamingTheFile) {
+  TempDir dir;
+  auto t = make(dir.path());
+  if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+  const auto data = random_bytes((2 << 20) + 5, 6);
+  ASSERT_EQ(put_streamed(*t, "flipped", data), XferStatus::Ok);
+  flip_byte(dir.sub(object_file_name("flipped")), kFileHeaderSize + (1 << 20) + 3);
+  auto back = get_streamed(*t, "flipped", data.size());
+  EXPECT_EQ(back.status, XferStatus::ChecksumMismatch);
+  EXPECT_NE(back.error.find("checksum mismatch"), std::string::npos) << back.error;
+  EXPECT_NE(back.error.find(object_file_name("flipped")), std::string::npos) << back.error;
+
+  ASSERT_EQ(put_streamed(*t, "cut", data), XferStatus::Ok);
+  ASSERT_EQ(truncate(dir.sub(object_file_name("cut")).c_str(), kFileHeaderSize + (1 << 20)), 0);
+  back = get_streamed(*t, "cut", data.size());
+  EXPECT_EQ(back.status, XferStatus::ChecksumMismatch);
+  EXPECT_NE(back.error.find("truncated"), std::string::npos) << back.error;
+}
+
+TEST_P(FileTierStream, ASourceThatFailsLeavesTheOlderVersionAndNoTemporary) {
+  TempDir dir;
+  auto t = make(dir.path());
+  if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+  const auto v1 = random_bytes(2 << 20, 7), v2 = random_bytes(2 << 20, 8);
+  ASSERT_EQ(put_streamed(*t, "k", v1), XferStatus::Ok);
+  MemorySource failing(v2, (1 << 20) + 10);
+  Fault fault;
+  std::uint64_t sum = 0;
+  EXPECT_EQ(t->put_streamed("k", v2.size(), failing, &sum, fault), XferStatus::IoError);
+  EXPECT_NE(fault.detail().find("went away"), std::string::npos) << fault.detail();
+  EXPECT_EQ(temp_files_in(dir.path()), 0u);
+  const auto back = get_streamed(*t, "k", v1.size());
+  ASSERT_EQ(back.status, XferStatus::Ok) << back.error;
+  EXPECT_EQ(back.data, v1);
+  EXPECT_EQ(t->used(), v1.size()) << "the failed version's reservation is given back";
+}
+
+TEST_P(FileTierStream, ATierAtItsCapacityAnswersNoSpaceWithoutRaising) {
+  TempDir dir;
+  FileTierOptions o = options(dir.path());
+  o.capacity = 3 << 20;
+  auto t = make(o);
+  if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+  const auto data = random_bytes(2 << 20, 9);
+  ASSERT_EQ(put_streamed(*t, "a", data), XferStatus::Ok);
+  std::string error;
+  EXPECT_EQ(put_streamed(*t, "b", data, nullptr, &error), XferStatus::NoSpace);
+  EXPECT_EQ(error, "");
+  EXPECT_FALSE(t->stat("b").has_value());
+  EXPECT_EQ(temp_files_in(dir.path()), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, FileTierStream,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()), mode_name);
+
+// Large objects split across the helper threads when the call runs alone:
+// the source is read from several threads, and the object comes back whole.
+TEST(FileTierStreamSplit, ALargeObjectIsCutAcrossTheHelpers) {
+  TempDir dir;
+  FileTierOptions o = opts(dir.path());
+  o.threads = 4;
+  FileTier t(o);
+  const auto data = random_bytes((40 << 20) + 12345, 10);
+  MemorySource source(data);
+  Fault fault;
+  std::uint64_t sum = 0;
+  ASSERT_EQ(t.put_streamed("large", data.size(), source, &sum, fault), XferStatus::Ok) << fault.detail();
+  EXPECT_GE(source.threads(), 2u);
+  EXPECT_EQ(sum, checksum({data.data(), data.size()}));
+  const auto back = get_streamed(t, "large", data.size());
+  ASSERT_EQ(back.status, XferStatus::Ok) << back.error;
+  EXPECT_EQ(back.data, data);
+  // Damage in any part is caught.
+  flip_byte(dir.sub(object_file_name("large")), kFileHeaderSize + (35 << 20));
+  EXPECT_EQ(get_streamed(t, "large", data.size()).status, XferStatus::ChecksumMismatch);
+}
+
+// A write the file system refuses (here: the file size limit, EFBIG) is NoSpace,
+// raised with the cause, and leaves nothing behind.
+TEST(FileTierStreamSplit, AWriteTheDiskRefusesIsNoSpaceAndLeavesNothing) {
+  TempDir dir;
+  const int rc = in_child([&] {
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{1 << 20, 1 << 20};
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) return 77;
+    FileTier t(opts(dir.path()));
+    const auto data = random_bytes(2 << 20, 11);
+    std::string error;
+    if (put_streamed(t, "big", data, nullptr, &error) != XferStatus::NoSpace) return 2;
+    if (error.find("File too large") == std::string::npos) return 3;
+    if (temp_files_in(dir.path()) != 0) return 4;
+    if (t.stat("big")) return 5;
+    return 0;
+  });
+  if (rc == 77) GTEST_SKIP() << "cannot lower the file size limit";
+  EXPECT_EQ(rc, 0);
+}
+
+}  // namespace
+}  // namespace ferry::xfer::store
