@@ -150,6 +150,26 @@ class FileTier final : public Tier, public Streamable {
   // threads too when this is the only call running and the object is large
   // enough, else on the caller's thread alone.
   void stream_parts(std::uint64_t size, const std::function<void(std::uint64_t first, std::uint64_t end)>& fn);
+  // A streamed object's data, piece by piece: into op's temporary, or out of
+  // an open object file or pack (the Piecewise), hashing the leaves on the way.
+  // Buffered (pwrite/pread, split by stream_parts) or O_DIRECT (io_uring, a
+  // few pieces in flight).
+  struct Piecewise {
+    int fd;
+    std::uint64_t data_at;  // where the object's bytes start in the file
+    std::uint64_t size;
+    std::string where;  // "file DIR/NAME" or "pack DIR/NAME", for messages
+  };
+  XferStatus write_pieces(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
+                          std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
+  XferStatus write_pieces_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
+                                 std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
+  XferStatus read_pieces(const Piecewise& r, std::string_view key, const PieceSink& sink,
+                         std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
+  XferStatus read_pieces_direct(const Piecewise& r, std::string_view key, const PieceSink& sink,
+                                std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
+  XferStatus read_error(const Piecewise& r, std::string_view key, int err, Fault& fault) noexcept;
+  XferStatus truncated(const Piecewise& r, std::string_view key, std::uint64_t there, Fault& fault) noexcept;
 
   FileTierOptions opts_;
   std::string spec_;

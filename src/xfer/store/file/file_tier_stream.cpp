@@ -1,9 +1,11 @@
 // The file tier's streaming (streaming.h): an object file written and read
-// piece by piece, each piece hashed while it sits in a buffer that stays in
-// cache, with pwrite and pread. Large objects are split across the helper
-// threads when nothing else runs: reads of one file run in parallel, and so do
-// the source's reads and the hashing of a write (the page cache takes one
-// buffered writer of a file at a time).
+// piece by piece, each piece hashed while it sits in a buffer.
+// - Buffered: pwrite and pread from one buffer that stays in cache. Large
+//   objects are split across the helper threads when nothing else runs: reads
+//   of one file run in parallel, and so do the source's reads and the hashing
+//   of a write (the page cache takes one buffered writer of a file at a time).
+// - O_DIRECT: through io_uring, a few pieces in flight, so that the disk
+//   writes (or reads) one piece while the next is filled (or checked).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -18,6 +20,8 @@
 #include "xfer/store/file/file_format.h"
 #include "xfer/store/file/file_tier.h"
 #include "xfer/store/file/helper_threads.h"
+#include "xfer/store/file/uring.h"
+#include "xfer/store/file/uring_batch.h"
 #include "xfer/store/quote_key.h"
 
 namespace ferry::xfer::store {
@@ -34,10 +38,37 @@ static_assert(kBufferedPiece % kIoAlign == 0 && kDirectPiece % kIoAlign == 0);
 // An object is split across threads only in parts of at least this much.
 constexpr std::uint64_t kMinPartBytes = std::uint64_t{8} << 20;
 
-std::byte* piece_buffer(std::size_t bytes) {
-  thread_local AlignedBuffer buffer;
-  if (buffer.size() < bytes) buffer.resize(bytes);
-  return buffer.data();
+// O_DIRECT pieces in flight per object: enough to keep a disk's queue busy
+// behind the one being filled.
+constexpr unsigned kDirectInFlight = 4;
+
+// This thread's piece buffer number k, of at least `bytes`.
+std::byte* piece_buffer(std::size_t bytes, unsigned k = 0) {
+  thread_local std::vector<AlignedBuffer> buffers;
+  if (buffers.size() <= k) buffers.resize(k + 1);
+  if (buffers[k].size() < bytes) buffers[k].resize(bytes);
+  return buffers[k].data();
+}
+
+// One O_DIRECT piece in flight: where it goes in the object, and how much of
+// it the ring has moved.
+struct DirectPiece {
+  std::size_t slot = 0;
+  std::byte* buf = nullptr;
+  std::uint64_t at = 0;  // in the object
+  std::size_t n = 0;     // the object's bytes in it
+  std::size_t len = 0;   // bytes to move: n, padded to a page
+  std::size_t done = 0;
+};
+
+std::vector<DirectPiece> direct_slots(std::uint64_t size, unsigned ring_entries) {
+  const std::uint64_t pieces = (size + kDirectPiece - 1) / kDirectPiece;
+  std::vector<DirectPiece> slots(std::max<std::uint64_t>(1, std::min<std::uint64_t>({kDirectInFlight, pieces, ring_entries})));
+  for (std::size_t s = 0; s < slots.size(); ++s) {
+    slots[s].slot = s;
+    slots[s].buf = piece_buffer(kDirectPiece, static_cast<unsigned>(s));
+  }
+  return slots;
 }
 
 // The leaves of bytes [at, at + n) of an object, into their places in `leaves`.
@@ -97,7 +128,7 @@ class FirstFailure {
 
 void FileTier::stream_parts(std::uint64_t size,
                             const std::function<void(std::uint64_t first, std::uint64_t end)>& fn) {
-  const std::uint64_t piece = opts_.direct ? kDirectPiece : kBufferedPiece;
+  const std::uint64_t piece = kBufferedPiece;  // O_DIRECT objects are never split (no helpers)
   std::uint64_t parts = 1;
   if (helpers_ && calls_running_.load(std::memory_order_relaxed) == 1)
     parts = std::min<std::uint64_t>(helpers_->helpers() + 1, size / kMinPartBytes);
@@ -109,6 +140,154 @@ void FileTier::stream_parts(std::uint64_t size,
     if (helpers_->try_run(static_cast<unsigned>(parts), [&](unsigned p) { fn(start(p), start(p + 1)); })) return;
   }
   fn(0, size);
+}
+
+XferStatus FileTier::write_pieces(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
+                                  std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
+  FirstFailure failure;
+  stream_parts(size, [&](std::uint64_t first, std::uint64_t end) {
+    std::byte* buf = piece_buffer(kBufferedPiece);
+    for (std::uint64_t at = first; at < end && !failure.failed(); at += kBufferedPiece) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, end - at));
+      if (const XferStatus s = source.read(at, {reinterpret_cast<std::uint8_t*>(buf), n}, fault);
+          s != XferStatus::Ok) {
+        failure.set(s);
+        return;
+      }
+      hash_leaves(buf, at, n, leaves);
+      if (const int err = pwrite_all(op.fd, buf, n, kFileHeaderSize + at); err != 0) {
+        failure.set(files_.write_failed(op, -err, fault));
+        return;
+      }
+    }
+  });
+  return failure.status();
+}
+
+XferStatus FileTier::write_pieces_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
+                                         std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
+  auto ring = rings_->take_or_raise(spec_, fault);
+  if (!ring) return XferStatus::IoError;
+  std::vector<DirectPiece> slots = direct_slots(size, (*ring)->entries());
+  const std::uint64_t pieces = (size + kDirectPiece - 1) / kDirectPiece;
+  XferStatus status = XferStatus::Ok;
+  const auto queue = [&](DirectPiece& p) {
+    io_uring_sqe* sqe = next_sqe(**ring);
+    io_uring_prep_write(sqe, op.fd, p.buf + p.done, static_cast<unsigned>(p.len - p.done),
+                        kFileHeaderSize + p.at + p.done);
+    io_uring_sqe_set_data64(sqe, p.slot);
+  };
+  run_batch(
+      **ring, slots, pieces,
+      [&](std::size_t i, DirectPiece& p) {
+        if (status != XferStatus::Ok) return false;
+        p.at = i * kDirectPiece;
+        p.n = static_cast<std::size_t>(std::min<std::uint64_t>(kDirectPiece, size - p.at));
+        p.len = io_round_up(p.n);
+        p.done = 0;
+        status = source.read(p.at, {reinterpret_cast<std::uint8_t*>(p.buf), p.n}, fault);
+        if (status != XferStatus::Ok) return false;
+        hash_leaves(p.buf, p.at, p.n, leaves);
+        std::memset(p.buf + p.n, 0, p.len - p.n);  // the last page whole; cut off at close
+        queue(p);
+        return true;
+      },
+      [&](DirectPiece& p, int res) {
+        if (res <= 0) {
+          if (status == XferStatus::Ok) status = files_.write_failed(op, res, fault);
+          return false;
+        }
+        p.done += static_cast<std::size_t>(res);
+        if (p.done >= p.len) return false;
+        queue(p);  // a short write: the rest
+        return true;
+      });
+  return status;
+}
+
+XferStatus FileTier::read_pieces(const Piecewise& r, std::string_view key, const PieceSink& sink,
+                                 std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
+  FirstFailure failure;
+  stream_parts(r.size, [&](std::uint64_t first, std::uint64_t end) {
+    std::byte* buf = piece_buffer(kBufferedPiece);
+    for (std::uint64_t at = first; at < end && !failure.failed(); at += kBufferedPiece) {
+      const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, end - at));
+      const ssize_t got = pread_all(r.fd, buf, len, r.data_at + at);
+      if (got < 0) {
+        failure.set(read_error(r, key, static_cast<int>(-got), fault));
+        return;
+      }
+      if (static_cast<std::size_t>(got) < len) {
+        failure.set(truncated(r, key, at + static_cast<std::uint64_t>(got), fault));
+        return;
+      }
+      hash_leaves(buf, at, len, leaves);
+      if (const XferStatus s = sink.write(at, {reinterpret_cast<const std::uint8_t*>(buf), len}, fault);
+          s != XferStatus::Ok) {
+        failure.set(s);
+        return;
+      }
+    }
+  });
+  return failure.status();
+}
+
+XferStatus FileTier::read_pieces_direct(const Piecewise& r, std::string_view key, const PieceSink& sink,
+                                        std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
+  auto ring = rings_->take_or_raise(spec_, fault);
+  if (!ring) return XferStatus::IoError;
+  std::vector<DirectPiece> slots = direct_slots(r.size, (*ring)->entries());
+  const std::uint64_t pieces = (r.size + kDirectPiece - 1) / kDirectPiece;
+  XferStatus status = XferStatus::Ok;
+  // Whole pages: the last one comes back short at the file's end.
+  const auto queue = [&](DirectPiece& p) {
+    io_uring_sqe* sqe = next_sqe(**ring);
+    io_uring_prep_read(sqe, r.fd, p.buf + p.done, static_cast<unsigned>(p.len - p.done), r.data_at + p.at + p.done);
+    io_uring_sqe_set_data64(sqe, p.slot);
+  };
+  run_batch(
+      **ring, slots, pieces,
+      [&](std::size_t i, DirectPiece& p) {
+        if (status != XferStatus::Ok) return false;
+        p.at = i * kDirectPiece;
+        p.n = static_cast<std::size_t>(std::min<std::uint64_t>(kDirectPiece, r.size - p.at));
+        p.len = io_round_up(p.n);
+        p.done = 0;
+        queue(p);
+        return true;
+      },
+      [&](DirectPiece& p, int res) {
+        if (status != XferStatus::Ok) return false;
+        if (res < 0) {
+          status = read_error(r, key, -res, fault);
+          return false;
+        }
+        p.done += static_cast<std::size_t>(res);
+        if (res > 0 && p.done < p.n) {
+          queue(p);  // a short read: the rest
+          return true;
+        }
+        if (p.done < p.n) {
+          status = truncated(r, key, p.at + p.done, fault);
+          return false;
+        }
+        hash_leaves(p.buf, p.at, p.n, leaves);
+        status = sink.write(p.at, {reinterpret_cast<const std::uint8_t*>(p.buf), p.n}, fault);
+        return false;
+      });
+  return status;
+}
+
+XferStatus FileTier::read_error(const Piecewise& r, std::string_view key, int err, Fault& fault) noexcept {
+  return fault.raise(XferStatus::IoError,
+                     "file tier: reading " + r.where + " for key " + quote_key(key) + ": " + std::strerror(err), key);
+}
+
+XferStatus FileTier::truncated(const Piecewise& r, std::string_view key, std::uint64_t there, Fault& fault) noexcept {
+  return fault.raise(XferStatus::ChecksumMismatch,
+                     "file tier: key " + quote_key(key) + " in " + r.where + ": truncated: " + std::to_string(r.size) +
+                         " bytes expected, " + std::to_string(there) + " there",
+                     key);
 }
 
 XferStatus FileTier::put_streamed(std::string_view key, std::uint64_t size, const PieceSource& source,
@@ -134,33 +313,12 @@ XferStatus FileTier::put_streamed(std::string_view key, std::uint64_t size, cons
   }
   op.truncate = opts_.direct && io_round_up(size) != size;  // O_DIRECT writes the last page whole
 
-  const std::size_t piece = opts_.direct ? kDirectPiece : kBufferedPiece;
   std::vector<std::uint64_t> leaves((size + kChecksumLeafBytes - 1) / kChecksumLeafBytes);
-  FirstFailure failure;
-  stream_parts(size, [&](std::uint64_t first, std::uint64_t end) {
-    std::byte* buf = piece_buffer(piece);
-    for (std::uint64_t at = first; at < end && !failure.failed(); at += piece) {
-      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(piece, end - at));
-      if (const XferStatus s = source.read(at, {reinterpret_cast<std::uint8_t*>(buf), n}, fault);
-          s != XferStatus::Ok) {
-        failure.set(s);
-        return;
-      }
-      hash_leaves(buf, at, n, leaves);
-      std::size_t len = n;
-      if (opts_.direct) {
-        len = io_round_up(n);
-        std::memset(buf + n, 0, len - n);
-      }
-      if (const int err = pwrite_all(op.fd, buf, len, kFileHeaderSize + at); err != 0) {
-        failure.set(files_.write_failed(op, -err, fault));
-        return;
-      }
-    }
-  });
-  if (failure.failed()) {
-    fail_put(op, failure.status());
-    return failure.status();
+  const XferStatus written = opts_.direct ? write_pieces_direct(op, size, source, leaves, fault)
+                                          : write_pieces(op, size, source, leaves, fault);
+  if (written != XferStatus::Ok) {
+    fail_put(op, written);
+    return written;
   }
   item.checksum = sum_of_leaves(size, leaves);
   encode_file_header(key, size, item.checksum, op.seq, op.header.data());
@@ -242,37 +400,12 @@ std::optional<XferStatus> FileTier::get_streamed(std::string_view key, std::uint
                        key);
   }
 
-  const std::size_t piece = opts_.direct ? kDirectPiece : kBufferedPiece;
   std::vector<std::uint64_t> leaves((n + kChecksumLeafBytes - 1) / kChecksumLeafBytes);
-  FirstFailure failure;
-  stream_parts(n, [&](std::uint64_t first, std::uint64_t end) {
-    std::byte* buf = piece_buffer(piece);
-    for (std::uint64_t at = first; at < end && !failure.failed(); at += piece) {
-      const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(piece, end - at));
-      // O_DIRECT reads whole pages; the last one comes back short at the file's end.
-      const ssize_t got = pread_all(op.fd, buf, opts_.direct ? io_round_up(len) : len, data_at + at);
-      if (got < 0) {
-        failure.set(fault.raise(XferStatus::IoError,
-                                "file tier: reading " + where + " for key " + quote_key(key) + ": " +
-                                    std::strerror(static_cast<int>(-got)),
-                                key));
-        return;
-      }
-      if (static_cast<std::size_t>(got) < len) {
-        failure.set(corrupt("truncated: " + std::to_string(n) + " bytes expected, " +
-                            std::to_string(at + static_cast<std::uint64_t>(got)) + " there"));
-        return;
-      }
-      hash_leaves(buf, at, len, leaves);
-      if (const XferStatus s = sink.write(at, {reinterpret_cast<const std::uint8_t*>(buf), len}, fault);
-          s != XferStatus::Ok) {
-        failure.set(s);
-        return;
-      }
-    }
-  });
+  const Piecewise read{op.fd, data_at, n, where};
+  const XferStatus s = opts_.direct ? read_pieces_direct(read, key, sink, leaves, fault)
+                                    : read_pieces(read, key, sink, leaves, fault);
   files_.release(op);
-  if (failure.failed()) return failure.status();
+  if (s != XferStatus::Ok) return s;
   if (const std::uint64_t got = sum_of_leaves(n, leaves); got != sum)
     return corrupt("checksum mismatch (stored " + checksum_hex(sum) + ", computed " + checksum_hex(got) + ")");
   return XferStatus::Ok;
