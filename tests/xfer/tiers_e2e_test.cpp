@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -246,6 +248,55 @@ TEST(XferTiers, AFileTierStreamsBlocksLargerThanAStagingSlot) {
   // A buffer smaller than the object: TooLarge, with the object's size.
   ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 1, kBlock - 1), {keys[0]}, &results), XferStatus::TooLarge);
   EXPECT_EQ(results[0].size, kBlock);
+}
+
+// A file tier on top streams shared-file blocks above its pack threshold
+// through the agent's own mapping of the file (one kernel copy each way). A
+// file that then shrinks: the hashing of a vanished page (SIGBUS) and the
+// kernel's copy into one (EFAULT) fail only their blocks, with a reason, and
+// the agent goes on serving.
+TEST(XferTiers, SharedFileBlocksStreamIntoAFileTierAndSurviveAShrink) {
+  TempDir dir;
+  FerryAgent agent_proc({"file:" + dir.path.string()});
+  Agent agent(config_for(agent_proc.endpoint()));
+  constexpr std::size_t kBlock = (2 << 20) + 4096, kCount = 3, kLen = kBlock * kCount;
+  const std::string name = "/ferry-test-shm-stream-" + std::to_string(getpid());
+  const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  shm_unlink(name.c_str());
+  ASSERT_EQ(ftruncate(fd, 2 * kLen), 0);
+  void* p = mmap(nullptr, 2 * kLen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  auto* src = static_cast<std::uint8_t*>(p);
+  auto* dst = src + kLen;
+  const std::vector<std::uint8_t> bytes = random_bytes(kLen, 32);
+  std::memcpy(src, bytes.data(), kLen);
+  agent.register_shared_file(p, 2 * kLen, fd, 0);
+  const auto at = [&](std::uint8_t* base) {
+    std::vector<xfer::MemDesc> d;
+    for (std::size_t i = 0; i < kCount; ++i) d.push_back({reinterpret_cast<std::uint64_t>(base) + i * kBlock, kBlock, 0});
+    return d;
+  };
+  const auto keys = keys_of("shm-stream", kCount);
+  std::vector<xfer::DescResult> results;
+  ASSERT_EQ(run_request(agent, XferOp::Write, at(src), keys, &results), XferStatus::Ok) << results[0].error;
+  ASSERT_EQ(run_request(agent, XferOp::Read, at(dst), keys, &results), XferStatus::Ok) << results[0].error;
+  EXPECT_EQ(std::memcmp(dst, bytes.data(), kLen), 0);
+
+  munmap(p, 2 * kLen);
+  ASSERT_EQ(ftruncate(fd, kBlock), 0);  // the first source block stays; the rest is gone
+  EXPECT_EQ(run_request(agent, XferOp::Write, at(src), keys_of("after", kCount), &results), XferStatus::IoError);
+  ASSERT_EQ(results.size(), kCount);
+  EXPECT_EQ(results[0].status, XferStatus::Ok) << results[0].error;
+  EXPECT_NE(results[1].error.find("went away while being read"), std::string::npos) << results[1].error;  // SIGBUS, guarded
+  EXPECT_EQ(run_request(agent, XferOp::Read, at(dst), keys, &results), XferStatus::IoError);
+  EXPECT_NE(results[0].error.find("went away while being filled"), std::string::npos) << results[0].error;  // EFAULT
+  close(fd);
+  EXPECT_TRUE(agent_proc.process().running()) << agent_proc.log();
+  std::vector<std::uint8_t> fine = random_bytes(4096, 5);
+  agent.register_memory(xfer::MemType::Dram, fine.data(), fine.size());
+  EXPECT_EQ(run_request(agent, XferOp::Write, {{reinterpret_cast<std::uint64_t>(fine.data()), 4096, 0}}, {"fine"}),
+            XferStatus::Ok);
 }
 
 }  // namespace

@@ -26,12 +26,11 @@ XferStatus copy_and_hash(const BlockRef& b, std::uint64_t* sum, Fault& fault) no
     return s;
   }
   thread_local std::vector<std::uint64_t> leaves;  // grows to the largest block once, then reused
-  leaves.clear();
+  leaves.resize((b.len + kChecksumLeafBytes - 1) / kChecksumLeafBytes);
   for (std::size_t at = 0; at < b.len; at += kPieceBytes) {
     const std::size_t n = std::min(kPieceBytes, b.len - at);
     if (const XferStatus s = read_app(b, at, b.host + at, n, fault); s != XferStatus::Ok) return s;
-    for (std::size_t leaf = at; leaf < at + n; leaf += kChecksumLeafBytes)
-      leaves.push_back(checksum({b.host + leaf, std::min(kChecksumLeafBytes, at + n - leaf)}));
+    leaf_checksums({b.host + at, n}, &leaves[at / kChecksumLeafBytes]);
   }
   *sum = combine_leaf_sums(leaves);
   return XferStatus::Ok;

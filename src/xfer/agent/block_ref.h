@@ -9,9 +9,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "ferry/core/bytes.h"
+#include "xfer/agent/guarded_access.h"
 #include "xfer/agent/remote_memory.h"
+#include "xfer/checksum/checksum.h"
 #include "xfer/base/fault.h"
 #include "xfer/store/streaming.h"
 
@@ -41,13 +44,38 @@ inline XferStatus write_app(const BlockRef& b, std::size_t at, const std::uint8_
   return XferStatus::Ok;
 }
 
+// Bytes [at, at + len) of a host block's application side in the agent's
+// address space, or nullptr where only copy calls reach them.
+inline std::uint8_t* lend(const BlockRef& b, std::size_t at, std::size_t len, bool for_write) noexcept {
+  if (b.remote != nullptr) return b.remote->in_place(b.app + at, len, for_write);
+  return b.app + at;
+}
+
+// leaf_checksums() of lent bytes, guarded: their pages may vanish.
+inline XferStatus hash_lent(const BlockRef& b, std::size_t at, std::size_t len, std::uint64_t* out,
+                            Fault& fault) noexcept {
+  const std::uint8_t* p = lend(b, at, len, false);
+  if (p != nullptr && run_guarded([&] { leaf_checksums({p, len}, out); })) return XferStatus::Ok;
+  return fault.raise(XferStatus::IoError, std::to_string(len) + " bytes at offset " + std::to_string(at) +
+                                              " of the application's memory went away while being read (" +
+                                              (b.remote != nullptr ? b.remote->describe() : std::string("mapped")) +
+                                              "; a shared file that shrank?)");
+}
+
 // A host block's application side as a streamed put's source, or a streamed
-// get's sink.
+// get's sink. Memory the agent maps (its own buffers, a shared file's
+// mapping) is lent in place, and hashed there under run_guarded().
 class AppSource final : public store::PieceSource {
  public:
   explicit AppSource(const BlockRef& block) : block_(block) {}
   XferStatus read(std::uint64_t at, MutableByteView into, Fault& fault) const noexcept override {
     return read_app(block_, at, into.data, into.size, fault);
+  }
+  const std::uint8_t* in_place(std::uint64_t at, std::size_t len) const noexcept override {
+    return lend(block_, at, len, false);
+  }
+  XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault& fault) const noexcept override {
+    return hash_lent(block_, at, len, out, fault);
   }
 
  private:
@@ -59,6 +87,12 @@ class AppSink final : public store::PieceSink {
   explicit AppSink(const BlockRef& block) : block_(block) {}
   XferStatus write(std::uint64_t at, ByteView from, Fault& fault) const noexcept override {
     return write_app(block_, at, from.data, from.size, fault);
+  }
+  std::uint8_t* in_place(std::uint64_t at, std::size_t len) const noexcept override {
+    return lend(block_, at, len, true);
+  }
+  XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault& fault) const noexcept override {
+    return hash_lent(block_, at, len, out, fault);
   }
 
  private:

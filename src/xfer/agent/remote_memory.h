@@ -26,6 +26,16 @@ class RemoteMemory {
   virtual XferStatus write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len, Fault& fault) const noexcept = 0;
   // "process 123's memory, cross-memory attach", for the log.
   virtual std::string describe() const = 0;
+
+  // The len bytes at `remote` mapped into the agent, when this memory is (a
+  // shared file's mapping), for a kernel copy straight into or out of them
+  // (pread/pwrite) and for hashing them in place under run_guarded()
+  // (guarded_access.h): their pages can vanish. nullptr: reach them by
+  // read() and write() only. `for_write`: the caller will store into them.
+  virtual std::uint8_t* in_place(const std::uint8_t* /*remote*/, std::size_t /*len*/,
+                                 bool /*for_write*/) const noexcept {
+    return nullptr;
+  }
 };
 
 }  // namespace ferry::xfer::agent

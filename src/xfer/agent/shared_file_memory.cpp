@@ -1,5 +1,6 @@
 #include "xfer/agent/shared_file_memory.h"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,13 +31,44 @@ std::unique_ptr<SharedFileMemory> SharedFileMemory::open(int fd, std::uint64_t o
   const auto* first = reinterpret_cast<const std::uint8_t*>(offset);
   if (m->read(first, &probe, 1, fault) != XferStatus::Ok || m->read(first + len - 1, &probe, 1, fault) != XferStatus::Ok)
     throw Error("register: " + fault.detail());
+  m->map(len);
   return m;
 }
 
-SharedFileMemory::~SharedFileMemory() { ::close(fd_); }
+void SharedFileMemory::map(std::uint64_t len) noexcept {
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  map_offset_ = offset_ & ~(page - 1);
+  map_len_ = static_cast<std::size_t>(offset_ + len - map_offset_);
+  // Writable where the descriptor allows it (opened read-write), else for reading only.
+  for (const bool writable : {true, false}) {
+    void* p = ::mmap(nullptr, map_len_, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd_,
+                     static_cast<off_t>(map_offset_));
+    if (p != MAP_FAILED) {
+      map_ = static_cast<std::uint8_t*>(p);
+      map_writable_ = writable;
+      return;
+    }
+  }
+  map_len_ = 0;
+}
+
+SharedFileMemory::~SharedFileMemory() {
+  if (map_ != nullptr) ::munmap(map_, map_len_);
+  ::close(fd_);
+}
 
 std::string SharedFileMemory::describe() const {
-  return writer_ ? "a shared file, pread, and " + writer_->describe() + " to write" : "a shared file, pread/pwrite";
+  std::string how = writer_ ? "a shared file, pread, and " + writer_->describe() + " to write" : "a shared file, pread/pwrite";
+  if (map_ != nullptr) how += map_writable_ ? "; mapped" : "; mapped read-only";
+  return how;
+}
+
+std::uint8_t* SharedFileMemory::in_place(const std::uint8_t* remote, std::size_t len, bool for_write) const noexcept {
+  const auto offset = reinterpret_cast<std::uintptr_t>(remote);
+  if (map_ == nullptr || (for_write && !map_writable_) || offset < map_offset_ || len > map_len_ ||
+      offset - map_offset_ > map_len_ - len)
+    return nullptr;
+  return map_ + (offset - map_offset_);
 }
 
 XferStatus SharedFileMemory::read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len,

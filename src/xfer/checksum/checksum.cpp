@@ -102,6 +102,11 @@ std::uint64_t combine_leaf_sums(std::span<const std::uint64_t> leaf_sums) noexce
   return xxh3(leaf_sums.data(), leaf_sums.size_bytes());
 }
 
+void leaf_checksums(ByteView piece, std::uint64_t* out) noexcept {
+  for (std::size_t at = 0; at < piece.size; at += kChecksumLeafBytes)
+    *out++ = xxh3(piece.data + at, std::min(kChecksumLeafBytes, piece.size - at));
+}
+
 std::uint64_t whole_checksum(ByteView data) noexcept { return xxh3(data.data, data.size); }
 
 std::uint64_t checksum(ByteView data) noexcept {

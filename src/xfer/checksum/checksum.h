@@ -35,6 +35,12 @@ std::uint64_t checksum(ByteView data) noexcept;
 // order (what a GPU kernel computes in parallel). leaf_sums.size() >= 2.
 std::uint64_t combine_leaf_sums(std::span<const std::uint64_t> leaf_sums) noexcept;
 
+// The leaves' XXH3-64s of a piece of an object that starts on a leaf boundary:
+// out[i] is the sum of piece bytes [i * kChecksumLeafBytes, ...) (the last
+// leaf may be shorter). Pieces hashed this way, in order, give the leaves that
+// combine_leaf_sums() takes (or, for an object of one leaf, its checksum).
+void leaf_checksums(ByteView piece, std::uint64_t* out) noexcept;
+
 // Plain XXH3-64 of all the bytes: the checksum of objects stored by builds that
 // predate leaves (equal to checksum() up to one leaf).
 std::uint64_t whole_checksum(ByteView data) noexcept;

@@ -33,6 +33,12 @@ class PieceSource {
   // Copies the object's bytes [at, at + into.size) into `into`; a failure is
   // raised where it happens (the application's memory is gone ...).
   virtual XferStatus read(std::uint64_t at, MutableByteView into, Fault& fault) const noexcept = 0;
+  // Bytes [at, at + len) lent in place, when the source's memory is in this
+  // process: the tier then writes them with one kernel copy (EFAULT: they went
+  // away meanwhile) and hashes them with leaf_sums(). nullptr: read() them.
+  virtual const std::uint8_t* in_place(std::uint64_t /*at*/, std::size_t /*len*/) const noexcept { return nullptr; }
+  // leaf_checksums() of lent bytes [at, at + len); IoError, raised, when they went away.
+  virtual XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault& fault) const noexcept;
 };
 
 // Where a streamed get's bytes go.
@@ -41,7 +47,19 @@ class PieceSink {
   virtual ~PieceSink() = default;
   // Copies `from` to the object's bytes [at, at + from.size).
   virtual XferStatus write(std::uint64_t at, ByteView from, Fault& fault) const noexcept = 0;
+  // Bytes [at, at + len) lent in place, for the tier to read into with one
+  // kernel copy and then check with leaf_sums(). nullptr: write() to them.
+  virtual std::uint8_t* in_place(std::uint64_t /*at*/, std::size_t /*len*/) const noexcept { return nullptr; }
+  virtual XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault& fault) const noexcept;
 };
+
+inline XferStatus PieceSource::leaf_sums(std::uint64_t, std::size_t, std::uint64_t*, Fault& fault) const noexcept {
+  return fault.raise(XferStatus::InvalidDesc, "a piece source that lends nothing was asked for its leaves");
+}
+
+inline XferStatus PieceSink::leaf_sums(std::uint64_t, std::size_t, std::uint64_t*, Fault& fault) const noexcept {
+  return fault.raise(XferStatus::InvalidDesc, "a piece sink that lends nothing was asked for its leaves");
+}
 
 class Streamable {
  public:

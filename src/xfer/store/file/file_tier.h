@@ -170,6 +170,9 @@ class FileTier final : public Tier, public Streamable {
                                 std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
   XferStatus read_error(const Piecewise& r, std::string_view key, int err, Fault& fault) noexcept;
   XferStatus truncated(const Piecewise& r, std::string_view key, std::uint64_t there, Fault& fault) noexcept;
+  // A lent source or sink whose pages went away under a kernel copy (EFAULT).
+  XferStatus source_gone(std::string_view key, std::uint64_t at, std::size_t len, Fault& fault) noexcept;
+  XferStatus sink_gone(std::string_view key, std::uint64_t at, std::size_t len, Fault& fault) noexcept;
 
   FileTierOptions opts_;
   std::string spec_;

@@ -73,9 +73,7 @@ std::vector<DirectPiece> direct_slots(std::uint64_t size, unsigned ring_entries)
 
 // The leaves of bytes [at, at + n) of an object, into their places in `leaves`.
 void hash_leaves(const std::byte* piece, std::uint64_t at, std::size_t n, std::vector<std::uint64_t>& leaves) {
-  for (std::size_t off = 0; off < n; off += kChecksumLeafBytes)
-    leaves[(at + off) / kChecksumLeafBytes] =
-        checksum({reinterpret_cast<const std::uint8_t*>(piece) + off, std::min(kChecksumLeafBytes, n - off)});
+  leaf_checksums({reinterpret_cast<const std::uint8_t*>(piece), n}, &leaves[at / kChecksumLeafBytes]);
 }
 
 std::uint64_t sum_of_leaves(std::uint64_t size, const std::vector<std::uint64_t>& leaves) {
@@ -149,14 +147,23 @@ XferStatus FileTier::write_pieces(ObjectWrite& op, std::uint64_t size, const Pie
     std::byte* buf = piece_buffer(kBufferedPiece);
     for (std::uint64_t at = first; at < end && !failure.failed(); at += kBufferedPiece) {
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, end - at));
-      if (const XferStatus s = source.read(at, {reinterpret_cast<std::uint8_t*>(buf), n}, fault);
-          s != XferStatus::Ok) {
+      // Lent bytes are hashed in place (which brings them into cache) and
+      // then written from there: one copy, as a write(2) of them would make.
+      const auto* from = reinterpret_cast<const std::byte*>(source.in_place(at, n));
+      XferStatus s = XferStatus::Ok;
+      if (from != nullptr) {
+        s = source.leaf_sums(at, n, &leaves[at / kChecksumLeafBytes], fault);
+      } else {
+        s = source.read(at, {reinterpret_cast<std::uint8_t*>(buf), n}, fault);
+        hash_leaves(buf, at, n, leaves);
+        from = buf;
+      }
+      if (s != XferStatus::Ok) {
         failure.set(s);
         return;
       }
-      hash_leaves(buf, at, n, leaves);
-      if (const int err = pwrite_all(op.fd, buf, n, kFileHeaderSize + at); err != 0) {
-        failure.set(files_.write_failed(op, -err, fault));
+      if (const int err = pwrite_all(op.fd, from, n, kFileHeaderSize + at); err != 0) {
+        failure.set(err == EFAULT ? source_gone(op.item->key, at, n, fault) : files_.write_failed(op, -err, fault));
         return;
       }
     }
@@ -212,18 +219,25 @@ XferStatus FileTier::read_pieces(const Piecewise& r, std::string_view key, const
     std::byte* buf = piece_buffer(kBufferedPiece);
     for (std::uint64_t at = first; at < end && !failure.failed(); at += kBufferedPiece) {
       const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, end - at));
-      const ssize_t got = pread_all(r.fd, buf, len, r.data_at + at);
+      // Into lent bytes straight from the page cache, then hashed there
+      // while in cache; else through this thread's buffer.
+      auto* into = reinterpret_cast<std::byte*>(sink.in_place(at, len));
+      const bool lent = into != nullptr;
+      if (!lent) into = buf;
+      const ssize_t got = pread_all(r.fd, into, len, r.data_at + at);
       if (got < 0) {
-        failure.set(read_error(r, key, static_cast<int>(-got), fault));
+        failure.set(lent && got == -EFAULT ? sink_gone(key, at, len, fault)
+                                           : read_error(r, key, static_cast<int>(-got), fault));
         return;
       }
       if (static_cast<std::size_t>(got) < len) {
         failure.set(truncated(r, key, at + static_cast<std::uint64_t>(got), fault));
         return;
       }
-      hash_leaves(buf, at, len, leaves);
-      if (const XferStatus s = sink.write(at, {reinterpret_cast<const std::uint8_t*>(buf), len}, fault);
-          s != XferStatus::Ok) {
+      const XferStatus s =
+          lent ? sink.leaf_sums(at, len, &leaves[at / kChecksumLeafBytes], fault)
+               : (hash_leaves(buf, at, len, leaves), sink.write(at, {reinterpret_cast<const std::uint8_t*>(buf), len}, fault));
+      if (s != XferStatus::Ok) {
         failure.set(s);
         return;
       }
@@ -281,6 +295,20 @@ XferStatus FileTier::read_pieces_direct(const Piecewise& r, std::string_view key
 XferStatus FileTier::read_error(const Piecewise& r, std::string_view key, int err, Fault& fault) noexcept {
   return fault.raise(XferStatus::IoError,
                      "file tier: reading " + r.where + " for key " + quote_key(key) + ": " + std::strerror(err), key);
+}
+
+XferStatus FileTier::source_gone(std::string_view key, std::uint64_t at, std::size_t len, Fault& fault) noexcept {
+  return fault.raise(XferStatus::IoError,
+                     "file tier: storing " + quote_key(key) + ": " + std::to_string(len) + " bytes at offset " +
+                         std::to_string(at) + " of the application's memory went away while being written",
+                     key);
+}
+
+XferStatus FileTier::sink_gone(std::string_view key, std::uint64_t at, std::size_t len, Fault& fault) noexcept {
+  return fault.raise(XferStatus::IoError,
+                     "file tier: reading " + quote_key(key) + ": " + std::to_string(len) + " bytes at offset " +
+                         std::to_string(at) + " of the application's memory went away while being filled",
+                     key);
 }
 
 XferStatus FileTier::truncated(const Piecewise& r, std::string_view key, std::uint64_t there, Fault& fault) noexcept {

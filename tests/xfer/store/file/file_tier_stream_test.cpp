@@ -29,8 +29,17 @@ using test::TempDir;
 // that records which threads read it.
 class MemorySource final : public PieceSource {
  public:
-  explicit MemorySource(const std::vector<std::uint8_t>& bytes, std::uint64_t fail_at = ~0ull)
-      : bytes_(bytes), fail_at_(fail_at) {}
+  explicit MemorySource(const std::vector<std::uint8_t>& bytes, std::uint64_t fail_at = ~0ull, bool lend = false)
+      : bytes_(bytes), fail_at_(fail_at), lend_(lend) {}
+  const std::uint8_t* in_place(std::uint64_t at, std::size_t) const noexcept override {
+    return lend_ ? bytes_.data() + at : nullptr;
+  }
+  XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault& fault) const noexcept override {
+    if (at <= fail_at_ && fail_at_ < at + len)
+      return fault.raise(XferStatus::IoError, "the application's memory went away");
+    leaf_checksums({bytes_.data() + at, len}, out);
+    return XferStatus::Ok;
+  }
   XferStatus read(std::uint64_t at, MutableByteView into, Fault& fault) const noexcept override {
     {
       std::lock_guard lock(mu_);
@@ -50,13 +59,21 @@ class MemorySource final : public PieceSource {
  private:
   const std::vector<std::uint8_t>& bytes_;
   std::uint64_t fail_at_;
+  bool lend_;
   mutable std::mutex mu_;
   mutable std::unordered_set<std::thread::id> threads_;
 };
 
 class MemorySink final : public PieceSink {
  public:
-  explicit MemorySink(std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
+  explicit MemorySink(std::vector<std::uint8_t>& bytes, bool lend = false) : bytes_(bytes), lend_(lend) {}
+  std::uint8_t* in_place(std::uint64_t at, std::size_t) const noexcept override {
+    return lend_ ? bytes_.data() + at : nullptr;
+  }
+  XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault&) const noexcept override {
+    leaf_checksums({bytes_.data() + at, len}, out);
+    return XferStatus::Ok;
+  }
   XferStatus write(std::uint64_t at, ByteView from, Fault& fault) const noexcept override {
     if (at + from.size > bytes_.size()) return fault.raise(XferStatus::InvalidDesc, "write past the sink's end");
     std::memcpy(bytes_.data() + at, from.data, from.size);
@@ -65,11 +82,12 @@ class MemorySink final : public PieceSink {
 
  private:
   std::vector<std::uint8_t>& bytes_;
+  bool lend_;
 };
 
 XferStatus put_streamed(FileTier& t, const std::string& key, const std::vector<std::uint8_t>& data,
-                        std::uint64_t* sum = nullptr, std::string* error = nullptr) {
-  MemorySource source(data);
+                        std::uint64_t* sum = nullptr, std::string* error = nullptr, bool lend = false) {
+  MemorySource source(data, ~0ull, lend);
   Fault fault;
   std::uint64_t computed = 0;
   const XferStatus s = t.put_streamed(key, data.size(), source, &computed, fault);
@@ -85,10 +103,10 @@ struct Streamed {
   std::string error;
 };
 
-Streamed get_streamed(FileTier& t, const std::string& key, std::uint64_t capacity) {
+Streamed get_streamed(FileTier& t, const std::string& key, std::uint64_t capacity, bool lend = false) {
   Streamed out;
   out.data.assign(capacity, 0);
-  MemorySink sink(out.data);
+  MemorySink sink(out.data, lend);
   Fault fault;
   out.status = t.get_streamed(key, capacity, sink, &out.size, fault);
   out.error = fault.detail();
@@ -104,17 +122,21 @@ TEST_P(FileTierStream, RoundTripsAndInterchangesWithPutAndGet) {
   if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
   // Above the pack threshold: within a piece, several pieces with a tail that
   // is no whole page, and no whole leaf.
+  // Sources and sinks that lend their memory (written and read in place) and
+  // ones that do not (copied through the tier's buffer).
+  for (const bool lend : {false, true})
   for (const std::size_t n : {std::size_t{300000}, std::size_t{(3 << 20) + 4097}}) {
+    SCOPED_TRACE(lend ? "lent" : "copied");
     const auto data = random_bytes(n, n);
     const std::string key = "s/" + std::to_string(n);
     std::uint64_t sum = 0;
     std::string error;
-    ASSERT_EQ(put_streamed(*t, key, data, &sum, &error), XferStatus::Ok) << error;
+    ASSERT_EQ(put_streamed(*t, key, data, &sum, &error, lend), XferStatus::Ok) << error;
     EXPECT_EQ(sum, checksum({data.data(), data.size()}));
     EXPECT_EQ(t->stat(key)->checksum, sum);
     EXPECT_EQ(t->stat(key)->size, n);
     EXPECT_EQ(temp_files_in(dir.path()), 0u);
-    const auto back = get_streamed(*t, key, n + 100);
+    const auto back = get_streamed(*t, key, n + 100, lend);
     ASSERT_EQ(back.status, XferStatus::Ok) << back.error;
     EXPECT_EQ(back.size, n);
     EXPECT_EQ(back.data, data);
@@ -185,12 +207,14 @@ TEST_P(FileTierStream, ASourceThatFailsLeavesTheOlderVersionAndNoTemporary) {
   if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
   const auto v1 = random_bytes(2 << 20, 7), v2 = random_bytes(2 << 20, 8);
   ASSERT_EQ(put_streamed(*t, "k", v1), XferStatus::Ok);
-  MemorySource failing(v2, (1 << 20) + 10);
-  Fault fault;
-  std::uint64_t sum = 0;
-  EXPECT_EQ(t->put_streamed("k", v2.size(), failing, &sum, fault), XferStatus::IoError);
-  EXPECT_NE(fault.detail().find("went away"), std::string::npos) << fault.detail();
-  EXPECT_EQ(temp_files_in(dir.path()), 0u);
+  for (const bool lend : {false, true}) {
+    MemorySource failing(v2, (1 << 20) + 10, lend);
+    Fault fault;
+    std::uint64_t sum = 0;
+    EXPECT_EQ(t->put_streamed("k", v2.size(), failing, &sum, fault), XferStatus::IoError);
+    EXPECT_NE(fault.detail().find("went away"), std::string::npos) << fault.detail();
+    EXPECT_EQ(temp_files_in(dir.path()), 0u);
+  }
   const auto back = get_streamed(*t, "k", v1.size());
   ASSERT_EQ(back.status, XferStatus::Ok) << back.error;
   EXPECT_EQ(back.data, v1);
