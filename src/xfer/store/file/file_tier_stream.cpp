@@ -5,7 +5,8 @@
 //   of one file run in parallel, and so do the source's reads and the hashing
 //   of a write (the page cache takes one buffered writer of a file at a time).
 // - O_DIRECT: through io_uring, a few pieces in flight, so that the disk
-//   writes (or reads) one piece while the next is filled (or checked).
+//   writes (or reads) one piece while the next is filled (or checked). Whole
+//   pages of lent memory go to and from the disk in place.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -54,7 +55,8 @@ std::byte* piece_buffer(std::size_t bytes, unsigned k = 0) {
 // it the ring has moved.
 struct DirectPiece {
   std::size_t slot = 0;
-  std::byte* buf = nullptr;
+  std::byte* buf = nullptr;  // the slot's buffer
+  std::byte* io = nullptr;   // where the piece moves to or from: buf, or lent memory
   std::uint64_t at = 0;  // in the object
   std::size_t n = 0;     // the object's bytes in it
   std::size_t len = 0;   // bytes to move: n, padded to a page
@@ -180,7 +182,7 @@ XferStatus FileTier::write_pieces_direct(ObjectWrite& op, std::uint64_t size, co
   XferStatus status = XferStatus::Ok;
   const auto queue = [&](DirectPiece& p) {
     io_uring_sqe* sqe = next_sqe(**ring);
-    io_uring_prep_write(sqe, op.fd, p.buf + p.done, static_cast<unsigned>(p.len - p.done),
+    io_uring_prep_write(sqe, op.fd, p.io + p.done, static_cast<unsigned>(p.len - p.done),
                         kFileHeaderSize + p.at + p.done);
     io_uring_sqe_set_data64(sqe, p.slot);
   };
@@ -192,16 +194,27 @@ XferStatus FileTier::write_pieces_direct(ObjectWrite& op, std::uint64_t size, co
         p.n = static_cast<std::size_t>(std::min<std::uint64_t>(kDirectPiece, size - p.at));
         p.len = io_round_up(p.n);
         p.done = 0;
-        status = source.read(p.at, {reinterpret_cast<std::uint8_t*>(p.buf), p.n}, fault);
+        // Whole pages of lent memory go to the disk from where they are
+        // (after hashing them there); the rest through the slot's buffer.
+        const auto* lent = reinterpret_cast<const std::byte*>(source.in_place(p.at, p.n));
+        if (lent != nullptr && io_aligned(lent) && p.n == p.len) {
+          p.io = const_cast<std::byte*>(lent);
+          status = source.leaf_sums(p.at, p.n, &leaves[p.at / kChecksumLeafBytes], fault);
+        } else {
+          p.io = p.buf;
+          status = source.read(p.at, {reinterpret_cast<std::uint8_t*>(p.buf), p.n}, fault);
+          hash_leaves(p.buf, p.at, p.n, leaves);
+          std::memset(p.buf + p.n, 0, p.len - p.n);  // the last page whole; cut off at close
+        }
         if (status != XferStatus::Ok) return false;
-        hash_leaves(p.buf, p.at, p.n, leaves);
-        std::memset(p.buf + p.n, 0, p.len - p.n);  // the last page whole; cut off at close
         queue(p);
         return true;
       },
       [&](DirectPiece& p, int res) {
         if (res <= 0) {
-          if (status == XferStatus::Ok) status = files_.write_failed(op, res, fault);
+          if (status == XferStatus::Ok)
+            status = res == -EFAULT && p.io != p.buf ? source_gone(op.item->key, p.at, p.n, fault)
+                                                     : files_.write_failed(op, res, fault);
           return false;
         }
         p.done += static_cast<std::size_t>(res);
@@ -256,7 +269,7 @@ XferStatus FileTier::read_pieces_direct(const Piecewise& r, std::string_view key
   // Whole pages: the last one comes back short at the file's end.
   const auto queue = [&](DirectPiece& p) {
     io_uring_sqe* sqe = next_sqe(**ring);
-    io_uring_prep_read(sqe, r.fd, p.buf + p.done, static_cast<unsigned>(p.len - p.done), r.data_at + p.at + p.done);
+    io_uring_prep_read(sqe, r.fd, p.io + p.done, static_cast<unsigned>(p.len - p.done), r.data_at + p.at + p.done);
     io_uring_sqe_set_data64(sqe, p.slot);
   };
   run_batch(
@@ -267,13 +280,16 @@ XferStatus FileTier::read_pieces_direct(const Piecewise& r, std::string_view key
         p.n = static_cast<std::size_t>(std::min<std::uint64_t>(kDirectPiece, r.size - p.at));
         p.len = io_round_up(p.n);
         p.done = 0;
+        // Whole pages straight into lent memory; the rest through the slot's buffer.
+        auto* lent = reinterpret_cast<std::byte*>(sink.in_place(p.at, p.n));
+        p.io = lent != nullptr && io_aligned(lent) && p.n == p.len ? lent : p.buf;
         queue(p);
         return true;
       },
       [&](DirectPiece& p, int res) {
         if (status != XferStatus::Ok) return false;
         if (res < 0) {
-          status = read_error(r, key, -res, fault);
+          status = res == -EFAULT && p.io != p.buf ? sink_gone(key, p.at, p.n, fault) : read_error(r, key, -res, fault);
           return false;
         }
         p.done += static_cast<std::size_t>(res);
@@ -285,8 +301,12 @@ XferStatus FileTier::read_pieces_direct(const Piecewise& r, std::string_view key
           status = truncated(r, key, p.at + p.done, fault);
           return false;
         }
-        hash_leaves(p.buf, p.at, p.n, leaves);
-        status = sink.write(p.at, {reinterpret_cast<const std::uint8_t*>(p.buf), p.n}, fault);
+        if (p.io != p.buf) {
+          status = sink.leaf_sums(p.at, p.n, &leaves[p.at / kChecksumLeafBytes], fault);
+        } else {
+          hash_leaves(p.buf, p.at, p.n, leaves);
+          status = sink.write(p.at, {reinterpret_cast<const std::uint8_t*>(p.buf), p.n}, fault);
+        }
         return false;
       });
   return status;

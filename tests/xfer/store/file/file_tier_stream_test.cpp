@@ -236,6 +236,60 @@ TEST_P(FileTierStream, ATierAtItsCapacityAnswersNoSpaceWithoutRaising) {
   EXPECT_EQ(temp_files_in(dir.path()), 0u);
 }
 
+// Page-aligned lent memory: O_DIRECT pieces go to and from the disk in place
+// (only the tail, no whole page, through the tier's buffer).
+TEST_P(FileTierStream, PageAlignedLentMemoryMovesInPlace) {
+  TempDir dir;
+  auto t = make(dir.path());
+  if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+  const std::size_t n = (5 << 20) + 1000;
+  const auto data = random_bytes(n, 12);
+  AlignedBuffer aligned(n);
+  std::memcpy(aligned.data(), data.data(), n);
+  class AlignedSource final : public PieceSource {
+   public:
+    explicit AlignedSource(const std::byte* p) : p_(reinterpret_cast<const std::uint8_t*>(p)) {}
+    XferStatus read(std::uint64_t at, MutableByteView into, Fault&) const noexcept override {
+      std::memcpy(into.data, p_ + at, into.size);
+      return XferStatus::Ok;
+    }
+    const std::uint8_t* in_place(std::uint64_t at, std::size_t) const noexcept override { return p_ + at; }
+    XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault&) const noexcept override {
+      leaf_checksums({p_ + at, len}, out);
+      return XferStatus::Ok;
+    }
+
+   private:
+    const std::uint8_t* p_;
+  };
+  class AlignedSink final : public PieceSink {
+   public:
+    explicit AlignedSink(std::byte* p) : p_(reinterpret_cast<std::uint8_t*>(p)) {}
+    XferStatus write(std::uint64_t at, ByteView from, Fault&) const noexcept override {
+      std::memcpy(p_ + at, from.data, from.size);
+      return XferStatus::Ok;
+    }
+    std::uint8_t* in_place(std::uint64_t at, std::size_t) const noexcept override { return p_ + at; }
+    XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault&) const noexcept override {
+      leaf_checksums({p_ + at, len}, out);
+      return XferStatus::Ok;
+    }
+
+   private:
+    std::uint8_t* p_;
+  };
+  Fault fault;
+  std::uint64_t sum = 0;
+  ASSERT_EQ(t->put_streamed("aligned", n, AlignedSource(aligned.data()), &sum, fault), XferStatus::Ok) << fault.detail();
+  EXPECT_EQ(sum, checksum({data.data(), n}));
+  AlignedBuffer back(n);
+  std::uint64_t size = 0;
+  ASSERT_EQ(t->get_streamed("aligned", n, AlignedSink(back.data()), &size, fault), XferStatus::Ok) << fault.detail();
+  EXPECT_EQ(size, n);
+  EXPECT_EQ(std::memcmp(back.data(), data.data(), n), 0);
+  EXPECT_EQ(get_one(*t, "aligned", n).data, data);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, FileTierStream,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool()), mode_name);
 
