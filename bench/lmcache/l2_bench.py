@@ -16,6 +16,8 @@ Redis ones):
   ferry-file-direct   ferry agent --tier file:DIR,direct   vs  lmcache-fs-direct  (fs_native, use_odirect)
   ferry-file          ferry agent --tier file:DIR          vs  lmcache-fs         (fs_native, buffered)
   ferry-redis         ferry agent --tier redis://...       vs  lmcache-resp       (LMCache's C++ RESP client)
+Both sides get the same number of threads (--workers): LMCache's backends as
+num_workers (fs_native's default is 4), Ferry's agent as its lanes (-q).
 Rounds rotate the backends, so none always runs first. Prints a table, writes JSON.
 """
 
@@ -45,7 +47,10 @@ def parse_args():
     p.add_argument("--backends", default="ferry-file-direct,lmcache-fs-direct,ferry-file,lmcache-fs,ferry-redis,lmcache-resp")
     p.add_argument("--ferry-file-opts", default=",threads=8",
                    help="appended to the Ferry file tier's spec; threads=8 matches fs_native's num_workers=8")
-    p.add_argument("--agent-args", default="", help="more flags for ferry agent, comma-separated: -q,16,-m,1024")
+    p.add_argument("--workers", type=int, default=8,
+                   help="threads on each side: LMCache's num_workers, and the agent's lanes (-q, with a staging "
+                        "slot of one chunk each)")
+    p.add_argument("--agent-args", default="", help="more flags for ferry agent, comma-separated: -c,auto")
     p.add_argument("--agent-log", default="", help="append the agents' output (their phase times) here")
     p.add_argument("--l1", choices=["shm", "pinned"], default="shm",
                    help="the L1 buffer: POSIX shm pinned, as LMCache's multiprocess server allocates it by default "
@@ -79,10 +84,10 @@ def adapter_json(backend, ctx):
                 "adapter_params": {"endpoint": ctx["agent"].endpoint}}
     if backend.startswith("lmcache-fs"):
         return {"type": "native_plugin", "module_path": "lmcache.lmcache_fs", "class_name": "LMCacheFSClient",
-                "adapter_params": {"base_path": ctx["path"], "num_workers": 8,
+                "adapter_params": {"base_path": ctx["path"], "num_workers": ctx["workers"],
                                    "use_odirect": backend.endswith("direct")}}
     return {"type": "native_plugin", "module_path": "lmcache.lmcache_redis", "class_name": "LMCacheRedisClient",
-            "adapter_params": {"host": "127.0.0.1", "port": ctx["redis_port"], "num_workers": 8}}
+            "adapter_params": {"host": "127.0.0.1", "port": ctx["redis_port"], "num_workers": ctx["workers"]}}
 
 
 def flushall(port):
@@ -178,12 +183,14 @@ def main():
                 path = os.path.join(args.dir, backend)
                 shutil.rmtree(path, ignore_errors=True)
                 os.makedirs(path)
-                ctx = {"path": path, "redis_port": redis_port}
+                ctx = {"path": path, "redis_port": redis_port, "workers": args.workers}
                 if backend.startswith("ferry-"):
                     tier = {"ferry-file-direct": f"file:{path},direct{args.ferry_file_opts}",
                             "ferry-file": f"file:{path}{args.ferry_file_opts}",
                             "ferry-redis": f"redis://127.0.0.1:{redis_port}"}[backend]
-                    ctx["agent"] = Agent(args.ferry, tier, work, [a for a in args.agent_args.split(",") if a], agent_log)
+                    lanes = ["-q", str(args.workers), "-m", str(max(256, args.workers * args.chunk_bytes >> 20))]
+                    ctx["agent"] = Agent(args.ferry, tier, work, lanes + [a for a in args.agent_args.split(",") if a],
+                                         agent_log)
                 adapter = make_adapter(backend, ctx)
                 try:
                     # Warm-up, unmeasured: connections, registration, first touch of files.
@@ -238,6 +245,7 @@ def main():
         print(f"{q['ferry']:<20} {q['baseline']:<20} {q['chunks_per_batch']:>6} {q['store_ratio']:>8.2f} {q['load_ratio']:>8.2f}")
     json.dump({"lmcache_version": lmcache.__version__ if hasattr(lmcache, "__version__") else "?",
                "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "dir": args.dir,
+               "workers": args.workers,
                "rows": rows, "ratios": ratios}, open(args.json_out, "w"), indent=2)
     print(f"wrote {args.json_out}")
 
