@@ -20,6 +20,8 @@ void checksum_stream_reset_avx2(void* s) noexcept;
 void checksum_stream_update_avx2(void* s, const void* data, std::size_t size) noexcept;
 std::uint64_t checksum_stream_digest_avx2(const void* s) noexcept;
 void checksum_stream_free_avx2(void* s) noexcept;
+// checksum_avx512.cpp: the one-shot hash only (leaves); partial leaves stream with AVX2.
+std::uint64_t checksum_avx512(const void* data, std::size_t size) noexcept;
 #endif
 
 namespace {
@@ -33,9 +35,19 @@ bool use_avx2() noexcept {
 #endif
 }
 
-// One-shot XXH3-64, the AVX2 build where the CPU has it.
+bool use_avx512() noexcept {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+#else
+  return false;
+#endif
+}
+
+// One-shot XXH3-64, the widest build the CPU runs.
 std::uint64_t xxh3(const void* data, std::size_t size) noexcept {
 #if defined(__x86_64__)
+  if (use_avx512()) return checksum_avx512(data, size);
   if (use_avx2()) return checksum_avx2(data, size);
 #endif
   return XXH3_64bits(data, size);
