@@ -151,10 +151,7 @@ TEST(XferRoundTrip, PlainMemoryUnmappedAfterRegistrationFailsTheTransferWithARea
             XferStatus::IoError);
   ASSERT_EQ(results.size(), 1u);
   EXPECT_NE(results[0].error.find("not mapped"), std::string::npos) << results[0].error;
-  std::vector<std::uint8_t> fine = random_bytes(4096, 5);
-  agent.register_memory(xfer::MemType::Dram, fine.data(), fine.size());
-  EXPECT_EQ(run_request(agent, XferOp::Write, {{reinterpret_cast<std::uint64_t>(fine.data()), 4096, 0}}, {"fine"}),
-            XferStatus::Ok);
+  EXPECT_EQ(write_one_fresh_block(agent), XferStatus::Ok);
 }
 
 // Memory mapped from a POSIX shm file, as LMCache's multiprocess mode keeps
@@ -204,10 +201,7 @@ TEST_P(SharedFileOverEachEndpoint, SharedFileMemoryIsReachedThroughTheFile) {
   EXPECT_EQ(run_request(agent, XferOp::Read, at(dst), keys, &results), XferStatus::IoError);
   close(fd);
   EXPECT_TRUE(agent_proc.process().running()) << agent_proc.log();
-  std::vector<std::uint8_t> fine = random_bytes(4096, 5);
-  agent.register_memory(xfer::MemType::Dram, fine.data(), fine.size());
-  EXPECT_EQ(run_request(agent, XferOp::Write, {{reinterpret_cast<std::uint64_t>(fine.data()), 4096, 0}}, {"fine"}),
-            XferStatus::Ok);
+  EXPECT_EQ(write_one_fresh_block(agent), XferStatus::Ok);
 }
 
 // A descriptor that is no regular file, or a range past the file's end, is refused at registration.

@@ -302,10 +302,7 @@ TEST(XferTiers, SharedFileBlocksStreamIntoAFileTierAndSurviveAShrink) {
   EXPECT_TRUE(any_says("went away while being filled"));  // EFAULT
   close(fd);
   EXPECT_TRUE(agent_proc.process().running()) << agent_proc.log();
-  std::vector<std::uint8_t> fine = random_bytes(4096, 5);
-  agent.register_memory(xfer::MemType::Dram, fine.data(), fine.size());
-  EXPECT_EQ(run_request(agent, XferOp::Write, {{reinterpret_cast<std::uint64_t>(fine.data()), 4096, 0}}, {"fine"}),
-            XferStatus::Ok);
+  EXPECT_EQ(write_one_fresh_block(agent), XferStatus::Ok);
 }
 
 }  // namespace

@@ -52,6 +52,14 @@ inline std::vector<xfer::MemDesc> blocks_of(const xfer::Buffer& buf, std::size_t
   return d;
 }
 
+// After a transfer that failed on the application's memory: the agent still
+// serves this session, a fresh registration and a write included.
+inline xfer::XferStatus write_one_fresh_block(xfer::Agent& agent) {
+  std::vector<std::uint8_t> fine = random_bytes(4096, 5);
+  agent.register_memory(xfer::MemType::Dram, fine.data(), fine.size());
+  return run_request(agent, xfer::XferOp::Write, {{reinterpret_cast<std::uint64_t>(fine.data()), 4096, 0}}, {"fine"});
+}
+
 inline std::vector<std::string> keys_of(const std::string& prefix, std::size_t count) {
   std::vector<std::string> k;
   for (std::size_t i = 0; i < count; ++i) k.push_back(prefix + std::to_string(i));

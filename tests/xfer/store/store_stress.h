@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "xfer/store/store_test_util.h"
+#include "xfer/store/vector_pieces.h"
 #include "xfer/store/storage.h"
 
 namespace ferry::xfer::store::test {
@@ -29,30 +30,6 @@ struct StressParams {
   // Through a chain: objects above its stream_above() are put and own keys read
   // by streaming (store/streaming.h), falling back where the chain says so.
   bool stream = false;
-};
-
-class VectorSource final : public PieceSource {
- public:
-  explicit VectorSource(const std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
-  XferStatus read(std::uint64_t at, MutableByteView into, Fault&) const noexcept override {
-    std::memcpy(into.data, bytes_.data() + at, into.size);
-    return XferStatus::Ok;
-  }
-
- private:
-  const std::vector<std::uint8_t>& bytes_;
-};
-
-class VectorSink final : public PieceSink {
- public:
-  explicit VectorSink(std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
-  XferStatus write(std::uint64_t at, ByteView from, Fault&) const noexcept override {
-    std::memcpy(bytes_.data() + at, from.data, from.size);
-    return XferStatus::Ok;
-  }
-
- private:
-  std::vector<std::uint8_t>& bytes_;
 };
 
 // A put, streamed where the params and the store say so.

@@ -10,6 +10,7 @@
 #include "xfer/store/file/file_tier.h"
 #include "xfer/store/full_disk.h"
 #include "xfer/store/store_test_util.h"
+#include "xfer/store/vector_pieces.h"
 
 namespace ferry::xfer::store {
 namespace {
@@ -274,31 +275,6 @@ TEST(TierChain, WithoutAZeroCopyTopTierTheDoorLendsNothing) {
   EXPECT_FALSE(out) << "a file tier's objects are read with get, never borrowed";
 }
 
-// Streaming through the chain: bytes in memory as the source and the sink.
-class BytesSource final : public PieceSource {
- public:
-  explicit BytesSource(const std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
-  XferStatus read(std::uint64_t at, MutableByteView into, Fault&) const noexcept override {
-    std::memcpy(into.data, bytes_.data() + at, into.size);
-    return XferStatus::Ok;
-  }
-
- private:
-  const std::vector<std::uint8_t>& bytes_;
-};
-
-class BytesSink final : public PieceSink {
- public:
-  explicit BytesSink(std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
-  XferStatus write(std::uint64_t at, ByteView from, Fault&) const noexcept override {
-    std::memcpy(bytes_.data() + at, from.data, from.size);
-    return XferStatus::Ok;
-  }
-
- private:
-  std::vector<std::uint8_t>& bytes_;
-};
-
 TEST(TierChain, StreamsIntoAFileTierOnTopAndRemovesOlderCopiesBelow) {
   TempDir dir;
   const auto older = random_bytes(2 << 20, 1), newer = random_bytes(2 << 20, 2);
@@ -316,20 +292,20 @@ TEST(TierChain, StreamsIntoAFileTierOnTopAndRemovesOlderCopiesBelow) {
 
   int tier = -1;
   Fault fault;
-  EXPECT_FALSE(c.put_streamed("small", 1000, BytesSource(older), &tier, fault)) << "below the threshold: put() it";
-  ASSERT_EQ(c.put_streamed("k", newer.size(), BytesSource(newer), &tier, fault), XferStatus::Ok) << fault.detail();
+  EXPECT_FALSE(c.put_streamed("small", 1000, test::VectorSource(older), &tier, fault)) << "below the threshold: put() it";
+  ASSERT_EQ(c.put_streamed("k", newer.size(), test::VectorSource(newer), &tier, fault), XferStatus::Ok) << fault.detail();
   EXPECT_EQ(tier, 0);
   EXPECT_FALSE(c.tier(1).stat("k").has_value()) << "the older copy below is gone";
   EXPECT_EQ(get(c, "k", 4 << 20).data, newer);
 
   std::vector<std::uint8_t> back(newer.size());
   std::uint64_t size = 0;
-  ASSERT_EQ(c.get_streamed("k", back.size(), BytesSink(back), &size, &tier, fault), XferStatus::Ok);
+  ASSERT_EQ(c.get_streamed("k", back.size(), test::VectorSink(back), &size, &tier, fault), XferStatus::Ok);
   EXPECT_EQ(back, newer);
   EXPECT_EQ(tier, 0);
   // A key the file tier does not hold may be in the dram tier, which does not
   // stream: the caller get()s it.
-  EXPECT_FALSE(c.get_streamed("elsewhere", back.size(), BytesSink(back), &size, &tier, fault));
+  EXPECT_FALSE(c.get_streamed("elsewhere", back.size(), test::VectorSink(back), &size, &tier, fault));
 }
 
 TEST(TierChain, AFullStreamingTopTierLeavesThePutToTheChain) {
@@ -341,9 +317,9 @@ TEST(TierChain, AFullStreamingTopTierLeavesThePutToTheChain) {
   const auto data = random_bytes(2 << 20, 3);
   int tier = -1;
   Fault fault;
-  ASSERT_EQ(c.put_streamed("a", data.size(), BytesSource(data), &tier, fault), XferStatus::Ok);
-  EXPECT_FALSE(c.put_streamed("b", data.size(), BytesSource(data), &tier, fault)) << "full: no stream";
-  EXPECT_FALSE(c.put_streamed("c", 4 << 20, BytesSource(data), &tier, fault)) << "above its capacity: no stream";
+  ASSERT_EQ(c.put_streamed("a", data.size(), test::VectorSource(data), &tier, fault), XferStatus::Ok);
+  EXPECT_FALSE(c.put_streamed("b", data.size(), test::VectorSource(data), &tier, fault)) << "full: no stream";
+  EXPECT_FALSE(c.put_streamed("c", 4 << 20, test::VectorSource(data), &tier, fault)) << "above its capacity: no stream";
   EXPECT_FALSE(fault.failed()) << fault.detail();
   // put() then moves "a" down to make room, as for any full tier.
   ASSERT_EQ(put(c, "b", data), XferStatus::Ok);
@@ -358,7 +334,7 @@ TEST(TierChain, AZeroCopyTopTierStreamsNothing) {
   const auto data = random_bytes(2 << 20, 4);
   int tier = -1;
   Fault fault;
-  EXPECT_FALSE(c.put_streamed("k", data.size(), BytesSource(data), &tier, fault));
+  EXPECT_FALSE(c.put_streamed("k", data.size(), test::VectorSource(data), &tier, fault));
 }
 
 // A packed copy in the file tier whose removal needs a tombstone, on a full
