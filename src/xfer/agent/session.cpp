@@ -404,9 +404,9 @@ void Session::on_transfer(proto::Frame& f) {
   const std::uint64_t request = msg.request;
   DataMover* mover = ctx_.mover;
   const std::vector<std::string>* tier_names = &ctx_.tiers;
-  job->on_done = [self, request, mover, cost, tier_names](Job& j) {
+  job->on_done = [self, request, mover, cost, tier_names, ns = ns_](Job& j) {
     PhaseTimer answer_time(mover->phases(), Phase::Answer);
-    describe_results(j, *tier_names);
+    describe_results(j, *tier_names, ns);
     proto::TransferDone done;
     done.request = request;
     done.status = XferStatus::Ok;

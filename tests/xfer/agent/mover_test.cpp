@@ -99,6 +99,38 @@ class FakeStorage final : public store::Storage, public store::Reservable {
   int zero_copy_tier() const noexcept override { return 0; }
   std::span<std::byte> dma_memory() const noexcept override { return {}; }
 
+  // Streaming, once stream_above() is set: objects above it stream into "tier 2"
+  // (as a file tier on top would), unless refuse_streams() says it is full.
+  std::uint64_t stream_above() const noexcept override { return stream_above_; }
+  std::optional<XferStatus> put_streamed(std::string_view key, std::uint64_t size, const store::PieceSource& source,
+                                         int* tier, Fault& fault) noexcept override {
+    if (refuse_streams_) return std::nullopt;
+    std::vector<std::uint8_t> bytes(size);
+    constexpr std::size_t kPiece = 300 << 10;  // not a leaf multiple: offsets matter
+    for (std::uint64_t at = 0; at < size; at += kPiece) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kPiece, size - at));
+      if (const XferStatus s = source.read(at, {bytes.data() + at, n}, fault); s != XferStatus::Ok) return s;
+    }
+    std::lock_guard lk(mu_);
+    ++streamed_;
+    const std::uint64_t sum = checksum({bytes.data(), bytes.size()});
+    objects_[std::string(key)] = {std::move(bytes), sum};
+    *tier = 2;
+    return XferStatus::Ok;
+  }
+  std::optional<XferStatus> get_streamed(std::string_view key, std::uint64_t capacity, const store::PieceSink& sink,
+                                         std::uint64_t* size, int* tier, Fault& fault) noexcept override {
+    if (refuse_streams_) return std::nullopt;
+    std::lock_guard lk(mu_);
+    auto found = objects_.find(std::string(key));
+    if (found == objects_.end()) return XferStatus::NotFound;
+    *size = found->second.bytes.size();
+    if (*size > capacity) return fault.raise(XferStatus::TooLarge, "fake storage: too small for " + std::string(key), key);
+    ++streamed_;
+    *tier = 2;
+    return sink.write(0, {found->second.bytes.data(), found->second.bytes.size()}, fault);
+  }
+
   // Reservable
   void reserve(std::span<const std::uint64_t> sizes, std::span<store::Reserved> out) noexcept override {
     std::lock_guard lk(mu_);
@@ -140,6 +172,12 @@ class FakeStorage final : public store::Storage, public store::Reservable {
     lendable_[key] = std::move(bytes);
   }
   void fail_key(const std::string& key) { fail_keys_.insert(key); }
+  void stream_above(std::uint64_t bytes) { stream_above_ = bytes; }
+  void refuse_streams() { refuse_streams_ = true; }
+  std::size_t streamed() {
+    std::lock_guard lk(mu_);
+    return streamed_;
+  }
   std::vector<std::uint8_t> object(const std::string& key) {
     std::lock_guard lk(mu_);
     auto it = objects_.find(key);
@@ -207,6 +245,9 @@ class FakeStorage final : public store::Storage, public store::Reservable {
   std::map<std::string, std::vector<std::uint8_t>> lendable_;
   std::map<std::string, std::uint64_t> lend_sums_;
   std::set<std::string> fail_keys_;
+  std::uint64_t stream_above_ = store::kUnbounded;
+  bool refuse_streams_ = false;
+  std::size_t streamed_ = 0;
 
   std::mutex gate_mu_;
   std::condition_variable gate_cv_;
@@ -258,7 +299,8 @@ MoverOptions options(int lanes = 2) {
 
 // Submits a job and waits for on_done; returns it with its texts made.
 std::shared_ptr<Job> run_job(DataMover& mover, XferOp op, AppMemory& app,
-                             const std::vector<std::pair<std::string, std::size_t>>& blocks) {
+                             const std::vector<std::pair<std::string, std::size_t>>& blocks,
+                             std::string_view ns = {}) {
   auto job = std::make_shared<Job>();
   job->op = op;
   for (const auto& [key, len] : blocks) job->wire += key;
@@ -282,8 +324,8 @@ std::shared_ptr<Job> run_job(DataMover& mover, XferOp op, AppMemory& app,
   mover.submit(job);
   done.get_future().wait();
   EXPECT_EQ(calls, 1);
-  const std::vector<std::string> names = {"zero-copy", "fake"};
-  describe_results(*job, names);
+  const std::vector<std::string> names = {"zero-copy", "fake", "streaming"};
+  describe_results(*job, names, ns);
   return job;
 }
 
@@ -389,6 +431,73 @@ TEST(DataMover, ABlockLargerThanAStagingSlotIsTooLargeWithoutTouchingStorage) {
   EXPECT_NE(job->results[0].error.find("staging slot"), std::string::npos) << job->results[0].error;
   EXPECT_EQ(job->results[1].status, XferStatus::Ok);
   EXPECT_TRUE(storage.object("big").empty());
+}
+
+// Host blocks above storage's stream_above() stream, one per batch, and may be
+// larger than a staging slot; the rest are staged as before.
+TEST(DataMover, HostBlocksAboveTheStreamThresholdStreamAndMayOutgrowAStagingSlot) {
+  FakeStorage storage(4);
+  storage.stream_above(100 << 10);
+  MoverOptions o = options(2);
+  o.staging_bytes = 1 << 20;  // 512 KiB slots
+  DataMover mover(o, storage);
+  AppMemory app(4 << 20);
+  const std::vector<std::pair<std::string, std::size_t>> blocks = {
+      {"big", (1 << 20) + 12345}, {"small", 5000}, {"medium", 200 << 10}};
+  const auto big = pattern(blocks[0].second, 1), small = pattern(5000, 2), medium = pattern(200 << 10, 3);
+  std::memcpy(app.data(), big.data(), big.size());
+  std::memcpy(app.data() + big.size(), small.data(), small.size());
+  std::memcpy(app.data() + big.size() + small.size(), medium.data(), medium.size());
+  auto job = run_job(mover, XferOp::Write, app, blocks);
+  for (std::size_t i = 0; i < 3; ++i) ASSERT_EQ(job->results[i].status, XferStatus::Ok) << job->results[i].error;
+  EXPECT_EQ(job->results[0].tier, "streaming");
+  EXPECT_EQ(job->results[0].size, big.size());
+  EXPECT_EQ(job->results[2].tier, "streaming");
+  EXPECT_NE(job->results[1].tier, "streaming");
+  EXPECT_EQ(storage.streamed(), 2u);
+  EXPECT_EQ(storage.object("big"), big);
+  EXPECT_EQ(storage.object("medium"), medium);
+
+  std::memset(app.data(), 0, 4 << 20);
+  job = run_job(mover, XferOp::Read, app, blocks);
+  for (std::size_t i = 0; i < 3; ++i) ASSERT_EQ(job->results[i].status, XferStatus::Ok) << job->results[i].error;
+  EXPECT_EQ(std::memcmp(app.data(), big.data(), big.size()), 0);
+  EXPECT_EQ(std::memcmp(app.data() + big.size() + small.size(), medium.data(), medium.size()), 0);
+  EXPECT_EQ(storage.streamed(), 4u);
+  // A buffer smaller than the streamed object: TooLarge with the object's size.
+  job = run_job(mover, XferOp::Read, app, {{"big", 600 << 10}});
+  EXPECT_EQ(job->results[0].status, XferStatus::TooLarge);
+  EXPECT_EQ(job->results[0].size, big.size());
+}
+
+// Storage that will not stream a block (a full file tier): it goes the staged
+// way when it fits a slot, else it is TooLarge with both reasons.
+TEST(DataMover, ABlockStorageWillNotStreamIsStagedOrTooLarge) {
+  FakeStorage storage(4);
+  storage.stream_above(100 << 10);
+  storage.refuse_streams();
+  MoverOptions o = options(2);
+  o.staging_bytes = 1 << 20;  // 512 KiB slots
+  DataMover mover(o, storage);
+  AppMemory app(2 << 20);
+  auto job = run_job(mover, XferOp::Write, app, {{"fits", 200 << 10}, {"huge", 600 << 10}});
+  EXPECT_EQ(job->results[0].status, XferStatus::Ok) << job->results[0].error;
+  EXPECT_EQ(job->results[0].tier, "fake");
+  EXPECT_EQ(job->results[1].status, XferStatus::TooLarge);
+  EXPECT_NE(job->results[1].error.find("does not stream"), std::string::npos) << job->results[1].error;
+  EXPECT_EQ(storage.streamed(), 0u);
+}
+
+// The texts name the application's keys, without the session's namespace.
+TEST(DataMover, TextsNameKeysWithoutTheSessionsNamespace) {
+  FakeStorage storage(8);
+  storage.fail_key("u7/k2");
+  DataMover mover(options(1), storage);
+  AppMemory app(1 << 20);
+  auto job = run_job(mover, XferOp::Write, app, {{"u7/k1", 1000}, {"u7/k2", 2000}}, "u7/");
+  EXPECT_EQ(job->results[1].error, "fake storage: 'k2' refused");
+  job = run_job(mover, XferOp::Read, app, {{"u7/missing", 10}}, "u7/");
+  EXPECT_EQ(job->results[0].error, "no tier holds 'missing'");
 }
 
 // A shutdown with work queued: the batches a lane has taken finish (with CUDA
