@@ -10,12 +10,14 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "ferry/core/bytes.h"
 #include "xfer/agent/guarded_access.h"
 #include "xfer/agent/remote_memory.h"
 #include "xfer/checksum/checksum.h"
 #include "xfer/base/fault.h"
+#include "xfer/store/quote_key.h"
 #include "xfer/store/streaming.h"
 
 namespace ferry::xfer::agent {
@@ -53,13 +55,15 @@ inline std::uint8_t* lend(const BlockRef& b, std::size_t at, std::size_t len, bo
 
 // leaf_checksums() of lent bytes, guarded: their pages may vanish.
 inline XferStatus hash_lent(const BlockRef& b, std::size_t at, std::size_t len, std::uint64_t* out,
-                            Fault& fault) noexcept {
+                            std::string_view key, Fault& fault) noexcept {
   const std::uint8_t* p = lend(b, at, len, false);
   if (p != nullptr && run_guarded([&] { leaf_checksums({p, len}, out); })) return XferStatus::Ok;
-  return fault.raise(XferStatus::IoError, std::to_string(len) + " bytes at offset " + std::to_string(at) +
-                                              " of the application's memory went away while being read (" +
-                                              (b.remote != nullptr ? b.remote->describe() : std::string("mapped")) +
-                                              "; a shared file that shrank?)");
+  return fault.raise(XferStatus::IoError,
+                     store::quote_key(key) + ": " + std::to_string(len) + " bytes at offset " + std::to_string(at) +
+                         " of the application's memory went away while being read (" +
+                         (b.remote != nullptr ? b.remote->describe() : std::string("mapped")) +
+                         "; a shared file that shrank?)",
+                     key);
 }
 
 // A host block's application side as a streamed put's source, or a streamed
@@ -67,7 +71,7 @@ inline XferStatus hash_lent(const BlockRef& b, std::size_t at, std::size_t len, 
 // mapping) is lent in place, and hashed there under run_guarded().
 class AppSource final : public store::PieceSource {
  public:
-  explicit AppSource(const BlockRef& block) : block_(block) {}
+  AppSource(const BlockRef& block, std::string_view key) : block_(block), key_(key) {}
   XferStatus read(std::uint64_t at, MutableByteView into, Fault& fault) const noexcept override {
     return read_app(block_, at, into.data, into.size, fault);
   }
@@ -75,16 +79,17 @@ class AppSource final : public store::PieceSource {
     return lend(block_, at, len, false);
   }
   XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault& fault) const noexcept override {
-    return hash_lent(block_, at, len, out, fault);
+    return hash_lent(block_, at, len, out, key_, fault);
   }
 
  private:
   const BlockRef& block_;
+  std::string_view key_;  // for the messages
 };
 
 class AppSink final : public store::PieceSink {
  public:
-  explicit AppSink(const BlockRef& block) : block_(block) {}
+  AppSink(const BlockRef& block, std::string_view key) : block_(block), key_(key) {}
   XferStatus write(std::uint64_t at, ByteView from, Fault& fault) const noexcept override {
     return write_app(block_, at, from.data, from.size, fault);
   }
@@ -92,11 +97,12 @@ class AppSink final : public store::PieceSink {
     return lend(block_, at, len, true);
   }
   XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault& fault) const noexcept override {
-    return hash_lent(block_, at, len, out, fault);
+    return hash_lent(block_, at, len, out, key_, fault);
   }
 
  private:
   const BlockRef& block_;
+  std::string_view key_;  // for the messages
 };
 
 }  // namespace ferry::xfer::agent

@@ -1,5 +1,6 @@
 #include "xfer/agent/guarded_access.h"
 
+#include <atomic>
 #include <csetjmp>
 #include <csignal>
 #include <mutex>
@@ -10,18 +11,19 @@ namespace {
 thread_local sigjmp_buf* t_jump = nullptr;
 struct sigaction g_previous {};
 
-void on_sigbus(int /*sig*/, siginfo_t* /*info*/, void* /*context*/) {
-  if (sigjmp_buf* jump = t_jump) siglongjmp(*jump, 1);
-  // Not a guarded access: put the previous action back and return, so that the
-  // faulting instruction runs again and gets it (a crash, as without us).
+void on_sigbus(int sig, siginfo_t* info, void* /*context*/) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // A fault (si_code > 0, not a SIGBUS someone sent) inside a guarded access.
+  if (sigjmp_buf* jump = t_jump; jump != nullptr && info != nullptr && info->si_code > 0) siglongjmp(*jump, 1);
+  // Anything else gets the previous action, as without us: a fault runs its
+  // instruction again and meets it; a sent signal is sent again.
   sigaction(SIGBUS, &g_previous, nullptr);
+  if (info == nullptr || info->si_code <= 0) raise(sig);
 }
 
 void install() {
   struct sigaction sa {};
   sa.sa_sigaction = on_sigbus;
-  // SA_NODEFER: the jump leaves the handler without sigreturn, so SIGBUS must
-  // not stay blocked in this thread afterwards.
   sa.sa_flags = SA_SIGINFO | SA_NODEFER;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGBUS, &sa, &g_previous);
@@ -33,12 +35,18 @@ bool run_guarded(void (*fn)(void*), void* arg) noexcept {
   static std::once_flag installed;
   std::call_once(installed, install);
   sigjmp_buf jump;
-  if (sigsetjmp(jump, 0) != 0) {  // 0: no signal mask saved, so no system call here
+  // 1: the signal mask is saved and restored by the jump. The kernel (or a
+  // sanitizer's wrapper of the handler) may block signals while the handler
+  // runs, and the jump leaves it without sigreturn.
+  if (sigsetjmp(jump, 1) != 0) {
     t_jump = nullptr;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     return false;
   }
   t_jump = &jump;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   fn(arg);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   t_jump = nullptr;
   return true;
 }

@@ -8,7 +8,9 @@
 //
 // What runs guarded must take no lock and allocate nothing (it may be
 // abandoned half way, by a jump out of the signal handler): hashing and
-// memcpy. A SIGBUS anywhere else keeps its default action.
+// memcpy. A SIGBUS anywhere else, or one that a process sent rather than a
+// fault, gets the action it had before. Each call saves and restores the
+// signal mask (one system call), which the jump needs.
 
 namespace ferry::xfer::agent {
 

@@ -68,6 +68,10 @@ std::uint8_t* SharedFileMemory::in_place(const std::uint8_t* remote, std::size_t
   if (map_ == nullptr || (for_write && !map_writable_) || offset < map_offset_ || len > map_len_ ||
       offset - map_offset_ > map_len_ - len)
     return nullptr;
+  // A file cut inside a page still maps that page, past its end as zeros: lend
+  // nothing the file no longer holds (the copy calls then report it shrank).
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || offset + len > static_cast<std::uint64_t>(st.st_size)) return nullptr;
   return map_ + (offset - map_offset_);
 }
 

@@ -181,9 +181,14 @@ std::optional<XferStatus> TierChain::put_streamed(std::string_view key, std::uin
   op.held.set(job.stripe);
   const std::uint32_t unlisted = unlisted_.load(std::memory_order_acquire);
   if (unlisted != 0 && !remove_from_unlisted(job, unlisted, op)) return job.hard;
-  const XferStatus s = streaming_->put_streamed(key, size, source, &job.checksum, fault);
-  if (s == XferStatus::NoSpace) return std::nullopt;
-  if (s != XferStatus::Ok) return s;  // raised by the tier
+  // Full: make room below, as place() does, and try again.
+  XferStatus s = XferStatus::NoSpace;
+  for (int round = 0; round < kRounds; ++round) {
+    s = streaming_->put_streamed(key, size, source, &job.checksum, fault);
+    if (s != XferStatus::NoSpace || tiers_.size() < 2 || !make_room(0, size << round, op)) break;
+  }
+  if (s == XferStatus::NoSpace) return std::nullopt;  // put() goes on down the chain
+  if (s != XferStatus::Ok) return s;                   // raised by the tier
   placed(job, 0, op);
   if (job.failed) return job.hard;
   *tier = 0;
@@ -198,7 +203,12 @@ std::optional<XferStatus> TierChain::get_streamed(std::string_view key, std::uin
   if (key.empty()) return std::nullopt;
   for (std::size_t i = 0; i < tiers_.size(); ++i) {
     Streamable* st = tiers_[i]->streamable();
-    if (st == nullptr) return std::nullopt;
+    if (st == nullptr) {
+      // get() can read it from here on, if any tier still below has it.
+      for (std::size_t j = i; j < tiers_.size(); ++j)
+        if (tiers_[j]->stat(key)) return std::nullopt;
+      return XferStatus::NotFound;
+    }
     const std::optional<XferStatus> s = st->get_streamed(key, capacity, sink, size, fault);
     if (s && *s == XferStatus::NotFound) continue;
     if (s) *tier = static_cast<int>(i);

@@ -82,9 +82,11 @@ class TierChain final : public Storage {
   void borrow(std::span<const std::string_view> keys, std::span<std::optional<Borrowed>> out) noexcept override;
   int zero_copy_tier() const noexcept override { return 0; }
   std::span<std::byte> dma_memory() const noexcept override;
-  // Streaming reaches the top tier only, where it streams (the file tier): a
-  // put it cannot take (full) goes by put(), which makes room or moves on. A get
-  // streams through the tiers from the top while they stream.
+  // Streaming reaches the top tier only, where it streams (the file tier). A
+  // full top tier makes room below as put() does; a put it still cannot take
+  // goes by put(), which moves on down. A get streams through the tiers from
+  // the top while they stream; below, get() reads it (NotFound when no tier
+  // there has it). The key's stripe is held while its object streams in.
   std::uint64_t stream_above() const noexcept override;
   std::optional<XferStatus> put_streamed(std::string_view key, std::uint64_t size, const PieceSource& source,
                                          int* tier, Fault& fault) noexcept override;

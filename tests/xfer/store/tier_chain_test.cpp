@@ -303,28 +303,57 @@ TEST(TierChain, StreamsIntoAFileTierOnTopAndRemovesOlderCopiesBelow) {
   ASSERT_EQ(c.get_streamed("k", back.size(), test::VectorSink(back), &size, &tier, fault), XferStatus::Ok);
   EXPECT_EQ(back, newer);
   EXPECT_EQ(tier, 0);
-  // A key the file tier does not hold may be in the dram tier, which does not
-  // stream: the caller get()s it.
-  EXPECT_FALSE(c.get_streamed("elsewhere", back.size(), test::VectorSink(back), &size, &tier, fault));
+  // A key no tier holds is a miss; one below, in the dram tier, is get()'s.
+  EXPECT_EQ(c.get_streamed("elsewhere", back.size(), test::VectorSink(back), &size, &tier, fault),
+            XferStatus::NotFound);
 }
 
-TEST(TierChain, AFullStreamingTopTierLeavesThePutToTheChain) {
+TEST(TierChain, AFullStreamingTopTierMakesRoomBelowOrLeavesThePutToTheChain) {
   TempDir dir;
   std::vector<std::unique_ptr<Tier>> tiers;
-  tiers.push_back(file_tier(dir.path(), 3 << 20));
+  tiers.push_back(file_tier(dir.sub("top"), 3 << 20));
   tiers.push_back(std::make_unique<DramTier>(8 << 20));
   TierChain c(std::move(tiers));
-  const auto data = random_bytes(2 << 20, 3);
+  const auto a = random_bytes(2 << 20, 3), b = random_bytes(2 << 20, 4);
   int tier = -1;
   Fault fault;
-  ASSERT_EQ(c.put_streamed("a", data.size(), test::VectorSource(data), &tier, fault), XferStatus::Ok);
-  EXPECT_FALSE(c.put_streamed("b", data.size(), test::VectorSource(data), &tier, fault)) << "full: no stream";
-  EXPECT_FALSE(c.put_streamed("c", 4 << 20, test::VectorSource(data), &tier, fault)) << "above its capacity: no stream";
+  ASSERT_EQ(c.put_streamed("a", a.size(), test::VectorSource(a), &tier, fault), XferStatus::Ok);
+  // Full: "a", the least recently used, moves down to make room.
+  ASSERT_EQ(c.put_streamed("b", b.size(), test::VectorSource(b), &tier, fault), XferStatus::Ok) << fault.detail();
+  EXPECT_EQ(tier, 0);
+  EXPECT_TRUE(c.tier(1).stat("a").has_value());
+  EXPECT_FALSE(c.tier(0).stat("a").has_value());
+  EXPECT_FALSE(c.put_streamed("c", 4 << 20, test::VectorSource(a), &tier, fault)) << "above its capacity: put() it";
   EXPECT_FALSE(fault.failed()) << fault.detail();
-  // put() then moves "a" down to make room, as for any full tier.
-  ASSERT_EQ(put(c, "b", data), XferStatus::Ok);
-  EXPECT_EQ(get(c, "a", 4 << 20).data, data);
-  EXPECT_EQ(get(c, "b", 4 << 20).data, data);
+  EXPECT_EQ(get(c, "a", 4 << 20).data, a);
+  EXPECT_EQ(get(c, "b", 4 << 20).data, b);
+
+  // A lone tier has nowhere to make room: the put goes by put(), which says why.
+  std::vector<std::unique_ptr<Tier>> alone;
+  alone.push_back(file_tier(dir.sub("alone"), 3 << 20));
+  TierChain single(std::move(alone));
+  ASSERT_EQ(single.put_streamed("a", a.size(), test::VectorSource(a), &tier, fault), XferStatus::Ok);
+  EXPECT_FALSE(single.put_streamed("b", b.size(), test::VectorSource(b), &tier, fault));
+  EXPECT_FALSE(fault.failed()) << fault.detail();
+}
+
+// A key no streaming tier holds, with a tier below that does not stream: a
+// miss when no tier has it, else get() reads it.
+TEST(TierChain, AStreamedGetBelowTheStreamingTiersIsAMissOrLeftToGet) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(file_tier(dir.path()));
+  tiers.push_back(std::make_unique<DramTier>(8 << 20));
+  TierChain c(std::move(tiers));
+  std::vector<std::uint8_t> back(2 << 20);
+  std::uint64_t size = 0;
+  int tier = -1;
+  Fault fault;
+  EXPECT_EQ(c.get_streamed("absent", back.size(), test::VectorSink(back), &size, &tier, fault), XferStatus::NotFound);
+  PutItem below = test::put_item("below", random_bytes(1000, 5));
+  c.tier(1).put({&below, 1}, fault);
+  ASSERT_EQ(below.status, XferStatus::Ok);
+  EXPECT_FALSE(c.get_streamed("below", back.size(), test::VectorSink(back), &size, &tier, fault));
 }
 
 TEST(TierChain, AZeroCopyTopTierStreamsNothing) {

@@ -99,10 +99,15 @@ class FileTier final : public Tier, public Streamable {
   // Times the threads that split a buffered call, so each writes a pack as large.
   std::uint64_t put_window_bytes() const override;
 
-  // Streaming (streaming.h, file_tier_stream.cpp): objects that get a file of
-  // their own (above pack_threshold) are written and read piece by piece.
+  // Streaming (streaming.h, file_tier_stream.cpp): large objects are written
+  // and read piece by piece.
   Streamable* streamable() noexcept override { return this; }
-  std::uint64_t stream_above() const noexcept override { return opts_.pack_threshold; }
+  // Objects that get a file of their own, and at least kStreamFloor: smaller
+  // ones go faster many at a time through put()'s io_uring batches.
+  static constexpr std::uint64_t kStreamFloor = 256 << 10;
+  std::uint64_t stream_above() const noexcept override {
+    return opts_.pack_threshold > kStreamFloor ? opts_.pack_threshold : kStreamFloor;
+  }
   XferStatus put_streamed(std::string_view key, std::uint64_t size, const PieceSource& source,
                           std::uint64_t* checksum, Fault& fault) noexcept override;
   std::optional<XferStatus> get_streamed(std::string_view key, std::uint64_t capacity, const PieceSink& sink,

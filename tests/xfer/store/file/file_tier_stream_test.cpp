@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <atomic>
@@ -288,6 +289,45 @@ TEST_P(FileTierStream, PageAlignedLentMemoryMovesInPlace) {
   EXPECT_EQ(size, n);
   EXPECT_EQ(std::memcmp(back.data(), data.data(), n), 0);
   EXPECT_EQ(get_one(*t, "aligned", n).data, data);
+}
+
+// Lent memory whose pages vanish under the kernel's copy (a shared file cut
+// short): the read fails with EFAULT, reported as the application's memory,
+// not the tier's file; the tier goes on.
+TEST_P(FileTierStream, LentMemoryThatVanishesIsTheApplicationsFailure) {
+  TempDir dir;
+  auto t = make(dir.path());
+  if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+  const auto data = random_bytes(2 << 20, 13);
+  ASSERT_EQ(put_streamed(*t, "k", data), XferStatus::Ok);
+  const int fd = memfd_create("ferry-vanishing-sink", MFD_CLOEXEC);
+  ASSERT_EQ(ftruncate(fd, 2 << 20), 0);
+  auto* map = static_cast<std::uint8_t*>(mmap(nullptr, 2 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(map, MAP_FAILED);
+  ASSERT_EQ(ftruncate(fd, 0), 0);  // every page of the mapping is gone
+  class VanishedSink final : public PieceSink {
+   public:
+    explicit VanishedSink(std::uint8_t* p) : p_(p) {}
+    XferStatus write(std::uint64_t, ByteView, Fault& fault) const noexcept override {
+      return fault.raise(XferStatus::Internal, "the tier should have read into the lent pages");
+    }
+    std::uint8_t* in_place(std::uint64_t at, std::size_t) const noexcept override { return p_ + at; }
+    XferStatus leaf_sums(std::uint64_t, std::size_t, std::uint64_t*, Fault& fault) const noexcept override {
+      return fault.raise(XferStatus::Internal, "nothing should have landed to hash");
+    }
+
+   private:
+    std::uint8_t* p_;
+  };
+  Fault fault;
+  std::uint64_t size = 0;
+  EXPECT_EQ(t->get_streamed("k", data.size(), VanishedSink(map), &size, fault), XferStatus::IoError);
+  EXPECT_NE(fault.detail().find("went away while being filled"), std::string::npos) << fault.detail();
+  munmap(map, 2 << 20);
+  close(fd);
+  const auto back = get_streamed(*t, "k", data.size());
+  ASSERT_EQ(back.status, XferStatus::Ok) << back.error;
+  EXPECT_EQ(back.data, data);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, FileTierStream,
