@@ -350,7 +350,8 @@ TEST(TierChain, AStreamedGetBelowTheStreamingTiersIsAMissOrLeftToGet) {
   int tier = -1;
   Fault fault;
   EXPECT_EQ(c.get_streamed("absent", back.size(), test::VectorSink(back), &size, &tier, fault), XferStatus::NotFound);
-  PutItem below = test::put_item("below", random_bytes(1000, 5));
+  const auto below_bytes = random_bytes(1000, 5);
+  PutItem below = test::put_item("below", below_bytes);
   c.tier(1).put({&below, 1}, fault);
   ASSERT_EQ(below.status, XferStatus::Ok);
   EXPECT_FALSE(c.get_streamed("below", back.size(), test::VectorSink(back), &size, &tier, fault));
@@ -381,7 +382,8 @@ int put_over_a_copy_that_cannot_be_removed(const std::string& dir) {
     // Straight into the file tier, in a pack with a neighbour that keeps it
     // alive; the chain finds it there when it lists its tiers.
     auto file = std::make_unique<FileTier>(o);
-    PutItem items[2] = {test::put_item("packed", packed), test::put_item("keep", random_bytes(5000, 4))};
+    const auto keep = random_bytes(5000, 4);
+    PutItem items[2] = {test::put_item("packed", packed), test::put_item("keep", keep)};
     Fault stored;
     file->put(items, stored);
     if (items[0].status != XferStatus::Ok || items[1].status != XferStatus::Ok) return 2;
