@@ -18,6 +18,7 @@ Redis ones):
   ferry-redis         ferry agent --tier redis://...       vs  lmcache-resp       (LMCache's C++ RESP client)
 Both sides get the same number of threads (--workers): LMCache's backends as
 num_workers (fs_native's default is 4), Ferry's agent as its lanes (-q).
+--lmcache-workers sets LMCache's alone.
 Rounds rotate the backends, so none always runs first. Prints a table, writes JSON.
 """
 
@@ -50,6 +51,9 @@ def parse_args():
     p.add_argument("--workers", type=int, default=8,
                    help="threads on each side: LMCache's num_workers, and the agent's lanes (-q, with a staging "
                         "slot of one chunk each)")
+    p.add_argument("--lmcache-workers", type=int, default=0,
+                   help="LMCache's num_workers alone (0: --workers), e.g. 4, fs_native's default, to compare "
+                        "each side at its defaults")
     p.add_argument("--agent-args", default="", help="more flags for ferry agent, comma-separated: -c,auto")
     p.add_argument("--agent-log", default="", help="append the agents' output (their phase times) here")
     p.add_argument("--l1", choices=["shm", "pinned"], default="shm",
@@ -183,7 +187,7 @@ def main():
                 path = os.path.join(args.dir, backend)
                 shutil.rmtree(path, ignore_errors=True)
                 os.makedirs(path)
-                ctx = {"path": path, "redis_port": redis_port, "workers": args.workers}
+                ctx = {"path": path, "redis_port": redis_port, "workers": args.lmcache_workers or args.workers}
                 if backend.startswith("ferry-"):
                     tier = {"ferry-file-direct": f"file:{path},direct{args.ferry_file_opts}",
                             "ferry-file": f"file:{path}{args.ferry_file_opts}",
@@ -245,7 +249,7 @@ def main():
         print(f"{q['ferry']:<20} {q['baseline']:<20} {q['chunks_per_batch']:>6} {q['store_ratio']:>8.2f} {q['load_ratio']:>8.2f}")
     json.dump({"lmcache_version": lmcache.__version__ if hasattr(lmcache, "__version__") else "?",
                "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "dir": args.dir,
-               "workers": args.workers,
+               "workers": args.workers, "lmcache_workers": args.lmcache_workers or args.workers,
                "rows": rows, "ratios": ratios}, open(args.json_out, "w"), indent=2)
     print(f"wrote {args.json_out}")
 
