@@ -134,15 +134,14 @@ class FirstFailure {
 
 void FileTier::stream_parts(std::uint64_t size, unsigned max_parts,
                             const std::function<void(std::uint64_t first, std::uint64_t end)>& fn) {
-  const std::uint64_t piece = kPiece;
   std::uint64_t parts = 1;
   if (helpers_ && calls_running_.load(std::memory_order_relaxed) == 1)
     parts = std::min<std::uint64_t>({helpers_->helpers() + 1, size / kMinPartBytes, max_parts});
   if (parts >= 2) {
     // Parts of whole pieces, so that every piece but the object's last is full
     // and aligned, and no leaf spans two parts.
-    const std::uint64_t pieces = (size + piece - 1) / piece;
-    const auto start = [&](std::uint64_t p) { return std::min(size, pieces * p / parts * piece); };
+    const std::uint64_t pieces = (size + kPiece - 1) / kPiece;
+    const auto start = [&](std::uint64_t p) { return std::min(size, pieces * p / parts * kPiece); };
     if (helpers_->try_run(static_cast<unsigned>(parts), [&](unsigned p) { fn(start(p), start(p + 1)); })) return;
   }
   fn(0, size);
@@ -163,7 +162,7 @@ XferStatus FileTier::write_pieces(ObjectWrite& op, std::uint64_t size, const Pie
         s = source.leaf_sums(at, n, &leaves[at / kChecksumLeafBytes], fault);
       } else {
         s = source.read(at, {reinterpret_cast<std::uint8_t*>(buf), n}, fault);
-        hash_leaves(buf, at, n, leaves);
+        if (s == XferStatus::Ok) hash_leaves(buf, at, n, leaves);
         from = buf;
       }
       if (s != XferStatus::Ok) {
