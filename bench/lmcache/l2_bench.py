@@ -15,11 +15,13 @@ Backends (the same disk for both file backends, the same redis-server for both
 Redis ones):
   ferry-file-direct   ferry agent --tier file:DIR,direct   vs  lmcache-fs-direct  (fs_native, use_odirect)
   ferry-file          ferry agent --tier file:DIR          vs  lmcache-fs         (fs_native, buffered)
+                                                           and lmcache-fs-aio[-direct]  (the "fs" adapter: Python, aiofiles)
   ferry-redis         ferry agent --tier redis://...       vs  lmcache-resp       (LMCache's C++ RESP client)
 Both sides get the same number of threads (--workers): LMCache's backends as
 num_workers (fs_native's default is 4), Ferry's agent as its lanes (-q).
 --lmcache-workers sets LMCache's alone.
-Rounds rotate the backends, so none always runs first. Prints a table, writes JSON.
+Rounds rotate the backends, so none always runs first; each round measures
+--repeats batches per size and backend. Prints a table, writes JSON.
 """
 
 import argparse
@@ -44,6 +46,9 @@ def parse_args():
     p.add_argument("--redis-server", default="redis-server")
     p.add_argument("--batches", default="1,8,32", help="chunks per batch")
     p.add_argument("--rounds", type=int, default=4, help="rounds per batch size and backend")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="batches per batch size, backend and round (each its own keys): one batch of 8 chunks "
+                        "lasts about 20 ms, so a point needs several to hold still")
     p.add_argument("--chunk-bytes", type=int, default=CHUNK)
     p.add_argument("--backends", default="ferry-file-direct,lmcache-fs-direct,ferry-file,lmcache-fs,ferry-redis,lmcache-resp")
     p.add_argument("--ferry-file-opts", default=",threads=8",
@@ -86,6 +91,8 @@ def adapter_json(backend, ctx):
     if backend.startswith("ferry-"):
         return {"type": "native_plugin", "module_path": "ferry.lmcache", "class_name": "FerryL2Connector",
                 "adapter_params": {"endpoint": ctx["agent"].endpoint}}
+    if backend.startswith("lmcache-fs-aio"):  # LMCache's "fs" adapter (Python, aiofiles), no worker count
+        return {"type": "fs", "base_path": ctx["path"], "use_odirect": backend.endswith("direct")}
     if backend.startswith("lmcache-fs"):
         return {"type": "native_plugin", "module_path": "lmcache.lmcache_fs", "class_name": "LMCacheFSClient",
                 "adapter_params": {"base_path": ctx["path"], "num_workers": ctx["workers"],
@@ -200,9 +207,11 @@ def main():
                     # Warm-up, unmeasured: connections, registration, first touch of files.
                     store_and_load(adapter, backend, max(batches), buf, args, 10**6 + r * 1000, 1)
                     for n in batches:
-                        st, ld = store_and_load(adapter, backend, n, buf, args, r * 1000 + n * 10, r + n)
-                        samples[(backend, n)][0].append(st)
-                        samples[(backend, n)][1].append(ld)
+                        for k in range(args.repeats):
+                            st, ld = store_and_load(adapter, backend, n, buf, args, r * 10000 + n * 100 + k * n,
+                                                    r + n + k)
+                            samples[(backend, n)][0].append(st)
+                            samples[(backend, n)][1].append(ld)
                 finally:
                     adapter.close()
                     if "agent" in ctx:
@@ -235,6 +244,7 @@ def main():
               f"{r['load_ms_per_chunk_p50']:>10.2f}/{r['load_ms_per_chunk_p99']:<11.2f}")
     ratios = []
     for ferry_b, base in (("ferry-file-direct", "lmcache-fs-direct"), ("ferry-file", "lmcache-fs"),
+                          ("ferry-file-direct", "lmcache-fs-aio-direct"), ("ferry-file", "lmcache-fs-aio"),
                           ("ferry-redis", "lmcache-resp"), ("ferry-file-direct", "lmcache-resp"),
                           ("ferry-file", "lmcache-resp")):
         if ferry_b not in backends or base not in backends:
@@ -248,7 +258,7 @@ def main():
     for q in ratios:
         print(f"{q['ferry']:<20} {q['baseline']:<20} {q['chunks_per_batch']:>6} {q['store_ratio']:>8.2f} {q['load_ratio']:>8.2f}")
     json.dump({"lmcache_version": lmcache.__version__ if hasattr(lmcache, "__version__") else "?",
-               "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "dir": args.dir,
+               "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "repeats": args.repeats, "dir": args.dir,
                "workers": args.workers, "lmcache_workers": args.lmcache_workers or args.workers,
                "rows": rows, "ratios": ratios}, open(args.json_out, "w"), indent=2)
     print(f"wrote {args.json_out}")

@@ -6,7 +6,9 @@
 # redis-server: CARRY_FILES="apps/ferry/ferry tests/xfer/xfer_e2e_test tests/xfer/agent/xfer_mover_test"
 # scripts/device/carry-build.sh) and .carry-py (the ferry wheel for Python 3.12, the lmcache
 # wheel and the dependencies the machine lacks). Results go to $OUT.
-# Usage (from the device tool): bash scripts/device/lmcache-check.sh [gpu|tests|l2|binding|bench|all]
+# probe: the machine's CPU and memory, and ferry-stream-probe (a chunk's trip between shm and
+# the page cache taken apart; carry bench/xfer/store/ferry-stream-probe too).
+# Usage (from the device tool): bash scripts/device/lmcache-check.sh [gpu|tests|l2|binding|probe|bench|all]
 set -uo pipefail
 PART=${1:-all}
 OUT=${OUT:-/tmp/out}
@@ -45,6 +47,11 @@ case "$PART" in tests|all)
   step example_cuda $PY examples/python/kv_offload.py
   step example_cpu $PY examples/python/kv_offload.py --device cpu --chunks 4
   kill $AG; wait $AG; rm -rf /var/tmp/ferry-kv ;;
+esac
+case "$PART" in probe)
+  step machine sh -c 'lscpu; free -g; cat /sys/kernel/mm/transparent_hugepage/shmem_enabled; df -h /var/tmp /dev/shm'
+  TAIL=90 step stream_probe .carry/build/bench/xfer/store/ferry-stream-probe --dir /var/tmp/ferry-stream-probe \
+    ${PROBE_ARGS:-} --json-out "$OUT/stream_probe.json" ;;
 esac
 case "$PART" in l2|bench|all)
   TAIL=30 step l2_bench timeout ${L2_TIMEOUT:-420} $PY bench/lmcache/l2_bench.py --ferry "$FERRY" --dir /var/tmp/ferry-l2-bench \

@@ -37,6 +37,15 @@ namespace {
 constexpr std::size_t kPiece = std::size_t{1} << 20;
 static_assert(kPiece % kChecksumLeafBytes == 0 && kPiece % kIoAlign == 0);
 
+// A buffered get reads pieces of this much, and hashes each where the read
+// left it: the read brings both the page cache's lines and the destination's
+// through the core's 2 MiB L2, so a 1 MiB piece is partly evicted again
+// before it is hashed (ferry-stream-probe on the H100 machine, 8 threads of
+// 32 MiB each: 12.0-14.5 ms a chunk at 256 KiB against 13.3-16.4 ms at 1 MiB,
+// in three of four calls; a read(2) of the whole, 10.4-13.0 ms).
+constexpr std::size_t kReadPiece = std::size_t{256} << 10;
+static_assert(kPiece % kReadPiece == 0 && kReadPiece % kChecksumLeafBytes == 0);
+
 // Threads on one object's put: one hashes while the other copies; more only
 // queue for the file's lock (the page cache takes one buffered writer of a
 // file at a time). Gets read one file from as many threads as there are.
@@ -45,9 +54,11 @@ constexpr unsigned kPutParts = 2;
 // An object is split across threads only in parts of at least this much.
 constexpr std::uint64_t kMinPartBytes = std::uint64_t{8} << 20;
 
-// O_DIRECT pieces in flight per object: enough to keep a disk's queue busy
-// behind the one being filled.
-constexpr unsigned kDirectInFlight = 4;
+// O_DIRECT pieces in flight per object. The disk measured (a virtio disk of
+// the H100 machine) needed about 32 MiB outstanding to reach its rate: fs_native's
+// one write(2) of a 32 MiB chunk gets there alone, while 4 pieces of 1 MiB
+// held a single chunk to 0.69-0.74x of it (docs/bench/lmcache.md).
+constexpr unsigned kDirectInFlight = 16;
 
 // This thread's piece buffer number k, of at least `bytes`.
 std::byte* piece_buffer(std::size_t bytes, unsigned k = 0) {
@@ -61,7 +72,7 @@ std::byte* piece_buffer(std::size_t bytes, unsigned k = 0) {
 // it the ring has moved.
 struct DirectPiece {
   std::size_t slot = 0;
-  std::byte* buf = nullptr;  // the slot's buffer
+  std::byte* buf = nullptr;  // the slot's buffer, once one was needed (buffer())
   std::byte* io = nullptr;   // where the piece moves to or from: buf, or lent memory
   std::uint64_t at = 0;  // in the object
   std::size_t n = 0;     // the object's bytes in it
@@ -69,14 +80,18 @@ struct DirectPiece {
   std::size_t done = 0;
 };
 
+// A slot's buffer is taken only for a piece that is not lent (the first call
+// of buffer()), so an agent's lanes, which stream lent memory, keep none.
 std::vector<DirectPiece> direct_slots(std::uint64_t size, unsigned ring_entries) {
   const std::uint64_t pieces = (size + kPiece - 1) / kPiece;
   std::vector<DirectPiece> slots(std::max<std::uint64_t>(1, std::min<std::uint64_t>({kDirectInFlight, pieces, ring_entries})));
-  for (std::size_t s = 0; s < slots.size(); ++s) {
-    slots[s].slot = s;
-    slots[s].buf = piece_buffer(kPiece, static_cast<unsigned>(s));
-  }
+  for (std::size_t s = 0; s < slots.size(); ++s) slots[s].slot = s;
   return slots;
+}
+
+std::byte* buffer(DirectPiece& p) {
+  if (p.buf == nullptr) p.buf = piece_buffer(kPiece, static_cast<unsigned>(p.slot));
+  return p.buf;
 }
 
 // The leaves of bytes [at, at + n) of an object, into their places in `leaves`.
@@ -206,7 +221,7 @@ XferStatus FileTier::write_pieces_direct(ObjectWrite& op, std::uint64_t size, co
           p.io = const_cast<std::byte*>(lent);
           status = source.leaf_sums(p.at, p.n, &leaves[p.at / kChecksumLeafBytes], fault);
         } else {
-          p.io = p.buf;
+          p.io = buffer(p);
           status = source.read(p.at, {reinterpret_cast<std::uint8_t*>(p.buf), p.n}, fault);
           hash_leaves(p.buf, p.at, p.n, leaves);
           std::memset(p.buf + p.n, 0, p.len - p.n);  // the last page whole; cut off at close
@@ -234,9 +249,9 @@ XferStatus FileTier::read_pieces(const Piecewise& r, std::string_view key, const
                                  std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
   FirstFailure failure;
   stream_parts(r.size, ~0u, [&](std::uint64_t first, std::uint64_t end) {
-    std::byte* buf = piece_buffer(kPiece);
-    for (std::uint64_t at = first; at < end && !failure.failed(); at += kPiece) {
-      const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kPiece, end - at));
+    std::byte* buf = piece_buffer(kReadPiece);
+    for (std::uint64_t at = first; at < end && !failure.failed(); at += kReadPiece) {
+      const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kReadPiece, end - at));
       // Into lent bytes straight from the page cache, then hashed there
       // while in cache; else through this thread's buffer.
       auto* into = reinterpret_cast<std::byte*>(sink.in_place(at, len));
@@ -287,7 +302,7 @@ XferStatus FileTier::read_pieces_direct(const Piecewise& r, std::string_view key
         p.done = 0;
         // Whole pages straight into lent memory; the rest through the slot's buffer.
         auto* lent = reinterpret_cast<std::byte*>(sink.in_place(p.at, p.n));
-        p.io = lent != nullptr && io_aligned(lent) && p.n == p.len ? lent : p.buf;
+        p.io = lent != nullptr && io_aligned(lent) && p.n == p.len ? lent : buffer(p);
         queue(p);
         return true;
       },

@@ -122,11 +122,12 @@ TEST_P(FileTierStream, RoundTripsAndInterchangesWithPutAndGet) {
   auto t = make(dir.path());
   if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
   // Above the pack threshold: within a piece, several pieces with a tail that
-  // is no whole page, and no whole leaf.
+  // is no whole page, and no whole leaf; and more O_DIRECT pieces than the
+  // tier keeps in flight, so that its slots are used again.
   // Sources and sinks that lend their memory (written and read in place) and
   // ones that do not (copied through the tier's buffer).
   for (const bool lend : {false, true})
-  for (const std::size_t n : {std::size_t{300000}, std::size_t{(3 << 20) + 4097}}) {
+  for (const std::size_t n : {std::size_t{300000}, std::size_t{(3 << 20) + 4097}, std::size_t{(21 << 20) + 8191}}) {
     SCOPED_TRACE(lend ? "lent" : "copied");
     const auto data = random_bytes(n, n);
     const std::string key = "s/" + std::to_string(n);
@@ -141,7 +142,7 @@ TEST_P(FileTierStream, RoundTripsAndInterchangesWithPutAndGet) {
     ASSERT_EQ(back.status, XferStatus::Ok) << back.error;
     EXPECT_EQ(back.size, n);
     EXPECT_EQ(back.data, data);
-    EXPECT_EQ(get_one(*t, key).data, data) << "get() reads a streamed object";
+    EXPECT_EQ(get_one(*t, key, n).data, data) << "get() reads a streamed object";
     // And the other way: an object put() whole streams back.
     const auto other = random_bytes(n, n + 1);
     ASSERT_EQ(put_one(*t, key + "/put", other), XferStatus::Ok);

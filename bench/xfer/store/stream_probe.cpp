@@ -1,0 +1,364 @@
+// ferry-stream-probe: what a chunk's trip between shared memory and the page
+// cache costs, taken apart, so that the file tier's streaming
+// (file_tier_stream.cpp) can be compared with LMCache's fs_native piece by piece
+// (docs/bench/lmcache.md). Every thread moves its own chunk of a POSIX shm
+// mapping, as LMCache's L1 pool is, to or from its own file, all threads at
+// once:
+//
+//   store write        open a temporary, write(2) the chunk whole, rename (fs_native)
+//   store pwrite/P     the same in pwrite(2)s of P bytes
+//   store hash+pwrite/P  each piece hashed (leaf sums) and then written from where it is
+//   store pwrite+hash/P  written, then hashed; pwrite|hash/P: a second thread hashes
+//   store tier         the file tier's put_streamed, the source lent in place
+//   load  read         read(2) the file whole into the chunk (fs_native)
+//   load  pread/P, pread+hash/P, pread|hash/P (a second thread hashes behind), tier
+//
+//   ferry-stream-probe --dir /var/tmp/probe --threads 1,8,16 --pieces 128KiB,256KiB,1MiB
+//
+// Each point is the median wall time over --rounds of the whole set of threads.
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "xfer/checksum/checksum.h"
+#include "xfer/store/sizes.h"
+#include "xfer/store/streaming.h"
+#include "xfer/store/tier_spec.h"
+
+namespace store = ferry::xfer::store;
+using ferry::xfer::Fault;
+using ferry::xfer::XferStatus;
+
+namespace {
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error(what + ": " + std::strerror(errno));
+}
+
+void write_all(int fd, const std::uint8_t* p, std::size_t n, off_t at, bool positioned) {
+  while (n > 0) {
+    const ssize_t w = positioned ? ::pwrite(fd, p, n, at) : ::write(fd, p, n);
+    check(w > 0, "write");
+    p += w;
+    n -= static_cast<std::size_t>(w);
+    at += w;
+  }
+}
+
+void read_all(int fd, std::uint8_t* p, std::size_t n, off_t at, bool positioned) {
+  while (n > 0) {
+    const ssize_t r = positioned ? ::pread(fd, p, n, at) : ::read(fd, p, n);
+    check(r > 0, "read");
+    p += r;
+    n -= static_cast<std::size_t>(r);
+    at += r;
+  }
+}
+
+// The pool: POSIX shm mapped shared, as LMCache's multiprocess server maps its L1.
+class ShmPool {
+ public:
+  explicit ShmPool(std::size_t bytes) : bytes_(bytes) {
+    name_ = "/ferry-stream-probe-" + std::to_string(::getpid());
+    const int fd = ::shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    check(fd >= 0, "shm_open");
+    check(::ftruncate(fd, static_cast<off_t>(bytes)) == 0, "ftruncate");
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    ::close(fd);
+    check(p != MAP_FAILED, "mmap");
+    base_ = static_cast<std::uint8_t*>(p);
+    std::mt19937_64 rng(42);
+    for (std::size_t i = 0; i + 8 <= bytes; i += 8) {
+      const std::uint64_t v = rng();
+      std::memcpy(base_ + i, &v, 8);
+    }
+  }
+  ~ShmPool() {
+    ::munmap(base_, bytes_);
+    ::shm_unlink(name_.c_str());
+  }
+  std::uint8_t* at(std::size_t off) { return base_ + off; }
+
+ private:
+  std::string name_;
+  std::size_t bytes_;
+  std::uint8_t* base_ = nullptr;
+};
+
+class LentSource final : public store::PieceSource {
+ public:
+  explicit LentSource(const std::uint8_t* p) : p_(p) {}
+  XferStatus read(std::uint64_t at, ferry::MutableByteView into, Fault&) const noexcept override {
+    std::memcpy(into.data, p_ + at, into.size);
+    return XferStatus::Ok;
+  }
+  const std::uint8_t* in_place(std::uint64_t at, std::size_t) const noexcept override { return p_ + at; }
+  XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault&) const noexcept override {
+    ferry::xfer::leaf_checksums({p_ + at, len}, out);
+    return XferStatus::Ok;
+  }
+
+ private:
+  const std::uint8_t* p_;
+};
+
+class LentSink final : public store::PieceSink {
+ public:
+  explicit LentSink(std::uint8_t* p) : p_(p) {}
+  XferStatus write(std::uint64_t at, ferry::ByteView from, Fault&) const noexcept override {
+    std::memcpy(p_ + at, from.data, from.size);
+    return XferStatus::Ok;
+  }
+  std::uint8_t* in_place(std::uint64_t at, std::size_t) const noexcept override { return p_ + at; }
+  XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault&) const noexcept override {
+    ferry::xfer::leaf_checksums({p_ + at, len}, out);
+    return XferStatus::Ok;
+  }
+
+ private:
+  std::uint8_t* p_;
+};
+
+struct Probe {
+  std::string dir;
+  std::size_t chunk = 0;
+  ShmPool* pool = nullptr;
+  store::Tier* tier_itself = nullptr;
+  store::Streamable* tier = nullptr;
+
+  std::string file(unsigned t) const { return dir + "/chunk-" + std::to_string(t); }
+
+  // Where a piece's hash runs: not at all, on this thread before or after its
+  // copy, or on a second thread beside the copying one (a store's hasher reads
+  // the source on its own; a load's follows the pieces the copier has read).
+  enum class Hash { None, Before, After, Beside };
+
+  static void hash(const std::uint8_t* p, std::size_t at, std::size_t n, std::vector<std::uint64_t>& leaves) {
+    ferry::xfer::leaf_checksums({p + at, n}, &leaves[at / ferry::xfer::kChecksumLeafBytes]);
+  }
+
+  // Hashes each piece once `done` has passed it.
+  void follow(const std::atomic<std::size_t>& done, const std::uint8_t* p, std::size_t piece,
+              std::vector<std::uint64_t>& leaves) const {
+    for (std::size_t at = 0; at < chunk; at += piece) {
+      for (std::size_t seen = done.load(std::memory_order_acquire); seen <= at;
+           seen = done.load(std::memory_order_acquire))
+        done.wait(seen, std::memory_order_acquire);
+      hash(p, at, std::min(piece, chunk - at), leaves);
+    }
+  }
+
+  // fs_native's store: a temporary written whole (piece 0) or in pieces, then renamed.
+  void store_plain(unsigned t, std::size_t piece, Hash how) const {
+    const std::string tmp = file(t) + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+    check(fd >= 0, "open " + tmp);
+    const std::uint8_t* src = pool->at(t * chunk);
+    std::vector<std::uint64_t> leaves(chunk / ferry::xfer::kChecksumLeafBytes + 1);
+    std::atomic<std::size_t> written_to{0};
+    std::jthread beside;
+    if (how == Hash::Beside)  // behind the writes, so the pieces come from the writer's cache
+      beside = std::jthread([&] { follow(written_to, src, piece, leaves); });
+    if (piece == 0) {
+      write_all(fd, src, chunk, 0, false);
+    } else {
+      for (std::size_t at = 0; at < chunk; at += piece) {
+        const std::size_t n = std::min(piece, chunk - at);
+        if (how == Hash::Before) hash(src, at, n, leaves);
+        write_all(fd, src + at, n, static_cast<off_t>(at), true);
+        if (how == Hash::After) hash(src, at, n, leaves);
+        written_to.store(at + n, std::memory_order_release);
+        written_to.notify_one();
+      }
+    }
+    if (beside.joinable()) beside.join();
+    ::close(fd);
+    check(std::rename(tmp.c_str(), file(t).c_str()) == 0, "rename");
+  }
+
+  void load_plain(unsigned t, unsigned threads, std::size_t piece, Hash how) const {
+    const int fd = ::open(file(t).c_str(), O_RDONLY | O_CLOEXEC);
+    check(fd >= 0, "open " + file(t));
+    std::uint8_t* dst = pool->at((threads + t) * chunk);
+    std::vector<std::uint64_t> leaves(chunk / ferry::xfer::kChecksumLeafBytes + 1);
+    std::atomic<std::size_t> read_to{0};
+    std::jthread beside;
+    if (how == Hash::Beside) beside = std::jthread([&] { follow(read_to, dst, piece, leaves); });
+    if (piece == 0) {
+      read_all(fd, dst, chunk, 0, false);
+    } else {
+      for (std::size_t at = 0; at < chunk; at += piece) {
+        const std::size_t n = std::min(piece, chunk - at);
+        read_all(fd, dst + at, n, static_cast<off_t>(at), true);
+        if (how == Hash::After) hash(dst, at, n, leaves);
+        read_to.store(at + n, std::memory_order_release);
+        read_to.notify_one();
+      }
+    }
+    if (beside.joinable()) beside.join();
+    ::close(fd);
+  }
+
+  // Untimed, before each store round: the last round's files go, so that no
+  // store pays for freeing an older version's pages (the benchmark's keys are new).
+  void forget(unsigned threads, bool in_tier) const {
+    for (unsigned t = 0; t < threads; ++t) {
+      Fault fault;
+      if (in_tier)
+        (void)tier_itself->remove("chunk-" + std::to_string(t), fault);  // absent at first
+      else
+        ::unlink(file(t).c_str());
+    }
+  }
+
+  void store_tier(unsigned t) const {
+    Fault fault;
+    std::uint64_t sum = 0;
+    const XferStatus s = tier->put_streamed("chunk-" + std::to_string(t), chunk, LentSource(pool->at(t * chunk)),
+                                            &sum, fault);
+    if (s != XferStatus::Ok) throw std::runtime_error("put_streamed: " + fault.detail());
+  }
+
+  void load_tier(unsigned t, unsigned threads) const {
+    Fault fault;
+    std::uint64_t size = 0;
+    const auto s = tier->get_streamed("chunk-" + std::to_string(t), chunk, LentSink(pool->at((threads + t) * chunk)),
+                                      &size, fault);
+    if (!s || *s != XferStatus::Ok) throw std::runtime_error("get_streamed: " + fault.detail());
+  }
+};
+
+// Median seconds of `rounds` runs of fn(t) on `threads` threads started
+// together, each run after an untimed before(), and after one untimed run: a
+// fresh virtual machine's first touch of a page costs more than the copy
+// into it (measured: a first write(2) of 32 MiB into the page cache, 104 ms
+// against 6.7 ms once warm). A run lasts from the first
+// thread's start to the last one's end: a barrier's waiters wake at different
+// times, so the main thread's clock would miss part of it.
+double timed(unsigned threads, int rounds, const std::function<void(unsigned)>& fn,
+             const std::function<void()>& before = [] {}) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> times;
+  for (int r = -1; r < rounds; ++r) {
+    before();
+    std::vector<Clock::time_point> starts(threads), ends(threads);
+    std::barrier start(static_cast<std::ptrdiff_t>(threads));
+    {
+      std::vector<std::jthread> pool;
+      for (unsigned t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+          start.arrive_and_wait();
+          starts[t] = Clock::now();
+          fn(t);
+          ends[t] = Clock::now();
+        });
+    }  // joined
+    const auto first = *std::min_element(starts.begin(), starts.end());
+    const auto last = *std::max_element(ends.begin(), ends.end());
+    if (r >= 0) times.push_back(std::chrono::duration<double>(last - first).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"The cost of a chunk's trip between POSIX shm and the page cache, taken apart (fs_native's write(2) "
+               "against the file tier's hashed pieces)"};
+  std::string dir = "/var/tmp/ferry-stream-probe", threads_text = "1,8,16", pieces_text = "128KiB,256KiB,1MiB";
+  std::string chunk_text = "32MiB", json_out;
+  int rounds = 7;
+  app.add_option("--dir", dir, "where the files go (emptied first)");
+  app.add_option("--threads", threads_text, "thread counts, comma-separated");
+  app.add_option("--pieces", pieces_text, "piece sizes, comma-separated");
+  app.add_option("--chunk", chunk_text, "bytes per thread");
+  app.add_option("--rounds", rounds, "runs per point (the median is kept)")->check(CLI::PositiveNumber);
+  app.add_option("--json-out", json_out, "also write the results here");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    std::vector<unsigned> thread_counts;
+    for (const auto& t : split(threads_text)) thread_counts.push_back(static_cast<unsigned>(std::stoul(t)));
+    std::vector<std::size_t> pieces;
+    for (const auto& p : split(pieces_text)) pieces.push_back(store::parse_size(p, "--pieces"));
+    const std::size_t chunk = store::parse_size(chunk_text, "--chunk");
+    const unsigned most = *std::max_element(thread_counts.begin(), thread_counts.end());
+
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir + "/plain");
+    ShmPool pool(2 * most * chunk);
+    auto tier = store::make_tier("file:" + dir + "/tier,threads=" + std::to_string(most));
+    Probe probe{dir + "/plain", chunk, &pool, tier.get(), tier->streamable()};
+    if (probe.tier == nullptr) throw std::runtime_error("the file tier does not stream");
+
+    nlohmann::json rows = nlohmann::json::array();
+    std::printf("%-8s %-20s %8s %10s %10s\n", "op", "how", "threads", "ms", "GB/s");
+    const auto report = [&](const char* op, const std::string& how, unsigned threads, double s) {
+      const double gbps = static_cast<double>(threads) * static_cast<double>(chunk) / s / 1e9;
+      std::printf("%-8s %-20s %8u %10.2f %10.2f\n", op, how.c_str(), threads, s * 1e3, gbps);
+      std::fflush(stdout);
+      rows.push_back({{"op", op}, {"how", how}, {"threads", threads}, {"ms", s * 1e3}, {"gbps", gbps}});
+    };
+    // The page cache's first pages of a fresh machine, untimed (see timed()).
+    timed(most, 3, [&](unsigned t) { probe.store_plain(t, 0, Probe::Hash::None); }, [&] { probe.forget(most, false); });
+    for (const unsigned n : thread_counts) {
+      const auto forget = [&] { probe.forget(n, false); };
+      using Hash = Probe::Hash;
+      report("store", "write", n, timed(n, rounds, [&](unsigned t) { probe.store_plain(t, 0, Hash::None); }, forget));
+      report("store", "tier", n,
+             timed(n, rounds, [&](unsigned t) { probe.store_tier(t); }, [&] { probe.forget(n, true); }));
+      const std::pair<Hash, const char*> stores[] = {
+          {Hash::None, "pwrite/"}, {Hash::Before, "hash+pwrite/"}, {Hash::After, "pwrite+hash/"}, {Hash::Beside, "pwrite|hash/"}};
+      const std::pair<Hash, const char*> loads[] = {
+          {Hash::None, "pread/"}, {Hash::After, "pread+hash/"}, {Hash::Beside, "pread|hash/"}};
+      for (const std::size_t p : pieces)
+        for (const auto& [how, name] : stores)
+          report("store", name + std::to_string(p >> 10) + "KiB", n,
+                 timed(n, rounds, [&](unsigned t) { probe.store_plain(t, p, how); }, forget));
+      report("load", "read", n, timed(n, rounds, [&](unsigned t) { probe.load_plain(t, n, 0, Hash::None); }));
+      report("load", "tier", n, timed(n, rounds, [&](unsigned t) { probe.load_tier(t, n); }));
+      for (const std::size_t p : pieces)
+        for (const auto& [how, name] : loads)
+          report("load", name + std::to_string(p >> 10) + "KiB", n,
+                 timed(n, rounds, [&](unsigned t) { probe.load_plain(t, n, p, how); }));
+    }
+    if (!json_out.empty()) {
+      std::ofstream(json_out) << nlohmann::json{{"chunk_bytes", chunk}, {"rounds", rounds}, {"rows", rows}}.dump(2);
+      std::printf("wrote %s\n", json_out.c_str());
+    }
+    std::filesystem::remove_all(dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ferry-stream-probe: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
