@@ -9,6 +9,7 @@
 //   store pwrite/P     the same in pwrite(2)s of P bytes
 //   store hash+pwrite/P  each piece hashed (leaf sums) and then written from where it is
 //   store pwrite+hash/P  written, then hashed; pwrite|hash/P: a second thread hashes
+//   store fallocate+...  the same into a file allocated whole first
 //   store tier         the file tier's put_streamed, the source lent in place
 //   load  read         read(2) the file whole into the chunk (fs_native)
 //   load  pread/P, pread+hash/P, pread|hash/P (a second thread hashes behind), tier
@@ -177,10 +178,13 @@ struct Probe {
   }
 
   // fs_native's store: a temporary written whole (piece 0) or in pieces, then renamed.
-  void store_plain(unsigned t, std::size_t piece, Hash how) const {
+  // allocate: fallocate(2) the whole chunk first, so that the writes land in
+  // allocated (unwritten) extents rather than reserving blocks page by page.
+  void store_plain(unsigned t, std::size_t piece, Hash how, bool allocate = false) const {
     const std::string tmp = file(t) + ".tmp";
     const int fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
     check(fd >= 0, "open " + tmp);
+    if (allocate) check(::fallocate(fd, 0, 0, static_cast<off_t>(chunk)) == 0, "fallocate " + tmp);
     const std::uint8_t* src = pool->at(t * chunk);
     std::vector<std::uint64_t> leaves(chunk / ferry::xfer::kChecksumLeafBytes + 1);
     std::atomic<std::size_t> written_to{0};
@@ -340,6 +344,11 @@ int main(int argc, char** argv) {
           {Hash::None, "pwrite/"}, {Hash::Before, "hash+pwrite/"}, {Hash::After, "pwrite+hash/"}, {Hash::Beside, "pwrite|hash/"}};
       const std::pair<Hash, const char*> loads[] = {
           {Hash::None, "pread/"}, {Hash::After, "pread+hash/"}, {Hash::Beside, "pread|hash/"}};
+      report("store", "fallocate+write", n,
+             timed(n, rounds, [&](unsigned t) { probe.store_plain(t, 0, Hash::None, true); }, forget));
+      for (const std::size_t p : pieces)
+        report("store", "fallocate+hash+pwrite/" + std::to_string(p >> 10) + "KiB", n,
+               timed(n, rounds, [&](unsigned t) { probe.store_plain(t, p, Hash::Before, true); }, forget));
       for (const std::size_t p : pieces)
         for (const auto& [how, name] : stores)
           report("store", name + std::to_string(p >> 10) + "KiB", n,

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -24,13 +25,31 @@ XferStatus ObjectIo::create_temp(ObjectWrite& op, Fault& fault) noexcept {
   op.tmp = temp_file_name(op.name);
   const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_ ? O_DIRECT : 0);
   op.fd = openat(dir_fd_, op.tmp.c_str(), flags, 0644);
-  if (op.fd >= 0) return XferStatus::Ok;
-  const int err = errno;
-  op.tmp.clear();  // nothing to remove
-  return fault.raise(write_errno_status(err),
-                     "file tier " + dir_ + ": cannot create a file for key " + quote_key(item.key) + ": " +
-                         std::strerror(err),
-                     item.key);
+  if (op.fd < 0) {
+    const int err = errno;
+    op.tmp.clear();  // nothing to remove
+    return fault.raise(write_errno_status(err),
+                       "file tier " + dir_ + ": cannot create a file for key " + quote_key(item.key) + ": " +
+                           std::strerror(err),
+                       item.key);
+  }
+  // The file's blocks allocated in one call before it is written: buffered
+  // writes then land in allocated extents instead of reserving blocks page by
+  // page (ext4's delayed allocation). Measured on ext4, one thread writing 32
+  // MiB from memory into the page cache: 3.7 ms against 6.0 ms
+  // (bench/xfer/store/stream_probe.cpp). A full disk also fails here, before
+  // any byte is copied. File systems without fallocate write as before.
+  const std::uint64_t size = item.data.size;
+  const std::uint64_t total = kFileHeaderSize + (direct_ ? io_round_up(size) : size);
+  if (size > 0 && fallocate(op.fd, 0, 0, static_cast<off_t>(total)) != 0 && errno != EOPNOTSUPP &&
+      errno != ENOSYS) {
+    const int err = errno;
+    return fault.raise(write_errno_status(err),
+                       "file tier " + dir_ + ": cannot allocate " + std::to_string(total) + " bytes for key " +
+                           quote_key(item.key) + ": " + std::strerror(err),
+                       item.key);
+  }
+  return XferStatus::Ok;
 }
 
 XferStatus ObjectIo::open_write(ObjectWrite& op, Fault& fault) noexcept {
