@@ -168,6 +168,11 @@ class FileTier final : public Tier, public Streamable {
   };
   XferStatus write_pieces(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
                           std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
+  // A lent object alone in the tier: this thread writes it while a helper
+  // hashes each piece once written, in cache still. nullopt, having done
+  // nothing, when no helper is free, another call runs, or the object is small.
+  std::optional<XferStatus> write_hashed_behind(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
+                                                std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
   XferStatus write_pieces_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
                                  std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
   XferStatus read_pieces(const Piecewise& r, std::string_view key, const PieceSink& sink,

@@ -1,9 +1,11 @@
 // The file tier's streaming (streaming.h): an object file written and read
 // piece by piece, each piece hashed while it sits in a buffer.
-// - Buffered: pwrite and pread from one buffer that stays in cache. Large
-//   objects are split across the helper threads when nothing else runs: reads
-//   of one file run in parallel, and so do the source's reads and the hashing
-//   of a write (the page cache takes one buffered writer of a file at a time).
+// - Buffered: pwrite and pread of pieces that stay in cache. Large objects
+//   take the helper threads when nothing else runs: reads of one file run in
+//   parallel; a write of lent memory has one thread writing while a helper
+//   hashes the pieces written (the page cache takes one buffered writer of a
+//   file at a time), and one of copied pieces has two threads each reading,
+//   hashing and writing its half.
 // - O_DIRECT: through io_uring, a few pieces in flight, so that the disk
 //   writes (or reads) one piece while the next is filled (or checked). Whole
 //   pages of lent memory go to and from the disk in place.
@@ -28,30 +30,32 @@
 namespace ferry::xfer::store {
 namespace {
 
-// A piece is hashed and then copied to the page cache (or handed to the disk)
-// while it is still in a core's L2. 1 MiB rather than less: a buffered writer
-// takes the file's lock once per piece, and with the pieces of one object on
-// two threads (one hashing while the other copies) 256 KiB pieces spent the
-// gain on lock hand-offs (measured: 2 threads, 32 MiB from shm into the page
-// cache, 7-8 ms at 256 KiB against 5.6 ms at 1 MiB; a plain write(2) 5.9 ms).
+// O_DIRECT pieces, and buffered ones where two threads write one file: a
+// buffered writer takes the file's lock once per piece, and 256 KiB pieces
+// spent the gain of a second thread on lock hand-offs (measured: 2 threads,
+// 32 MiB from shm into the page cache, 7-8 ms at 256 KiB against 5.6 ms at
+// 1 MiB; a plain write(2) 5.9 ms).
 constexpr std::size_t kPiece = std::size_t{1} << 20;
 static_assert(kPiece % kChecksumLeafBytes == 0 && kPiece % kIoAlign == 0);
 
-// A buffered get reads pieces of this much, and hashes each where the read
-// left it: the read brings both the page cache's lines and the destination's
-// through the core's 2 MiB L2, so a 1 MiB piece is partly evicted again
-// before it is hashed (ferry-stream-probe on the H100 machine, 8 threads of
-// 32 MiB each: 12.0-14.5 ms a chunk at 256 KiB against 13.3-16.4 ms at 1 MiB,
-// in three of four calls; a read(2) of the whole, 10.4-13.0 ms).
-constexpr std::size_t kReadPiece = std::size_t{256} << 10;
-static_assert(kPiece % kReadPiece == 0 && kReadPiece % kChecksumLeafBytes == 0);
+// Buffered pieces otherwise. A piece is hashed where the copy left it (or
+// found it), and the copy passes both its source's lines and its
+// destination's through the core's 2 MiB L2: a 1 MiB piece is partly evicted
+// again before it is hashed (ferry-stream-probe on the H100 machine, 8 threads
+// of 32 MiB each: gets 12.0-14.5 ms a chunk at 256 KiB against 13.3-16.4 ms at
+// 1 MiB, in three of four calls, a read(2) of the whole 10.4-13.0 ms; puts
+// into allocated files 12.7 ms against 15.9, a write(2) 12.7).
+constexpr std::size_t kBufferedPiece = std::size_t{256} << 10;
+static_assert(kPiece % kBufferedPiece == 0 && kBufferedPiece % kChecksumLeafBytes == 0);
 
-// Threads on one object's put: one hashes while the other copies; more only
-// queue for the file's lock (the page cache takes one buffered writer of a
-// file at a time). Gets read one file from as many threads as there are.
+// Threads on one object's put of copied (not lent) pieces: each reads and
+// hashes its pieces while the other writes; more only queue for the file's
+// lock (the page cache takes one buffered writer of a file at a time). Gets
+// read one file from as many threads as there are.
 constexpr unsigned kPutParts = 2;
 
-// An object is split across threads only in parts of at least this much.
+// An object is split across threads only in parts of at least this much, and
+// a lent one is hashed beside its writer only from this size.
 constexpr std::uint64_t kMinPartBytes = std::uint64_t{8} << 20;
 
 // O_DIRECT pieces in flight per object. The disk measured (a virtio disk of
@@ -145,6 +149,29 @@ class FirstFailure {
   std::atomic<XferStatus> status_{XferStatus::Ok};
 };
 
+// How far the writer of an object has come, for the thread that hashes
+// behind it.
+class Progress {
+ public:
+  void advance(std::uint64_t to) noexcept {
+    done_.store(to, std::memory_order_release);
+    done_.notify_one();
+  }
+  void give_up() noexcept { advance(kGaveUp); }
+  // Waits until more than `at` bytes are written; false when the writer gave up.
+  bool wait_past(std::uint64_t at) const noexcept {
+    for (std::uint64_t seen = done_.load(std::memory_order_acquire);; seen = done_.load(std::memory_order_acquire)) {
+      if (seen == kGaveUp) return false;
+      if (seen > at) return true;
+      done_.wait(seen, std::memory_order_acquire);
+    }
+  }
+
+ private:
+  static constexpr std::uint64_t kGaveUp = ~std::uint64_t{0};
+  std::atomic<std::uint64_t> done_{0};
+};
+
 }  // namespace
 
 void FileTier::stream_parts(std::uint64_t size, unsigned max_parts,
@@ -164,11 +191,15 @@ void FileTier::stream_parts(std::uint64_t size, unsigned max_parts,
 
 XferStatus FileTier::write_pieces(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
                                   std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
+  const bool lent = source.in_place(0, size) != nullptr;
+  if (lent) {
+    if (const auto s = write_hashed_behind(op, size, source, leaves, fault)) return *s;
+  }
   FirstFailure failure;
-  stream_parts(size, kPutParts, [&](std::uint64_t first, std::uint64_t end) {
-    std::byte* buf = piece_buffer(kPiece);
-    for (std::uint64_t at = first; at < end && !failure.failed(); at += kPiece) {
-      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kPiece, end - at));
+  const auto write_range = [&](std::uint64_t first, std::uint64_t end, std::size_t piece) {
+    std::byte* buf = piece_buffer(piece);
+    for (std::uint64_t at = first; at < end && !failure.failed(); at += piece) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(piece, end - at));
       // Lent bytes are hashed in place (which brings them into cache) and
       // then written from there: one copy, as a write(2) of them would make.
       const auto* from = reinterpret_cast<const std::byte*>(source.in_place(at, n));
@@ -189,7 +220,50 @@ XferStatus FileTier::write_pieces(ObjectWrite& op, std::uint64_t size, const Pie
         return;
       }
     }
-  });
+  };
+  if (lent)
+    write_range(0, size, kBufferedPiece);
+  else
+    stream_parts(size, kPutParts, [&](std::uint64_t first, std::uint64_t end) { write_range(first, end, kPiece); });
+  return failure.status();
+}
+
+std::optional<XferStatus> FileTier::write_hashed_behind(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
+                                                        std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
+  if (!helpers_ || calls_running_.load(std::memory_order_relaxed) != 1 || size < kMinPartBytes) return std::nullopt;
+  FirstFailure failure;
+  Progress written;
+  const auto write = [&] {
+    for (std::uint64_t at = 0; at < size; at += kBufferedPiece) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, size - at));
+      // Lent at the start: a piece that is not lent now went away since.
+      const auto* from = source.in_place(at, n);
+      XferStatus s = failure.status();
+      if (s == XferStatus::Ok && from == nullptr) s = source_gone(op.item->key, at, n, fault);
+      if (s == XferStatus::Ok) {
+        if (const int err = pwrite_all(op.fd, reinterpret_cast<const std::byte*>(from), n, kFileHeaderSize + at);
+            err != 0)
+          s = err == EFAULT ? source_gone(op.item->key, at, n, fault) : files_.write_failed(op, -err, fault);
+      }
+      if (s != XferStatus::Ok) {
+        failure.set(s);
+        written.give_up();
+        return;
+      }
+      written.advance(at + n);
+    }
+  };
+  const auto hash = [&] {
+    for (std::uint64_t at = 0; at < size; at += kBufferedPiece) {
+      if (!written.wait_past(at)) return;
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, size - at));
+      if (const XferStatus s = source.leaf_sums(at, n, &leaves[at / kChecksumLeafBytes], fault); s != XferStatus::Ok) {
+        failure.set(s);  // the writer stops at its next piece
+        return;
+      }
+    }
+  };
+  if (!helpers_->try_run(2, [&](unsigned role) { role == 0 ? write() : hash(); })) return std::nullopt;
   return failure.status();
 }
 
@@ -249,9 +323,9 @@ XferStatus FileTier::read_pieces(const Piecewise& r, std::string_view key, const
                                  std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
   FirstFailure failure;
   stream_parts(r.size, ~0u, [&](std::uint64_t first, std::uint64_t end) {
-    std::byte* buf = piece_buffer(kReadPiece);
-    for (std::uint64_t at = first; at < end && !failure.failed(); at += kReadPiece) {
-      const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kReadPiece, end - at));
+    std::byte* buf = piece_buffer(kBufferedPiece);
+    for (std::uint64_t at = first; at < end && !failure.failed(); at += kBufferedPiece) {
+      const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, end - at));
       // Into lent bytes straight from the page cache, then hashed there
       // while in cache; else through this thread's buffer.
       auto* into = reinterpret_cast<std::byte*>(sink.in_place(at, len));

@@ -26,16 +26,22 @@ using test::in_child;
 using test::put_one;
 using test::TempDir;
 
-// A source over bytes in memory that can be told to fail at an offset, and
-// that records which threads read it.
+// A source over bytes in memory that can be told to fail at an offset (or,
+// lent, to stop lending from one), and that records which threads read or
+// hashed it.
 class MemorySource final : public PieceSource {
  public:
-  explicit MemorySource(const std::vector<std::uint8_t>& bytes, std::uint64_t fail_at = ~0ull, bool lend = false)
-      : bytes_(bytes), fail_at_(fail_at), lend_(lend) {}
+  explicit MemorySource(const std::vector<std::uint8_t>& bytes, std::uint64_t fail_at = ~0ull, bool lend = false,
+                        std::uint64_t lend_until = ~0ull)
+      : bytes_(bytes), fail_at_(fail_at), lend_(lend), lend_until_(lend_until) {}
   const std::uint8_t* in_place(std::uint64_t at, std::size_t) const noexcept override {
-    return lend_ ? bytes_.data() + at : nullptr;
+    return lend_ && (at == 0 || at < lend_until_) ? bytes_.data() + at : nullptr;
   }
   XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault& fault) const noexcept override {
+    {
+      std::lock_guard lock(mu_);
+      threads_.insert(std::this_thread::get_id());
+    }
     if (at <= fail_at_ && fail_at_ < at + len)
       return fault.raise(XferStatus::IoError, "the application's memory went away");
     leaf_checksums({bytes_.data() + at, len}, out);
@@ -56,11 +62,16 @@ class MemorySource final : public PieceSource {
     std::lock_guard lock(mu_);
     return threads_.size();
   }
+  bool touched_by(std::thread::id id) const {
+    std::lock_guard lock(mu_);
+    return threads_.contains(id);
+  }
 
  private:
   const std::vector<std::uint8_t>& bytes_;
   std::uint64_t fail_at_;
   bool lend_;
+  std::uint64_t lend_until_;
   mutable std::mutex mu_;
   mutable std::unordered_set<std::thread::id> threads_;
 };
@@ -354,6 +365,51 @@ TEST(FileTierStreamSplit, ALargeObjectIsCutAcrossTheHelpers) {
   // Damage in any part is caught.
   flip_byte(dir.sub(object_file_name("large")), kFileHeaderSize + (35 << 20));
   EXPECT_EQ(get_streamed(t, "large", data.size()).status, XferStatus::ChecksumMismatch);
+}
+
+// A large lent object alone in the tier: one thread writes it while another
+// hashes what was written, and the checksum is the whole object's.
+TEST(FileTierStreamSplit, ALentObjectIsHashedBesideItsWriter) {
+  TempDir dir;
+  FileTierOptions o = opts(dir.path());
+  o.threads = 2;
+  FileTier t(o);
+  const auto data = random_bytes((20 << 20) + 12345, 14);
+  MemorySource source(data, ~0ull, true);
+  Fault fault;
+  std::uint64_t sum = 0;
+  ASSERT_EQ(t.put_streamed("lent", data.size(), source, &sum, fault), XferStatus::Ok) << fault.detail();
+  EXPECT_EQ(source.threads(), 1u) << "one thread hashed every piece";
+  EXPECT_FALSE(source.touched_by(std::this_thread::get_id())) << "a helper, not the writing caller";
+  EXPECT_EQ(sum, checksum({data.data(), data.size()}));
+  const auto back = get_streamed(t, "lent", data.size(), true);
+  ASSERT_EQ(back.status, XferStatus::Ok) << back.error;
+  EXPECT_EQ(back.data, data);
+  flip_byte(dir.sub(object_file_name("lent")), kFileHeaderSize + (19 << 20) + 7);
+  EXPECT_EQ(get_streamed(t, "lent", data.size()).status, XferStatus::ChecksumMismatch);
+}
+
+// Lent memory that goes away under either thread fails the put with the
+// application's error; the older version stays and no temporary is left.
+TEST(FileTierStreamSplit, LentMemoryThatGoesAwayBesideTheWriterFailsOnlyThatPut) {
+  TempDir dir;
+  FileTierOptions o = opts(dir.path());
+  o.threads = 2;
+  FileTier t(o);
+  const auto v1 = random_bytes(12 << 20, 15), v2 = random_bytes(12 << 20, 16);
+  ASSERT_EQ(put_streamed(t, "k", v1, nullptr, nullptr, true), XferStatus::Ok);
+  for (const bool hasher_fails : {true, false}) {
+    SCOPED_TRACE(hasher_fails ? "the hasher's piece fails" : "the writer's piece is no longer lent");
+    MemorySource source(v2, hasher_fails ? (9 << 20) + 5 : ~0ull, true, hasher_fails ? ~0ull : 10 << 20);
+    Fault fault;
+    std::uint64_t sum = 0;
+    EXPECT_EQ(t.put_streamed("k", v2.size(), source, &sum, fault), XferStatus::IoError);
+    EXPECT_NE(fault.detail().find("went away"), std::string::npos) << fault.detail();
+    EXPECT_EQ(temp_files_in(dir.path()), 0u);
+    const auto back = get_streamed(t, "k", v1.size());
+    ASSERT_EQ(back.status, XferStatus::Ok) << back.error;
+    EXPECT_EQ(back.data, v1);
+  }
 }
 
 // A write the file system refuses (here: the file size limit, EFBIG) is NoSpace,
