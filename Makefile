@@ -62,15 +62,16 @@ asan: deps model
 	  FERRY_FUZZ_MESSAGES=500000 ctest --output-on-failure -j1 -LE gpu
 
 # TSan: the lock-free code (label lockfree), and (label tsan, registered in TSan
-# builds only) the store's stress test, the data mover and the agent's concurrent sessions, a
-# TSan-built `ferry agent` included (tests/xfer/CMakeLists.txt), the server
-# threads under a user's framing, a TSan-built `ferry http` (tests/http/), and the embedding
-# batcher and `ferry http --model` (tests/infer/service/).
+# builds only) the store's stress test, the file tier's helper threads, the data
+# mover and the agent's concurrent sessions, a TSan-built `ferry agent` included
+# (tests/xfer/CMakeLists.txt), the server threads under a user's framing, a
+# TSan-built `ferry http` (tests/http/), and the embedding batcher and
+# `ferry http --model` (tests/infer/service/).
 tsan: deps model
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_ENABLE_CUDA=OFF -DFERRY_BUILD_BENCH=OFF \
 	  -DFERRY_SANITIZE=thread
 	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test spin_mutex_test arena_control_test route_ring_fuzz_test \
-	  xfer_store_stress_test xfer_mover_test xfer_e2e_test offload_framing_test http_e2e_test embedding_service_test embed_e2e_test ferry
+	  xfer_store_stress_test xfer_file_tier_test xfer_mover_test xfer_e2e_test offload_framing_test http_e2e_test embedding_service_test embed_e2e_test ferry
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 FERRY_FUZZ_MESSAGES=1000000 ctest --output-on-failure -L 'lockfree|tsan'
 
 # libFuzzer over every parser of peer input (fuzz/; docs/security.md, "Fuzzing"),
