@@ -64,6 +64,10 @@ def parse_args():
     p.add_argument("--l1", choices=["shm", "pinned"], default="shm",
                    help="the L1 buffer: POSIX shm pinned, as LMCache's multiprocess server allocates it by default "
                         "(--shm-name), or torch's pinned memory (anonymous)")
+    p.add_argument("--pretouch-gib", type=int, default=0,
+                   help="first write this much anonymous memory once and free it again: a fresh virtual machine's "
+                        "first use of a page costs more than the copy into it, and the page cache's first pages "
+                        "would otherwise pay that inside the measured batches")
     p.add_argument("--json-out", default="l2_bench.json")
     return p.parse_args()
 
@@ -179,6 +183,11 @@ def main():
     else:
         buf = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
 
+    if args.pretouch_gib > 0:
+        t0 = time.perf_counter()
+        touched = torch.ones(args.pretouch_gib << 30, dtype=torch.uint8)
+        del touched
+        print(f"touched {args.pretouch_gib} GiB in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     work = tempfile.mkdtemp(prefix="ferry-l2-bench-")
     os.makedirs(args.dir, exist_ok=True)
     redis_port = 6390
@@ -258,7 +267,7 @@ def main():
     for q in ratios:
         print(f"{q['ferry']:<20} {q['baseline']:<20} {q['chunks_per_batch']:>6} {q['store_ratio']:>8.2f} {q['load_ratio']:>8.2f}")
     json.dump({"lmcache_version": lmcache.__version__ if hasattr(lmcache, "__version__") else "?",
-               "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "repeats": args.repeats, "dir": args.dir,
+               "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "repeats": args.repeats, "pretouch_gib": args.pretouch_gib, "dir": args.dir,
                "workers": args.workers, "lmcache_workers": args.lmcache_workers or args.workers,
                "rows": rows, "ratios": ratios}, open(args.json_out, "w"), indent=2)
     print(f"wrote {args.json_out}")
