@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "core/log.h"
 #include "ferry/core/status.h"
@@ -86,6 +87,7 @@ FileTier::FileTier(FileTierOptions options)
     pack_fds_ = std::make_unique<PackFds>(dir_fd_, opts_.direct, opts_.open_packs);
     rings_ = std::make_unique<UringPool>(opts_.queue_depth);
     if (!opts_.direct && opts_.threads > 1) helpers_ = std::make_unique<HelperThreads>(opts_.threads - 1);
+    cores_ = opts_.cores != 0 ? opts_.cores : std::thread::hardware_concurrency();
     { auto ring = rings_->take(); }  // fail now, at set-up, if io_uring is refused
     ScanResult found = scan_tier_directory(dir_fd_, opts_, *pack_fds_, index_);
     tombstones_ = std::move(found.tombstones);

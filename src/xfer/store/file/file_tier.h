@@ -168,11 +168,17 @@ class FileTier final : public Tier, public Streamable {
   };
   XferStatus write_pieces(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
                           std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
-  // A lent object alone in the tier: this thread writes it while a helper
-  // hashes each piece once written, in cache still. nullopt, having done
-  // nothing, when no helper is free, another call runs, or the object is small.
+  // Whether a streamed object may take a helper to hash beside its copy: one
+  // is idle, and the cores are not all busy already (this tier's calls and
+  // the helpers they hold), so the hash runs on a core that would idle.
+  bool may_hash_beside(std::uint64_t size) const noexcept;
+  // A lent object is copied by this thread while a helper hashes each piece
+  // the copy has passed, in cache still. nullopt, having done nothing, where
+  // may_hash_beside() says no or no helper is free after all.
   std::optional<XferStatus> write_hashed_behind(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
                                                 std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
+  std::optional<XferStatus> read_hashed_behind(const Piecewise& r, std::string_view key, const PieceSink& sink,
+                                               std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
   XferStatus write_pieces_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
                                  std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
   XferStatus read_pieces(const Piecewise& r, std::string_view key, const PieceSink& sink,
@@ -192,6 +198,7 @@ class FileTier final : public Tier, public Streamable {
   std::unique_ptr<PackFds> pack_fds_;  // before the index: its PackFiles use it
   std::unique_ptr<UringPool> rings_;
   std::unique_ptr<HelperThreads> helpers_;  // null: threads == 1 or direct
+  unsigned cores_ = 0;  // opts_.cores, or the machine's
   std::atomic<unsigned> calls_running_{0};   // puts and gets
   // Counts a put or get call while it runs.
   struct CallCount {

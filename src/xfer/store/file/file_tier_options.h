@@ -53,6 +53,10 @@ struct FileTierOptions {
   // a put only into packs that are not small and when no key comes twice.
   // O_DIRECT calls, whose copies the device does, are never split.
   unsigned threads = 2;
+  // Cores the tier's calls and helpers may keep busy at once: a helper hashes
+  // beside a streamed copy only while fewer are (file_tier_stream.cpp). 0:
+  // the machine's.
+  unsigned cores = 0;
   std::string spec;  // for describe(); made from the options when empty
 };
 

@@ -1,11 +1,15 @@
 // The file tier's streaming (streaming.h): an object file written and read
 // piece by piece, each piece hashed while it sits in a buffer.
 // - Buffered: pwrite and pread of pieces that stay in cache. Large objects
-//   take the helper threads when nothing else runs: reads of one file run in
-//   parallel; a write of lent memory has one thread writing while a helper
-//   hashes the pieces written (the page cache takes one buffered writer of a
-//   file at a time), and one of copied pieces has two threads each reading,
-//   hashing and writing its half.
+//   take helper threads:
+//   - alone in the tier, a read runs on all of them, each part of the file;
+//   - a write of lent memory, and beside other calls a read into lent
+//     memory, is copied by one thread while a helper hashes each piece the
+//     copy has passed; only while cores are idle, so that the hash takes
+//     time no copy would have used (the page cache takes one buffered writer
+//     of a file at a time);
+//   - alone, a write of copied pieces has two threads, each reading, hashing
+//     and writing its half.
 // - O_DIRECT: through io_uring, a few pieces in flight, so that the disk
 //   writes (or reads) one piece while the next is filled (or checked). Whole
 //   pages of lent memory go to and from the disk in place.
@@ -228,9 +232,14 @@ XferStatus FileTier::write_pieces(ObjectWrite& op, std::uint64_t size, const Pie
   return failure.status();
 }
 
+bool FileTier::may_hash_beside(std::uint64_t size) const noexcept {
+  if (!helpers_ || size < kMinPartBytes) return false;
+  return calls_running_.load(std::memory_order_relaxed) + helpers_->busy() < cores_;
+}
+
 std::optional<XferStatus> FileTier::write_hashed_behind(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
                                                         std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
-  if (!helpers_ || calls_running_.load(std::memory_order_relaxed) != 1 || size < kMinPartBytes) return std::nullopt;
+  if (!may_hash_beside(size)) return std::nullopt;
   FirstFailure failure;
   Progress written;
   const auto write = [&] {
@@ -319,8 +328,55 @@ XferStatus FileTier::write_pieces_direct(ObjectWrite& op, std::uint64_t size, co
   return status;
 }
 
+std::optional<XferStatus> FileTier::read_hashed_behind(const Piecewise& r, std::string_view key, const PieceSink& sink,
+                                                       std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
+  if (!may_hash_beside(r.size)) return std::nullopt;
+  FirstFailure failure;
+  Progress read;
+  const auto copy = [&] {
+    for (std::uint64_t at = 0; at < r.size; at += kBufferedPiece) {
+      const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, r.size - at));
+      // Lent at the start: a piece that is not lent now went away since.
+      auto* into = reinterpret_cast<std::byte*>(sink.in_place(at, len));
+      XferStatus s = failure.status();
+      if (s == XferStatus::Ok && into == nullptr) s = sink_gone(key, at, len, fault);
+      if (s == XferStatus::Ok) {
+        const ssize_t got = pread_all(r.fd, into, len, r.data_at + at);
+        if (got < 0)
+          s = got == -EFAULT ? sink_gone(key, at, len, fault) : read_error(r, key, static_cast<int>(-got), fault);
+        else if (static_cast<std::size_t>(got) < len)
+          s = truncated(r, key, at + static_cast<std::uint64_t>(got), fault);
+      }
+      if (s != XferStatus::Ok) {
+        failure.set(s);
+        read.give_up();
+        return;
+      }
+      read.advance(at + len);
+    }
+  };
+  const auto hash = [&] {
+    for (std::uint64_t at = 0; at < r.size; at += kBufferedPiece) {
+      if (!read.wait_past(at)) return;
+      const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, r.size - at));
+      if (const XferStatus s = sink.leaf_sums(at, len, &leaves[at / kChecksumLeafBytes], fault); s != XferStatus::Ok) {
+        failure.set(s);  // the reader stops at its next piece
+        return;
+      }
+    }
+  };
+  if (!helpers_->try_run(2, [&](unsigned role) { role == 0 ? copy() : hash(); })) return std::nullopt;
+  return failure.status();
+}
+
 XferStatus FileTier::read_pieces(const Piecewise& r, std::string_view key, const PieceSink& sink,
                                  std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
+  // Alone in the tier, an object is read by several threads at once
+  // (stream_parts); beside other calls, a lent one may still get a helper
+  // to hash behind the read.
+  if (calls_running_.load(std::memory_order_relaxed) != 1 && sink.in_place(0, r.size) != nullptr) {
+    if (const auto s = read_hashed_behind(r, key, sink, leaves, fault)) return *s;
+  }
   FirstFailure failure;
   stream_parts(r.size, ~0u, [&](std::uint64_t first, std::uint64_t end) {
     std::byte* buf = piece_buffer(kBufferedPiece);

@@ -3,9 +3,16 @@
 namespace ferry::xfer::store {
 
 HelperThreads::HelperThreads(unsigned helpers) {
+  slots_.reserve(helpers);
   threads_.reserve(helpers);
   try {
-    for (unsigned h = 0; h < helpers; ++h) threads_.emplace_back([this, h] { loop(h); });
+    for (unsigned h = 0; h < helpers; ++h) {
+      slots_.push_back(std::make_unique<Slot>());
+      Slot& slot = *slots_.back();
+      threads_.emplace_back([this, &slot] { loop(slot); });
+      std::lock_guard lock(mu_);
+      ++idle_;
+    }
   } catch (...) {
     stop_and_join();  // the ones already started (std::thread may throw when out of threads)
     throw;
@@ -18,25 +25,35 @@ void HelperThreads::stop_and_join() noexcept {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    for (auto& slot : slots_) slot->wake.notify_one();
   }
-  start_cv_.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
 }
 
+unsigned HelperThreads::busy() const {
+  std::lock_guard lock(mu_);
+  return helpers() - idle_;
+}
+
 bool HelperThreads::try_run(unsigned parts, const std::function<void(unsigned)>& fn) {
   if (parts == 0 || parts > helpers() + 1) return false;
-  std::unique_lock hold(in_use_, std::try_to_lock);
-  if (!hold.owns_lock()) return false;
-  {
+  Call call;
+  call.fn = &fn;
+  call.running = parts - 1;
+  if (parts > 1) {
     std::lock_guard lock(mu_);
-    fn_ = &fn;
-    parts_ = parts;
-    running_ = parts - 1;
-    error_ = nullptr;
-    ++round_;
+    if (idle_ < parts - 1) return false;
+    unsigned part = 1;
+    for (auto& slot : slots_) {
+      if (part == parts) break;
+      if (slot->call != nullptr) continue;
+      slot->call = &call;
+      slot->part = part++;
+      slot->wake.notify_one();
+    }
+    idle_ -= parts - 1;
   }
-  if (parts > 1) start_cv_.notify_all();
   std::exception_ptr mine;
   try {
     fn(0);
@@ -44,33 +61,31 @@ bool HelperThreads::try_run(unsigned parts, const std::function<void(unsigned)>&
     mine = std::current_exception();
   }
   std::unique_lock lock(mu_);
-  done_cv_.wait(lock, [&] { return running_ == 0; });
-  fn_ = nullptr;
+  call.done.wait(lock, [&] { return call.running == 0; });
   if (mine) std::rethrow_exception(mine);
-  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  if (call.error) std::rethrow_exception(call.error);
   return true;
 }
 
-void HelperThreads::loop(unsigned helper) {
-  std::uint64_t seen = 0;
+void HelperThreads::loop(Slot& slot) {
   std::unique_lock lock(mu_);
   for (;;) {
-    start_cv_.wait(lock, [&] { return stop_ || round_ != seen; });
-    if (stop_) return;
-    seen = round_;
-    const unsigned part = helper + 1;
-    if (part >= parts_) continue;  // this round needs fewer helpers
-    const auto* fn = fn_;
+    slot.wake.wait(lock, [&] { return stop_ || slot.call != nullptr; });
+    if (slot.call == nullptr) return;  // stopping, with nothing given
+    Call& call = *slot.call;
+    const unsigned part = slot.part;
     lock.unlock();
     std::exception_ptr failed;
     try {
-      (*fn)(part);
+      (*call.fn)(part);
     } catch (...) {
       failed = std::current_exception();
     }
     lock.lock();
-    if (failed && !error_) error_ = failed;
-    if (--running_ == 0) done_cv_.notify_one();
+    if (failed && !call.error) call.error = failed;
+    slot.call = nullptr;
+    ++idle_;
+    if (--call.running == 0) call.done.notify_one();
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// A few persistent threads that lend themselves to one caller at a time, so a
-// call can split its work: try_run(parts, fn) runs fn(0) on the caller's thread
-// and fn(1) .. fn(parts - 1) on helpers, and returns when every part is done.
+// A few persistent threads that lend themselves to callers, so a call can
+// split its work: try_run(parts, fn) runs fn(0) on the caller's thread and
+// fn(1) .. fn(parts - 1) on idle helpers, and returns when every part is done.
+// Several callers may hold helpers at once, each its own.
 // Why persistent: a thread made per call costs tens of microseconds, and a file
 // tier get of 16 MiB from the page cache takes about three milliseconds.
 
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -24,26 +26,36 @@ class HelperThreads {
   HelperThreads& operator=(const HelperThreads&) = delete;
 
   unsigned helpers() const { return static_cast<unsigned>(threads_.size()); }
+  // Helpers lent out now (a hint: it may change at once).
+  unsigned busy() const;
 
-  // Returns false, having called nothing, when another caller holds the
-  // helpers or parts is more than helpers() + 1. An exception from any part is
-  // rethrown here (the first one), after every part has finished.
+  // Returns false, having called nothing, when fewer than parts - 1 helpers
+  // are idle (parts more than helpers() + 1, or 0, never runs). An exception
+  // from any part is rethrown here (the first one), after every part has
+  // finished.
   bool try_run(unsigned parts, const std::function<void(unsigned)>& fn);
 
  private:
-  void loop(unsigned helper);
+  // One try_run's parts on helpers.
+  struct Call {
+    const std::function<void(unsigned)>* fn = nullptr;
+    unsigned running = 0;  // its helpers' parts not yet finished
+    std::exception_ptr error;
+    std::condition_variable done;
+  };
+  // A helper's state, under mu_: the call and part it was given, if any.
+  struct Slot {
+    Call* call = nullptr;
+    unsigned part = 0;
+    std::condition_variable wake;
+  };
+
+  void loop(Slot& slot);
   void stop_and_join() noexcept;
 
-  std::mutex in_use_;  // held by the caller whose parts run
-
-  std::mutex mu_;  // guards what follows
-  std::condition_variable start_cv_;
-  std::condition_variable done_cv_;
-  const std::function<void(unsigned)>* fn_ = nullptr;
-  std::uint64_t round_ = 0;  // bumped per try_run: tells helpers there is work
-  unsigned parts_ = 0;
-  unsigned running_ = 0;  // helpers' parts not yet finished
-  std::exception_ptr error_;
+  mutable std::mutex mu_;  // guards the slots, idle_ and stop_
+  std::vector<std::unique_ptr<Slot>> slots_;
+  unsigned idle_ = 0;
   bool stop_ = false;
 
   std::vector<std::thread> threads_;

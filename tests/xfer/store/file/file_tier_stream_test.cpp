@@ -76,6 +76,7 @@ class MemorySource final : public PieceSource {
   mutable std::unordered_set<std::thread::id> threads_;
 };
 
+// A sink over bytes in memory that records which threads hashed it.
 class MemorySink final : public PieceSink {
  public:
   explicit MemorySink(std::vector<std::uint8_t>& bytes, bool lend = false) : bytes_(bytes), lend_(lend) {}
@@ -83,8 +84,20 @@ class MemorySink final : public PieceSink {
     return lend_ ? bytes_.data() + at : nullptr;
   }
   XferStatus leaf_sums(std::uint64_t at, std::size_t len, std::uint64_t* out, Fault&) const noexcept override {
+    {
+      std::lock_guard lock(mu_);
+      threads_.insert(std::this_thread::get_id());
+    }
     leaf_checksums({bytes_.data() + at, len}, out);
     return XferStatus::Ok;
+  }
+  bool hashed_by(std::thread::id id) const {
+    std::lock_guard lock(mu_);
+    return threads_.contains(id);
+  }
+  std::size_t threads() const {
+    std::lock_guard lock(mu_);
+    return threads_.size();
   }
   XferStatus write(std::uint64_t at, ByteView from, Fault& fault) const noexcept override {
     if (at + from.size > bytes_.size()) return fault.raise(XferStatus::InvalidDesc, "write past the sink's end");
@@ -95,7 +108,15 @@ class MemorySink final : public PieceSink {
  private:
   std::vector<std::uint8_t>& bytes_;
   bool lend_;
+  mutable std::mutex mu_;
+  mutable std::unordered_set<std::thread::id> threads_;
 };
+
+XferStatus put_streamed_from(FileTier& t, const std::string& key, std::uint64_t size, const PieceSource& source) {
+  Fault fault;
+  std::uint64_t sum = 0;
+  return t.put_streamed(key, size, source, &sum, fault);
+}
 
 XferStatus put_streamed(FileTier& t, const std::string& key, const std::vector<std::uint8_t>& data,
                         std::uint64_t* sum = nullptr, std::string* error = nullptr, bool lend = false) {
@@ -387,6 +408,81 @@ TEST(FileTierStreamSplit, ALentObjectIsHashedBesideItsWriter) {
   EXPECT_EQ(back.data, data);
   flip_byte(dir.sub(object_file_name("lent")), kFileHeaderSize + (19 << 20) + 7);
   EXPECT_EQ(get_streamed(t, "lent", data.size()).status, XferStatus::ChecksumMismatch);
+}
+
+// A source whose reads wait until released: a call that stays in the tier.
+class WaitingSource final : public PieceSource {
+ public:
+  explicit WaitingSource(const std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
+  XferStatus read(std::uint64_t at, MutableByteView into, Fault&) const noexcept override {
+    entered = true;
+    while (!release) std::this_thread::yield();
+    std::memcpy(into.data, bytes_.data() + at, into.size);
+    return XferStatus::Ok;
+  }
+  mutable std::atomic<bool> entered{false};
+  std::atomic<bool> release{false};
+
+ private:
+  const std::vector<std::uint8_t>& bytes_;
+};
+
+// Beside another call, while cores are idle, a lent put and a lent get are
+// each copied by their caller while a helper hashes behind the copy.
+TEST(FileTierStreamSplit, BesideAnotherCallLentObjectsAreHashedByAHelper) {
+  TempDir dir;
+  FileTierOptions o = opts(dir.path());
+  o.threads = 2;
+  o.cores = 8;
+  FileTier t(o);
+  const auto small = random_bytes(1 << 20, 18);
+  WaitingSource waiting(small);
+  std::thread other([&] { EXPECT_EQ(put_streamed_from(t, "other", small.size(), waiting), XferStatus::Ok); });
+  while (!waiting.entered) std::this_thread::yield();
+
+  const auto data = random_bytes((12 << 20) + 777, 19);
+  MemorySource source(data, ~0ull, true);
+  Fault fault;
+  std::uint64_t sum = 0;
+  ASSERT_EQ(t.put_streamed("lent", data.size(), source, &sum, fault), XferStatus::Ok) << fault.detail();
+  EXPECT_EQ(sum, checksum({data.data(), data.size()}));
+  EXPECT_FALSE(source.touched_by(std::this_thread::get_id())) << "the put was hashed by a helper";
+  std::vector<std::uint8_t> back(data.size());
+  MemorySink sink(back, true);
+  std::uint64_t size = 0;
+  ASSERT_EQ(t.get_streamed("lent", back.size(), sink, &size, fault), XferStatus::Ok) << fault.detail();
+  EXPECT_EQ(back, data);
+  EXPECT_EQ(sink.threads(), 1u);
+  EXPECT_FALSE(sink.hashed_by(std::this_thread::get_id())) << "the get was hashed by a helper";
+  // Damage is caught on that path too.
+  flip_byte(dir.sub(object_file_name("lent")), kFileHeaderSize + (11 << 20) + 5);
+  EXPECT_EQ(t.get_streamed("lent", back.size(), sink, &size, fault), XferStatus::ChecksumMismatch);
+
+  waiting.release = true;
+  other.join();
+}
+
+// With every core busy, a streamed object is copied and hashed by its caller
+// alone: the hash would only take turns with the copies on those cores.
+TEST(FileTierStreamSplit, WithEveryCoreBusyNoHelperIsTaken) {
+  TempDir dir;
+  FileTierOptions o = opts(dir.path());
+  o.threads = 2;
+  o.cores = 2;
+  FileTier t(o);
+  const auto small = random_bytes(1 << 20, 20);
+  WaitingSource waiting(small);
+  std::thread other([&] { EXPECT_EQ(put_streamed_from(t, "other", small.size(), waiting), XferStatus::Ok); });
+  while (!waiting.entered) std::this_thread::yield();
+  const auto data = random_bytes(12 << 20, 21);
+  MemorySource source(data, ~0ull, true);
+  Fault fault;
+  std::uint64_t sum = 0;
+  ASSERT_EQ(t.put_streamed("lent", data.size(), source, &sum, fault), XferStatus::Ok) << fault.detail();
+  EXPECT_TRUE(source.touched_by(std::this_thread::get_id()));
+  EXPECT_EQ(source.threads(), 1u);
+  waiting.release = true;
+  other.join();
 }
 
 // Lent memory that goes away under either thread fails the put with the

@@ -65,6 +65,38 @@ TEST(HelperThreads, ASecondCallerIsRefusedWhileTheFirstHoldsThem) {
   EXPECT_TRUE(helpers.try_run(2, [&](unsigned) { ++calls; }));  // free again
 }
 
+// Callers hold helpers of their own at once, and a third finds none idle.
+TEST(HelperThreads, TwoCallersEachHoldAHelperAtOnce) {
+  HelperThreads helpers(2);
+  std::atomic<int> inside{0};
+  std::atomic<bool> release{false};
+  std::set<std::thread::id> lent;
+  std::mutex mu;
+  const auto caller = [&] {
+    EXPECT_TRUE(helpers.try_run(2, [&](unsigned part) {
+      if (part != 1) return;
+      {
+        std::lock_guard lock(mu);
+        lent.insert(std::this_thread::get_id());
+      }
+      ++inside;
+      while (!release) std::this_thread::yield();
+    }));
+  };
+  std::thread a(caller), b(caller);
+  while (inside < 2) std::this_thread::yield();  // both parts 1 run at the same time
+  EXPECT_EQ(helpers.busy(), 2u);
+  int calls = 0;
+  EXPECT_FALSE(helpers.try_run(2, [&](unsigned) { ++calls; }));
+  EXPECT_TRUE(helpers.try_run(1, [&](unsigned) { ++calls; })) << "one part needs no helper";
+  EXPECT_EQ(calls, 1);
+  release = true;
+  a.join();
+  b.join();
+  EXPECT_EQ(lent.size(), 2u) << "each caller had a helper of its own";
+  EXPECT_EQ(helpers.busy(), 0u);
+}
+
 TEST(HelperThreads, AHelpersExceptionReachesTheCallerAfterEveryPartIsDone) {
   HelperThreads helpers(2);
   std::atomic<int> finished{0};
