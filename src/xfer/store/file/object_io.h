@@ -90,8 +90,9 @@ class ObjectIo {
   // Creates the temporary for op.item (op.seq set) and lays out the write of
   // header and data (op.iov, op.total). On failure (raised) nothing is left.
   [[nodiscard]] XferStatus open_write(ObjectWrite& op, Fault& fault) noexcept;
-  // Only creates the temporary (op.fd, op.tmp), for a write laid out elsewhere
-  // (a streamed put, file_tier_stream.cpp).
+  // Only creates the temporary (op.fd, op.tmp) and, buffered, allocates its
+  // blocks, for a write laid out elsewhere (a streamed put,
+  // file_tier_stream.cpp). On failure (raised) nothing is left.
   [[nodiscard]] XferStatus create_temp(ObjectWrite& op, Fault& fault) noexcept;
   // A write completion with res <= 0: the failure's status, raised.
   [[nodiscard]] XferStatus write_failed(const ObjectWrite& op, int res, Fault& fault) noexcept;
