@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -311,10 +312,21 @@ int main(int argc, char** argv) {
 
   try {
     std::vector<unsigned> thread_counts;
-    for (const auto& t : split(threads_text)) thread_counts.push_back(static_cast<unsigned>(std::stoul(t)));
+    for (const auto& t : split(threads_text)) {
+      unsigned n = 0;
+      const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+      if (ec != std::errc{} || end != t.data() + t.size() || n == 0)
+        throw std::runtime_error("--threads: '" + t + "' is not a count of at least 1");
+      thread_counts.push_back(n);
+    }
     std::vector<std::size_t> pieces;
-    for (const auto& p : split(pieces_text)) pieces.push_back(store::parse_size(p, "--pieces"));
+    for (const auto& p : split(pieces_text)) {
+      pieces.push_back(store::parse_size(p, "--pieces"));
+      if (pieces.back() < 4096) throw std::runtime_error("--pieces: " + p + " is less than a page (4KiB)");
+    }
     const std::size_t chunk = store::parse_size(chunk_text, "--chunk");
+    if (chunk == 0) throw std::runtime_error("--chunk: 0 bytes");
+    if (thread_counts.empty()) throw std::runtime_error("--threads: give counts of at least 1, comma-separated");
     const unsigned most = *std::max_element(thread_counts.begin(), thread_counts.end());
 
     std::filesystem::remove_all(dir);
