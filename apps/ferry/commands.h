@@ -23,5 +23,6 @@ void register_bench(CLI::App& app, GeneralFlags& general, Command& command);
 void register_agent(CLI::App& app, GeneralFlags& general, Command& command);
 void register_kv(CLI::App& app, GeneralFlags& general, Command& command);
 void register_http(CLI::App& app, GeneralFlags& general, Command& command);
+void register_l2fwd(CLI::App& app, GeneralFlags& general, Command& command);
 
 }  // namespace ferry::app

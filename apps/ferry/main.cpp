@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
                "Remote request offload: start 'ferry server', then 'ferry orchestrator', then clients;\n"
                "or run 'ferry demo' to see all three at work.\n"
                "KV-cache offload: start 'ferry agent --tier dram:1GiB', then use 'ferry kv' or the xfer API.\n"
-               "HTTP: 'ferry http --port 8080 --cpu 0' serves pages with the parsing on the workers."};
+               "HTTP: 'ferry http --port 8080 --cpu 0' serves pages with the parsing on the workers.\n"
+               "Packets: 'ferry l2fwd -l 0-2 --vdev net_null0 -- --mode cpu' forwards a DPDK port's packets."};
   app.require_subcommand(1);
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   ferry::app::register_agent(app, general, command);
   ferry::app::register_kv(app, general, command);
   ferry::app::register_http(app, general, command);
+  ferry::app::register_l2fwd(app, general, command);
 
   try {
     std::vector<std::string> args(argv, argv + argc);

@@ -61,6 +61,23 @@ TEST(Handlers, MacSwapSwapsTheAddressesOnly) {
   EXPECT_EQ(runt_out[0], 1) << "too short to carry two addresses: unchanged";
 }
 
+// The packet path swaps each frame in place, serially (CPU) or a warp's lanes at once.
+TEST(Handlers, MacSwapWorksInPlaceSeriallyAndByAGroup) {
+  for (unsigned group : {1u, 4u, 32u}) {
+    std::uint8_t frame[64];
+    for (std::uint8_t i = 0; i < 64; ++i) frame[i] = static_cast<std::uint8_t>(100 + i);
+    std::size_t n = 0;
+    for (unsigned rank = 0; rank < group; ++rank)
+      n = MacSwap{}(ByteView{frame, 64}, MutableByteView{frame, 64}, rank, group);
+    ASSERT_EQ(n, 64u);
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_EQ(frame[i], 106 + i) << "group " << group;
+      EXPECT_EQ(frame[i + 6], 100 + i) << "group " << group;
+    }
+    for (int i = 12; i < 64; ++i) EXPECT_EQ(frame[i], 100 + i) << "group " << group;
+  }
+}
+
 TEST(Handlers, MacSwapCooperativeMatchesSerial) { check_cooperative_matches_serial(MacSwap{}); }
 
 TEST(Handlers, NamesParse) {

@@ -126,7 +126,8 @@ struct Echo {
 
 // The packet path's work (l2fwd): an Ethernet frame with its destination and
 // source MAC addresses swapped; the rest unchanged. Frames shorter than the two
-// addresses come back unchanged.
+// addresses come back unchanged. It works in place (out.data == in.data, as the
+// packet path calls it): each byte pair is read whole before either is written.
 struct MacSwap {
   static constexpr const char* kName = "macswap";
   static constexpr std::size_t kMacBytes = 6;
@@ -138,11 +139,14 @@ struct MacSwap {
   FERRY_HOST_DEVICE std::size_t operator()(ByteView in, MutableByteView out, unsigned rank,
                                            unsigned group) const {
     const bool swap = in.size >= 2 * kMacBytes;
-    for (std::size_t i = rank; i < in.size; i += group) {
-      std::size_t from = i;
-      if (swap && i < 2 * kMacBytes) from = i < kMacBytes ? i + kMacBytes : i - kMacBytes;
-      out[i] = in[from];
+    const std::size_t swapped = swap ? 2 * kMacBytes : 0;
+    for (std::size_t i = rank; i < kMacBytes && swap; i += group) {
+      const std::uint8_t dst = in[i], src = in[i + kMacBytes];
+      out[i] = src;
+      out[i + kMacBytes] = dst;
     }
+    if (out.data != in.data)
+      for (std::size_t i = swapped + rank; i < in.size; i += group) out[i] = in[i];
     return in.size;
   }
 };

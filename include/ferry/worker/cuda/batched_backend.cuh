@@ -24,38 +24,15 @@
 #include "ferry/worker/backend.h"
 #include "ferry/worker/cuda/batch_kernel.cuh"
 #include "ferry/worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/driver_api.h"
 #include "ferry/worker/cuda/gpu_context.h"
 #include "ferry/worker/handlers.h"
 
 namespace ferry::worker::cuda {
-namespace batched_detail {
-
-constexpr std::uint32_t kSlots = 64;  // batches in flight at most
-
-using StreamWaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-using StreamWriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-
-template <typename Fn>
-Fn driver_entry_point(const char* symbol) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult status{};
-  FERRY_CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &status));
-  if (status != cudaDriverEntryPointSuccess || fn == nullptr)
-    throw Error(std::string("the CUDA driver has no ") + symbol + ", which --launch memops needs");
-  return reinterpret_cast<Fn>(fn);
-}
-
-inline void check_driver(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) throw Error(std::string(what) + " failed with CUresult " + std::to_string(r));
-}
-
-}  // namespace batched_detail
 
 template <typename Handler>
 class BatchedBackend final : public Backend {
-  static constexpr std::uint32_t kSlots = batched_detail::kSlots;
-  using StreamWaitValue32 = batched_detail::StreamWaitValue32;
-  using StreamWriteValue32 = batched_detail::StreamWriteValue32;
+  static constexpr std::uint32_t kSlots = 64;  // batches in flight at most
 
  public:
   BatchedBackend(const WorkerOptions& options, Handler handler)
@@ -163,8 +140,8 @@ class BatchedBackend final : public Backend {
   }
 
   void prepare_memops() {
-    wait_value_ = batched_detail::driver_entry_point<StreamWaitValue32>("cuStreamWaitValue32");
-    write_value_ = batched_detail::driver_entry_point<StreamWriteValue32>("cuStreamWriteValue32");
+    wait_value_ = driver_entry_point<StreamWaitValue32>("cuStreamWaitValue32");
+    write_value_ = driver_entry_point<StreamWriteValue32>("cuStreamWriteValue32");
     // Per slot: go (set by the dispatcher, waited on by the stream) and done
     // (written by the stream after the kernel, polled by the completer).
     FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flags_h_), sizeof(std::uint32_t) * 2 * kSlots,
@@ -182,12 +159,12 @@ class BatchedBackend final : public Backend {
   // (the write's default memory barrier makes the kernel's writes visible first).
   void post_memops_slot(std::uint32_t s) {
     auto stream = reinterpret_cast<CUstream>(stream_);
-    batched_detail::check_driver(wait_value_(stream, go_d(s), 1, CU_STREAM_WAIT_VALUE_EQ), "cuStreamWaitValue32");
-    batched_detail::check_driver(write_value_(stream, go_d(s), 0, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+    check_driver(wait_value_(stream, go_d(s), 1, CU_STREAM_WAIT_VALUE_EQ), "cuStreamWaitValue32");
+    check_driver(write_value_(stream, go_d(s), 0, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
     batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, stream_>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(),
                                                                 handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
-    batched_detail::check_driver(write_value_(stream, done_d(s), 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+    check_driver(write_value_(stream, done_d(s), 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
   }
 
   // At stop, every pre-posted slot still waits for its flag: release each with

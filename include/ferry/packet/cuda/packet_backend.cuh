@@ -1,0 +1,312 @@
+#pragma once
+// The GPU packet workers, one per launch method of the DPDK gpudev article,
+// over the communication lists of ferry/core/comm_list.h:
+//
+//   persistent  one kernel, a block per list, polls each item and handles it;
+//   burst       a dispatcher thread sees an item READY and launches a kernel for it;
+//   graph       each graph launch pre-posts `graph_items` kernels that wait for
+//               their items on the GPU (l2fwd-nv's graphs of 8);
+//   memops      each graph launch pre-posts `graph_items` stream waits, each
+//               followed by its kernel: the GPU front end waits, no SM spins.
+//
+// In every method the kernel marks its item DONE itself, so the TX core sees
+// the burst the moment the GPU is done. Teardown marks every item ERROR, which
+// releases every pre-posted wait and ends the persistent kernel.
+//
+// Include this in a .cu file and write FERRY_CUDA_PACKET_HANDLER(MyHandler)
+// once; host code calls make_cuda_packet_worker (cuda_packet_worker.h).
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ferry/core/detail/backoff.h"
+#include "ferry/packet/cuda/packet_kernels.cuh"
+#include "ferry/packet/cuda_packet_worker.h"
+#include "ferry/worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/driver_api.h"
+#include "ferry/worker/cuda/gpu_context.h"
+
+namespace ferry::packet::cuda {
+
+// Memory for a GPU worker, and the driver's entry points; compiled once, in ferry_packet.
+WorkerMemory allocate_gpu_memory(std::size_t bytes, MemoryKind kind);
+
+template <typename Handler>
+class GpuPacketWorker final : public PacketWorker {
+  // Graph launches (of graph_items items each) a list may have queued at once.
+  static constexpr std::uint32_t kGroupsAhead = 2;
+
+ public:
+  GpuPacketWorker(const PacketWorkerOptions& options, Handler handler)
+      : options_(options), handler_(handler), gpu_(options.gpu) {
+    if (!is_gpu_mode(options_.mode)) throw Error(std::string("the GPU worker has no mode ") + to_string(options_.mode));
+    if (options_.graph_items == 0) throw Error("graph_items must be at least 1");
+  }
+
+  ~GpuPacketWorker() override {
+    stop(std::chrono::milliseconds(5000));
+    if (stuck_) return;  // the GPU may still read them: process exit reclaims them
+    for (auto& per_list : graphs_)
+      for (auto& g : per_list)
+        if (g != nullptr) cudaGraphExecDestroy(g);
+    for (auto& per_list : events_)
+      for (auto& e : per_list)
+        if (e != nullptr) cudaEventDestroy(e);
+    for (auto& s : streams_) cudaStreamDestroy(s);
+    if (lists_on_gpu_ != nullptr) cudaFree(lists_on_gpu_);
+  }
+
+  WorkerMemory allocate(std::size_t bytes, MemoryKind kind) override { return allocate_gpu_memory(bytes, kind); }
+
+  void start(const std::vector<CommList>& lists) override {
+    FERRY_CUDA_CHECK(cudaSetDevice(gpu_.device()));
+    for (const CommList& l : lists) {
+      void* base_d = nullptr;
+      FERRY_CUDA_CHECK(cudaHostGetDevicePointer(&base_d, l.base(), 0));
+      lists_.push_back(l);
+      lists_d_.push_back(l.at(base_d));
+      cudaStream_t s = nullptr;
+      FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      streams_.push_back(s);
+    }
+    switch (options_.mode) {
+      case PacketMode::Persistent: start_persistent(); break;
+      case PacketMode::Burst:
+        running_.store(true);
+        dispatcher_ = std::thread([this] { burst_loop(); });
+        break;
+      case PacketMode::Graph:
+      case PacketMode::Memops:
+        prepare_groups();
+        running_.store(true);
+        dispatcher_ = std::thread([this] { group_loop(); });
+        break;
+      default: break;
+    }
+  }
+
+  void stop(std::chrono::milliseconds timeout) override {
+    running_.store(false);
+    if (dispatcher_.joinable()) dispatcher_.join();
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (cudaStream_t s : streams_) {
+      cudaError_t st;
+      while ((st = cudaStreamQuery(s)) == cudaErrorNotReady) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          set_failure("the GPU worker did not finish within " + std::to_string(timeout.count()) +
+                      " ms of teardown");
+          stuck_ = true;
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      if (st != cudaSuccess) set_failure(std::string("the GPU worker failed: ") + cudaGetErrorString(st));
+    }
+  }
+
+  std::string failure() const override {
+    if (failed_.load(std::memory_order_acquire)) return failure_;
+    return {};
+  }
+  std::uint64_t bursts() const override { return launched_.load(std::memory_order_relaxed); }
+  std::string describe() const override {
+    std::string d = std::string("cuda ") + to_string(options_.mode) + " on " + gpu_.describe() + ", handler " +
+                    worker::handler_name<Handler>();
+    if (options_.mode == PacketMode::Graph || options_.mode == PacketMode::Memops)
+      d += ", " + std::to_string(options_.graph_items) + " items per graph launch" +
+           (options_.mode == PacketMode::Memops && !memops_captured_ ? " (waits posted directly: capture refused)" : "");
+    if (options_.ns_per_packet != 0) d += ", " + std::to_string(options_.ns_per_packet) + " ns per packet";
+    return d;
+  }
+  bool stuck() const override { return stuck_; }
+
+ private:
+  void start_persistent() {
+    FERRY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&lists_on_gpu_), sizeof(CommList) * lists_d_.size()));
+    FERRY_CUDA_CHECK(cudaMemcpy(lists_on_gpu_, lists_d_.data(), sizeof(CommList) * lists_d_.size(),
+                                cudaMemcpyHostToDevice));
+    persistent_packet_kernel<<<static_cast<unsigned>(lists_d_.size()), kItemThreads, 0, streams_[0]>>>(
+        lists_on_gpu_, options_.ns_per_packet, handler_);
+    FERRY_CUDA_CHECK(cudaGetLastError());
+  }
+
+  void burst_loop() {
+    std::vector<std::uint32_t> next(lists_.size(), 0);
+    std::vector<bool> ended(lists_.size(), false);
+    Backoff backoff(2000, 100, 20'000);
+    try {
+      while (running_.load(std::memory_order_relaxed)) {
+        bool progress = false, all_ended = true;
+        for (std::size_t p = 0; p < lists_.size(); ++p) {
+          if (ended[p]) continue;
+          all_ended = false;
+          // C1 on the host: the kernel's reads of the item follow the launch.
+          const std::uint32_t s = comm_status(lists_[p].item(next[p]));
+          if (s == kCommError) ended[p] = true;
+          if (s != kCommReady) continue;
+          burst_packet_kernel<<<1, kItemThreads, 0, streams_[p]>>>(lists_d_[p], next[p]++, options_.ns_per_packet,
+                                                                   handler_);
+          FERRY_CUDA_CHECK(cudaGetLastError());
+          launched_.fetch_add(1, std::memory_order_relaxed);
+          progress = true;
+        }
+        if (all_ended) break;
+        if (progress) backoff.reset(); else backoff.idle();
+      }
+    } catch (const Error& e) {
+      set_failure(e.what());
+    }
+  }
+
+  // One graph per group of graph_items consecutive items of each list, captured
+  // once: a list of n items has n / graph_items of them, launched in turn.
+  void prepare_groups() {
+    const std::uint32_t g_items = options_.graph_items;
+    for (const CommList& l : lists_)
+      if (l.capacity() % g_items != 0 || l.capacity() < kGroupsAhead * g_items)
+        throw Error("a list of " + std::to_string(l.capacity()) + " items cannot be pre-posted " +
+                    std::to_string(g_items) + " items at a time: give it a multiple of " +
+                    std::to_string(g_items) + ", at least " + std::to_string(kGroupsAhead * g_items));
+    if (options_.mode == PacketMode::Memops) {
+      wait_value_ = worker::cuda::driver_entry_point<worker::cuda::StreamWaitValue32>("cuStreamWaitValue32");
+      memops_captured_ = true;
+    }
+    cudaStream_t capture = nullptr;
+    FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
+    graphs_.resize(lists_.size());
+    events_.resize(lists_.size());
+    for (std::size_t p = 0; p < lists_.size(); ++p) {
+      for (std::uint32_t e = 0; e < kGroupsAhead; ++e) {
+        cudaEvent_t ev = nullptr;
+        FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        events_[p].push_back(ev);
+      }
+      const std::uint32_t groups = lists_[p].capacity() / g_items;
+      graphs_[p].assign(groups, nullptr);
+      for (std::uint32_t g = 0; g < groups && (options_.mode == PacketMode::Graph || memops_captured_); ++g) {
+        FERRY_CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
+        bool ok = true;
+        try {
+          post_group(capture, p, g);
+        } catch (const Error&) {
+          ok = false;  // this driver does not capture stream waits: post them directly
+        }
+        cudaGraph_t graph = nullptr;
+        const cudaError_t end = cudaStreamEndCapture(capture, &graph);
+        if (!ok || end != cudaSuccess) {
+          cudaGetLastError();
+          if (graph != nullptr) cudaGraphDestroy(graph);
+          if (options_.mode == PacketMode::Graph) throw Error("capturing the graph mode's kernels failed");
+          memops_captured_ = false;
+          break;
+        }
+        FERRY_CUDA_CHECK(cudaGraphInstantiate(&graphs_[p][g], graph, 0));
+        cudaGraphDestroy(graph);
+      }
+    }
+    cudaStreamDestroy(capture);
+  }
+
+  // Group g of list p into `stream`: its items' kernels, each after its wait in memops.
+  void post_group(cudaStream_t stream, std::size_t p, std::uint32_t g) {
+    const CommList& l = lists_d_[p];
+    for (std::uint32_t j = 0; j < options_.graph_items; ++j) {
+      const std::uint32_t k = g * options_.graph_items + j;
+      if (options_.mode == PacketMode::Graph) {
+        waiting_packet_kernel<<<1, kItemThreads, 0, stream>>>(l, k, options_.ns_per_packet, handler_);
+      } else {
+        // Wakes for READY (1) or ERROR (3), never for DONE (2) left from the item's last turn.
+        const auto status_d = reinterpret_cast<CUdeviceptr>(&l.item(k).status);
+        worker::cuda::check_driver(
+            wait_value_(reinterpret_cast<CUstream>(stream), status_d, 1, CU_STREAM_WAIT_VALUE_AND),
+            "cuStreamWaitValue32");
+        released_packet_kernel<<<1, kItemThreads, 0, stream>>>(l, k, options_.ns_per_packet, handler_);
+      }
+      FERRY_CUDA_CHECK(cudaGetLastError());
+    }
+  }
+
+  void group_loop() {
+    const std::size_t lists = lists_.size();
+    std::vector<std::uint64_t> posted(lists, 0), finished(lists, 0);
+    Backoff backoff(2000, 100, 20'000);
+    try {
+      while (running_.load(std::memory_order_relaxed)) {
+        bool progress = false;
+        for (std::size_t p = 0; p < lists; ++p) {
+          while (finished[p] < posted[p]) {
+            const cudaError_t st = cudaEventQuery(events_[p][finished[p] % kGroupsAhead]);
+            if (st == cudaErrorNotReady) break;
+            FERRY_CUDA_CHECK(st);
+            ++finished[p];
+          }
+          while (posted[p] - finished[p] < kGroupsAhead) {
+            const auto g = static_cast<std::uint32_t>(posted[p] % graphs_[p].size());
+            if (graphs_[p][g] != nullptr)
+              FERRY_CUDA_CHECK(cudaGraphLaunch(graphs_[p][g], streams_[p]));
+            else
+              post_group(streams_[p], p, g);
+            FERRY_CUDA_CHECK(cudaEventRecord(events_[p][posted[p] % kGroupsAhead], streams_[p]));
+            ++posted[p];
+            launched_.fetch_add(options_.graph_items, std::memory_order_relaxed);
+            progress = true;
+          }
+        }
+        if (progress) backoff.reset(); else backoff.idle();
+      }
+    } catch (const Error& e) {
+      set_failure(e.what());
+    }
+  }
+
+  void set_failure(const std::string& why) {
+    bool expected = false;
+    if (failing_.compare_exchange_strong(expected, true)) {
+      failure_ = why;
+      failed_.store(true, std::memory_order_release);
+    }
+  }
+
+  PacketWorkerOptions options_;
+  Handler handler_;
+  worker::cuda::GpuContext gpu_;
+  std::vector<CommList> lists_;    // host views
+  std::vector<CommList> lists_d_;  // the same lists at the GPU's addresses
+  CommList* lists_on_gpu_ = nullptr;
+  std::vector<cudaStream_t> streams_;
+  std::vector<std::vector<cudaGraphExec_t>> graphs_;
+  std::vector<std::vector<cudaEvent_t>> events_;
+  worker::cuda::StreamWaitValue32 wait_value_ = nullptr;
+  bool memops_captured_ = false;
+  std::atomic<bool> running_{false};
+  std::thread dispatcher_;
+  std::atomic<std::uint64_t> launched_{0};
+  bool stuck_ = false;
+  std::atomic<bool> failing_{false};
+  std::atomic<bool> failed_{false};
+  std::string failure_;
+};
+
+}  // namespace ferry::packet::cuda
+
+namespace ferry::packet {
+
+template <typename Handler>
+std::unique_ptr<PacketWorker> make_cuda_packet_worker(const PacketWorkerOptions& options, Handler handler) {
+  return std::make_unique<cuda::GpuPacketWorker<Handler>>(options, handler);
+}
+
+}  // namespace ferry::packet
+
+// Instantiates every GPU packet worker for Handler. Write it at global namespace scope.
+#define FERRY_CUDA_PACKET_HANDLER(Handler)                                                                \
+  template std::unique_ptr<::ferry::packet::PacketWorker> ferry::packet::make_cuda_packet_worker<Handler>( \
+      const ::ferry::packet::PacketWorkerOptions&, Handler)

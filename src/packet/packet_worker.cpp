@@ -1,0 +1,79 @@
+#include "ferry/packet/packet_worker.h"
+
+#include <time.h>
+
+#include "ferry/packet/cuda_packet_worker.h"
+
+namespace ferry::packet {
+
+#if defined(FERRY_HAVE_CUDA)
+// cuda/macswap_worker.cu
+std::unique_ptr<PacketWorker> make_gpu_macswap_worker(const PacketWorkerOptions& options);
+#endif
+
+PacketMode parse_packet_mode(std::string_view name) {
+  if (name == "none") return PacketMode::None;
+  if (name == "cpu") return PacketMode::Cpu;
+  if (name == "burst") return PacketMode::Burst;
+  if (name == "persistent") return PacketMode::Persistent;
+  if (name == "graph") return PacketMode::Graph;
+  if (name == "memops") return PacketMode::Memops;
+  throw Error("unknown mode '" + std::string(name) + "': choose none, cpu, burst, persistent, graph or memops");
+}
+
+const char* to_string(PacketMode mode) noexcept {
+  switch (mode) {
+    case PacketMode::None: return "none";
+    case PacketMode::Cpu: return "cpu";
+    case PacketMode::Burst: return "burst";
+    case PacketMode::Persistent: return "persistent";
+    case PacketMode::Graph: return "graph";
+    case PacketMode::Memops: return "memops";
+  }
+  return "?";
+}
+
+bool is_gpu_mode(PacketMode mode) noexcept {
+  return mode == PacketMode::Burst || mode == PacketMode::Persistent || mode == PacketMode::Graph ||
+         mode == PacketMode::Memops;
+}
+
+namespace detail {
+
+WorkerMemory allocate_cpu_memory(std::size_t bytes, MemoryKind kind) {
+  if (kind == MemoryKind::Device)
+    throw Error("--mem device puts packets in GPU memory, which a CPU worker cannot touch: use --mem host-pinned");
+  constexpr std::size_t kAlign = 64 * 1024;
+  const std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  void* p = std::aligned_alloc(kAlign, rounded);
+  if (p == nullptr) throw Error("cannot allocate " + std::to_string(rounded) + " bytes of packet memory");
+  WorkerMemory m;
+  m.host = m.worker = p;
+  m.bytes = rounded;
+  m.owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  return m;
+}
+
+void spin_for_ns(std::uint64_t ns) noexcept {
+  timespec start{}, now{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  const std::uint64_t t0 = std::uint64_t(start.tv_sec) * 1'000'000'000u + start.tv_nsec;
+  do {
+    cpu_pause();
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while (std::uint64_t(now.tv_sec) * 1'000'000'000u + now.tv_nsec - t0 < ns);
+}
+
+}  // namespace detail
+
+std::unique_ptr<PacketWorker> make_macswap_worker(const PacketWorkerOptions& options) {
+  if (options.mode == PacketMode::None) return nullptr;
+  if (options.mode == PacketMode::Cpu) return make_cpu_packet_worker(options, worker::MacSwap{});
+#if defined(FERRY_HAVE_CUDA)
+  return make_gpu_macswap_worker(options);
+#else
+  throw Error(std::string("--mode ") + to_string(options.mode) + " runs on a GPU, and this build has no CUDA backend");
+#endif
+}
+
+}  // namespace ferry::packet

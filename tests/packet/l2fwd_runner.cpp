@@ -1,0 +1,74 @@
+#include "l2fwd_runner.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/subprocess.h"
+
+namespace ferry::test {
+
+L2fwdRunner::L2fwdRunner() {
+  char tmpl[] = "/tmp/ferry-l2fwd-test-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+}
+
+L2fwdRunner::~L2fwdRunner() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::vector<std::string> L2fwdRunner::pcap_vdev() const {
+  return {"--vdev", "net_pcap0,rx_pcap=" + in_pcap() + ",tx_pcap=" + out_pcap()};
+}
+
+L2fwdRun L2fwdRunner::run(const std::vector<std::string>& eal, const std::vector<std::string>& flags, unsigned lcores,
+                          double timeout_s) {
+  // EAL lcores over however many CPUs this machine has (CI has 2): lcore i on CPU i mod n.
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  std::string map;
+  for (unsigned i = 0; i < lcores; ++i) map += (i ? "," : "") + std::to_string(i) + "@" + std::to_string(i % cpus);
+  const std::string json = (dir_ / "stats.json").string();
+  std::filesystem::remove(json);
+  // Through sh, so that stderr (the logs, and any error) lands in the same file as stdout.
+  std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", FERRY_BIN, "l2fwd", "--no-huge", "-m", "512", "--no-pci", "--no-shconf",
+                                "--file-prefix", "ferry-test-" + std::to_string(getpid()), "--lcores", map};
+  argv.insert(argv.end(), eal.begin(), eal.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"--stats-interval", "0.2", "--json-out", json});
+  const std::string out = (dir_ / "stdout.txt").string();
+  Subprocess child = Subprocess::spawn(argv, out);
+  L2fwdRun r;
+  const auto code = child.wait(timeout_s);
+  if (!code) {
+    child.kill();
+    ADD_FAILURE() << "ferry l2fwd did not finish within " << timeout_s << " s";
+  }
+  r.exit_code = code.value_or(-1);
+  std::ifstream o(out);
+  std::stringstream ss;
+  ss << o.rdbuf();
+  r.output = ss.str();
+  if (r.exit_code != 0) std::fprintf(stderr, "ferry l2fwd exited %d:\n%s\n", r.exit_code, r.output.c_str());
+  std::ifstream j(json);
+  if (j) r.stats = nlohmann::json::parse(j, nullptr, false);
+  return r;
+}
+
+void expect_forwarded(const std::vector<Frame>& sent, const std::vector<Frame>& received, bool swapped) {
+  ASSERT_EQ(received.size(), sent.size()) << "every frame sent must come back, no more";
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    const Frame want = swapped ? mac_swapped(sent[i]) : sent[i];
+    if (received[i] != want && ++bad <= 5)
+      ADD_FAILURE() << "frame " << i << " (" << sent[i].size() << " bytes) differs from what was expected";
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
+}  // namespace ferry::test

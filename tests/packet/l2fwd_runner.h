@@ -1,0 +1,42 @@
+#pragma once
+// Runs `ferry l2fwd` as a child process, as a user would, and reads back what it
+// wrote: its statistics JSON and, with net_pcap, the frames it sent.
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "pcap_file.h"
+
+namespace ferry::test {
+
+struct L2fwdRun {
+  int exit_code = -1;
+  std::string output;    // stdout and stderr
+  nlohmann::json stats;  // --json-out; null when it wrote none
+};
+
+class L2fwdRunner {
+ public:
+  L2fwdRunner();   // a fresh scratch folder
+  ~L2fwdRunner();  // removes it
+
+  const std::filesystem::path& dir() const { return dir_; }
+  // ferry l2fwd <EAL args for `lcores` lcores on this machine> <eal> -- <flags> --json-out F
+  L2fwdRun run(const std::vector<std::string>& eal, const std::vector<std::string>& flags, unsigned lcores = 3,
+               double timeout_s = 120);
+  // net_pcap from in.pcap to out.pcap, both in dir().
+  std::vector<std::string> pcap_vdev() const;
+  std::string in_pcap() const { return (dir_ / "in.pcap").string(); }
+  std::string out_pcap() const { return (dir_ / "out.pcap").string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+// Checks that out.pcap holds exactly `sent`, in order, each MAC-swapped (or unchanged).
+void expect_forwarded(const std::vector<Frame>& sent, const std::vector<Frame>& received, bool swapped);
+
+}  // namespace ferry::test

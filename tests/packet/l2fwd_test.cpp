@@ -1,0 +1,103 @@
+// ferry l2fwd end to end on DPDK's virtual ports, with the CPU worker: net_pcap
+// for exact checks of what comes out, net_null for a source faster than the
+// worker. The GPU modes run the same checks in l2fwd_gpu_test.
+
+#include <gtest/gtest.h>
+
+#include "l2fwd_runner.h"
+
+namespace ferry::test {
+namespace {
+
+constexpr std::size_t kFrames = 2000;
+
+TEST(L2fwd, CpuModeSwapsTheMacsOfEveryFrameInOrder) {
+  L2fwdRunner r;
+  const auto frames = mixed_frames(kFrames, 1);
+  write_pcap(r.in_pcap(), frames);
+  const L2fwdRun run = r.run(r.pcap_vdev(), {"--mode", "cpu", "--burst", "32", "-v", std::to_string(kFrames)});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  expect_forwarded(frames, read_pcap(r.out_pcap()), true);
+  ASSERT_TRUE(run.stats.is_object()) << run.output;
+  EXPECT_EQ(run.stats["total"]["rx_packets"], kFrames);
+  EXPECT_EQ(run.stats["total"]["tx_packets"], kFrames);
+  EXPECT_EQ(run.stats["total"]["dropped"], 0);
+  EXPECT_EQ(run.stats["mbufs_not_returned"], 0);
+  EXPECT_GT(run.stats["total"]["burst_latency_p50_us"], 0.0);
+}
+
+// l2fwd-nv's own flags: -w 0 is "no workload", so frames go back unchanged.
+TEST(L2fwd, AnL2fwdNvCommandLineWorksAndWorkloadZeroForwardsUnchanged) {
+  L2fwdRunner r;
+  const auto frames = mixed_frames(kFrames, 2);
+  write_pcap(r.in_pcap(), frames);
+  const L2fwdRun run = r.run(r.pcap_vdev(), {"-b", "64", "-d", "2048", "-g", "0", "-m", "0", "-p", "1", "-t", "0",
+                                             "-w", "0", "-z", "0", "-n", "0", "-s", "0", "-v", std::to_string(kFrames)});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  expect_forwarded(frames, read_pcap(r.out_pcap()), false);
+}
+
+// Packets that arrive during the warm-up are forwarded but not measured.
+TEST(L2fwd, WarmUpPacketsAreForwardedButNotCounted) {
+  L2fwdRunner r;
+  const auto frames = mixed_frames(kFrames, 3);
+  write_pcap(r.in_pcap(), frames);
+  const L2fwdRun run = r.run(r.pcap_vdev(), {"-w", "1", "-b", "16", "-z", "500", "-v", std::to_string(kFrames - 500)});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  expect_forwarded(frames, read_pcap(r.out_pcap()), true);
+  EXPECT_EQ(run.stats["total"]["tx_packets"], kFrames - 500);
+}
+
+// A frame larger than one buffer arrives as a chain of mbufs, which no worker
+// can handle in place: it is dropped and counted, and the others go through.
+TEST(L2fwd, AFrameLargerThanABufferIsCountedAsSegmentedAndTheRestForwarded) {
+  L2fwdRunner r;
+  auto frames = mixed_frames(100, 4);
+  Frame jumbo(4000, 0x5a);
+  frames.insert(frames.begin() + 50, jumbo);
+  write_pcap(r.in_pcap(), frames);
+  const L2fwdRun run = r.run(r.pcap_vdev(), {"--mode", "cpu", "-d", "2048", "-v", "101"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  frames.erase(frames.begin() + 50);
+  expect_forwarded(frames, read_pcap(r.out_pcap()), true);
+  EXPECT_EQ(run.stats["total"]["dropped_segmented"], 1);
+  EXPECT_EQ(run.stats["mbufs_not_returned"], 0);
+}
+
+// Back-pressure: a worker that spends 100 us a packet cannot keep up with
+// net_null. RX drops what does not fit in the list, counts it, and goes on; no
+// mbuf is lost and nothing aborts (where l2fwd-nv quits with "burst is not free").
+TEST(L2fwd, ASlowWorkerDropsCountsAndKeepsForwardingWithoutLosingMbufs) {
+  L2fwdRunner r;
+  const L2fwdRun run = r.run({"--vdev", "net_null0,size=64"},
+                             {"--mode", "cpu", "-t", "100000", "-b", "8", "--items", "4", "-v", "2000000"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto& total = run.stats["total"];
+  EXPECT_GT(total["dropped_full"], 0);
+  EXPECT_GT(total["tx_packets"], 4 * 8) << "it kept forwarding after the list first filled";
+  EXPECT_EQ(total["dropped_full"].get<std::uint64_t>() + total["rx_packets"].get<std::uint64_t>(), 2000000u);
+  EXPECT_EQ(total["tx_packets"], total["rx_packets"]);
+  EXPECT_EQ(run.stats["mbufs_not_returned"], 0);
+}
+
+TEST(L2fwd, RefusesWhatItCannotDoWithAClearReason) {
+  L2fwdRunner r;
+  write_pcap(r.in_pcap(), mixed_frames(10, 5));
+  const L2fwdRun device = r.run(r.pcap_vdev(), {"--mode", "cpu", "--mem", "device", "-v", "10"});
+  EXPECT_NE(device.exit_code, 0);
+  EXPECT_NE(device.output.find("--mem device"), std::string::npos) << device.output;
+  const L2fwdRun lcores = r.run({"--vdev", "net_null0"}, {"--mode", "cpu", "-p", "2", "-v", "10"});
+  EXPECT_NE(lcores.exit_code, 0);
+  EXPECT_NE(lcores.output.find("need 4 worker lcores"), std::string::npos) << lcores.output;
+  const L2fwdRun port = r.run({"--vdev", "net_null0"}, {"--mode", "cpu", "--port", "3", "-v", "10"});
+  EXPECT_NE(port.exit_code, 0);
+  EXPECT_NE(port.output.find("port 3 does not exist"), std::string::npos) << port.output;
+  const L2fwdRun mode = r.run({"--vdev", "net_null0"}, {"--mode", "warp"});
+  EXPECT_NE(mode.exit_code, 0);
+  const L2fwdRun items = r.run({"--vdev", "net_null0"}, {"--items", "48", "-v", "10"});
+  EXPECT_NE(items.exit_code, 0);
+  EXPECT_NE(items.output.find("power of two"), std::string::npos) << items.output;
+}
+
+}  // namespace
+}  // namespace ferry::test
