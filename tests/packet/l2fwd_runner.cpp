@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -35,7 +36,9 @@ L2fwdRun L2fwdRunner::run(const std::vector<std::string>& eal, const std::vector
   const std::string json = (dir_ / "stats.json").string();
   std::filesystem::remove(json);
   // Through sh, so that stderr (the logs, and any error) lands in the same file as stdout.
-  std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", FERRY_BIN, "l2fwd", "--no-huge", "-m", "512", "--no-pci", "--no-shconf",
+  // FERRY_BIN in the environment: the binary where it was carried (the GPU machine).
+  const char* bin = std::getenv("FERRY_BIN") != nullptr ? std::getenv("FERRY_BIN") : FERRY_BIN;
+  std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", bin, "l2fwd", "--no-huge", "-m", "512", "--no-pci", "--no-shconf",
                                 "--file-prefix", "ferry-test-" + std::to_string(getpid()), "--lcores", map};
   argv.insert(argv.end(), eal.begin(), eal.end());
   argv.push_back("--");
