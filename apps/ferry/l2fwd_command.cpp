@@ -75,6 +75,9 @@ void add_flags(CLI::App& app, L2fwdFlags& f) {
   app.add_option("--mbufs", o.mbufs, "mbufs per pipeline; 0: the list's and the queues' worth")->capture_default_str();
   app.add_option("--graph-items", o.worker.graph_items, "graph and memops: list items each graph launch pre-posts")
       ->capture_default_str();
+  app.add_option("--gpu-lanes", o.worker.gpu_lanes,
+                 "GPU modes: items of a pipeline the GPU works on at once (blocks, streams or graph branches)")
+      ->capture_default_str();
   app.add_option("--burst-timeout-us", o.burst_timeout_us, "A partial burst goes to the worker after this long")
       ->capture_default_str();
   app.add_option("--when-full", f.when_full,

@@ -24,9 +24,10 @@ import time
 def run_ferry(args, mode, burst, size, workdir):
     out = os.path.join(workdir, f"ferry-{mode}-{burst}-{size}.json")
     cmd = [args.ferry, "l2fwd", "--no-huge", "-m", str(args.eal_mem), "--no-pci", "--no-shconf",
-           "--file-prefix", f"ferry-bench-{os.getpid()}", "-l", args.lcores,
+           "--file-prefix", f"ferry-bench-{os.getpid()}", "--lcores", args.lcores,
            "--vdev", f"net_null0,size={size},copy={args.copy}", "--",
-           "--mode", mode, "--burst", str(burst), "--items", str(args.items), "--stats-interval", "0",
+           "--mode", mode, "--burst", str(burst), "--items", str(args.items), "--gpu-lanes", str(args.gpu_lanes),
+           "--stats-interval", "0",
            "--json-out", out]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(args.seconds)
@@ -55,15 +56,20 @@ def run_testpmd(args, burst, size):
             f"--burst={burst}", "--stats-period", "1", "--auto-start", "--total-num-mbufs=16384"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          stdin=subprocess.DEVNULL)
-    time.sleep(args.seconds + 1)
+    time.sleep(args.seconds + 2)
     p.send_signal(signal.SIGINT)
     try:
         text, _ = p.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         p.kill()
         text, _ = p.communicate()
+    if args.log_dir:
+        with open(os.path.join(args.log_dir, f"testpmd-{size}-{burst}.log"), "w") as f:
+            f.write(text)
     pps = [int(x) for x in re.findall(r"Tx-pps:\s+(\d+)", text)]
-    pps = [x for x in pps if x > 0][1:]  # the first second includes start-up
+    pps = [x for x in pps if x > 0]
+    if len(pps) > 2:
+        pps = pps[1:]  # the first second includes start-up
     if not pps:
         return {"error": f"exit {p.returncode}: {text[-800:]}"}
     mpps = statistics.median(pps) / 1e6
@@ -80,10 +86,12 @@ def main():
     ap.add_argument("--sizes", default="64,1024")
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--items", type=int, default=64, help="communication list items per pipeline")
+    ap.add_argument("--gpu-lanes", type=int, default=4, help="GPU modes: items of a pipeline in work at once")
     ap.add_argument("--copy", type=int, default=1, help="net_null copies packet data on RX and TX (1) or not (0)")
-    ap.add_argument("--lcores", default="0-2", help="EAL cores for ferry l2fwd: main, RX, TX")
+    ap.add_argument("--lcores", default="0-2", help="EAL lcores for ferry l2fwd (--lcores): main, RX, TX")
     ap.add_argument("--eal-mem", type=int, default=2048, help="MiB of EAL memory (--no-huge)")
     ap.add_argument("--out", default="l2fwd-bench.json")
+    ap.add_argument("--log-dir", default="", help="keep each testpmd run's output here")
     args = ap.parse_args()
 
     modes = args.modes.split(",")

@@ -6,7 +6,10 @@
 set -euo pipefail
 C=.carry
 mkdir -p "$C/lib" "$C/dpdk/lib" "$C/dpdk/pmds"
+# libpcap and what it links (dbus, systemd, ...), which the GPU machine's Ubuntu may lack.
 cp -L /usr/lib/x86_64-linux-gnu/libpcap.so.0.8 "$C/lib/"
+ldd /usr/lib/x86_64-linux-gnu/libpcap.so.0.8 | awk '$3 ~ /^\// {print $3}' |
+  grep -vE '/(libc|libm|libpthread|libdl|librt)\.so' | while read -r lib; do cp -L "$lib" "$C/lib/"; done
 cp -L /usr/bin/dpdk-testpmd "$C/dpdk/"
 ldd /usr/bin/dpdk-testpmd | awk '$3 ~ /^\// {print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt)\.so' |
   while read -r lib; do cp -L "$lib" "$C/dpdk/lib/"; done

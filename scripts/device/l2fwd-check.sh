@@ -23,6 +23,6 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== l2fwd bench"
   LD_LIBRARY_PATH=$C/dpdk/lib:$LD_LIBRARY_PATH python3 bench/packet/l2fwd_bench.py --ferry "$FERRY_BIN" \
-    --testpmd "$C/dpdk/dpdk-testpmd" --pmd "$C/dpdk/pmds" --out "$OUT/l2fwd-bench.json" ${BENCH_ARGS:-} 2>&1 | tail -40
+    --testpmd "$C/dpdk/dpdk-testpmd" --pmd "$C/dpdk/pmds" --out "$OUT/l2fwd-bench.json" --log-dir "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -40
 fi
 exit $rc

@@ -132,6 +132,7 @@ int Pipeline::rx_loop() {
     if (kept == 0) continue;
     item.num_packets = kept;
     item.ready_ns = now_ns();
+    item.sequence = k;
     counters_.rx_packets.fetch_add(kept, std::memory_order_relaxed);
     counters_.rx_bytes.fetch_add(bytes, std::memory_order_relaxed);
     set_comm_status(item, pass_through ? kCommDone : kCommReady);  // C2

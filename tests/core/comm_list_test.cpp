@@ -97,6 +97,7 @@ TEST(CommList, ThreeStagesPassEveryBurstInOrderAndTeardownEndsTheWorker) {
       for (std::uint32_t i = 0; i < n; ++i) l.packets(static_cast<std::uint32_t>(k))[i] = {seq++, i + 1, 64};
       item.num_packets = n;
       item.ready_ns = k;
+      item.sequence = static_cast<std::uint32_t>(k);
       set_comm_status(item, kCommReady);
     }
   });
@@ -119,7 +120,8 @@ TEST(CommList, ThreeStagesPassEveryBurstInOrderAndTeardownEndsTheWorker) {
     CommItem& item = l.item(static_cast<std::uint32_t>(k));
     Backoff backoff;
     while (comm_status(item) != kCommDone) backoff.idle();
-    if (item.ready_ns != k || item.num_packets != 1 + k % kMaxPackets) ++bad;
+    if (item.ready_ns != k || item.sequence != static_cast<std::uint32_t>(k) || item.num_packets != 1 + k % kMaxPackets)
+      ++bad;
     for (std::uint32_t i = 0; i < item.num_packets; ++i) {
       const CommPacket& p = l.packets(static_cast<std::uint32_t>(k))[i];
       if (p.addr != expect_seq++ || p.size != 2 * (i + 1) || p.room != 64) ++bad;

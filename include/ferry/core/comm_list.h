@@ -75,7 +75,12 @@ struct alignas(64) CommItem {
   std::uint32_t status;       // CommStatus
   std::uint32_t num_packets;  // written by RX before READY
   std::uint64_t ready_ns;     // RX's clock when it marked the item READY (latency)
-  std::uint64_t reserved[6];
+  // RX's free-running index of the burst, written before READY. A stage that may
+  // run a whole lap ahead of the item's last use (the burst dispatcher, whose
+  // kernels can lag a full list behind) tells this turn's READY from the last's by it.
+  std::uint32_t sequence;
+  std::uint32_t reserved0;
+  std::uint64_t reserved[5];
 };
 static_assert(sizeof(CommItem) == 64);
 

@@ -52,6 +52,10 @@ struct PacketWorkerOptions {
   std::uint32_t max_packets = 32;   // packets per item at most (the burst)
   std::uint64_t ns_per_packet = 0;  // l2fwd-nv's -t: a synthetic workload of this long per packet
   std::uint32_t graph_items = 8;    // graph and memops: items each graph launch pre-posts
+  // GPU modes: items of one list the GPU works on at once (persistent: blocks
+  // per list; burst: streams per list; graph and memops: parallel branches of
+  // each graph). One item at a time leaves the GPU waiting on PCIe round trips.
+  std::uint32_t gpu_lanes = 4;
 };
 
 // Memory a worker handed out: `host` is where the CPU writes it (null for GPU

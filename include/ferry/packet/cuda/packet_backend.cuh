@@ -19,6 +19,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -49,6 +50,7 @@ class GpuPacketWorker final : public PacketWorker {
       : options_(options), handler_(handler), gpu_(options.gpu) {
     if (!is_gpu_mode(options_.mode)) throw Error(std::string("the GPU worker has no mode ") + to_string(options_.mode));
     if (options_.graph_items == 0) throw Error("graph_items must be at least 1");
+    if (options_.gpu_lanes == 0 || options_.gpu_lanes > 64) throw Error("--gpu-lanes must be in 1..64");
   }
 
   ~GpuPacketWorker() override {
@@ -60,6 +62,10 @@ class GpuPacketWorker final : public PacketWorker {
     for (auto& per_list : events_)
       for (auto& e : per_list)
         if (e != nullptr) cudaEventDestroy(e);
+    for (auto& e : fork_) cudaEventDestroy(e);
+    for (auto& per_list : join_)
+      for (auto& e : per_list) cudaEventDestroy(e);
+    for (auto& s : branches_) cudaStreamDestroy(s);
     for (auto& s : streams_) cudaStreamDestroy(s);
     if (lists_on_gpu_ != nullptr) cudaFree(lists_on_gpu_);
   }
@@ -73,6 +79,12 @@ class GpuPacketWorker final : public PacketWorker {
       FERRY_CUDA_CHECK(cudaHostGetDevicePointer(&base_d, l.base(), 0));
       lists_.push_back(l);
       lists_d_.push_back(l.at(base_d));
+      if (l.capacity() < options_.gpu_lanes)
+        throw Error("a list of " + std::to_string(l.capacity()) + " items cannot keep " +
+                    std::to_string(options_.gpu_lanes) + " GPU lanes busy: give it more items or fewer lanes");
+    }
+    // Lane j of list p works in stream p * lanes + j.
+    for (std::size_t i = 0; i < lists_.size() * options_.gpu_lanes; ++i) {
       cudaStream_t s = nullptr;
       FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
       streams_.push_back(s);
@@ -97,7 +109,9 @@ class GpuPacketWorker final : public PacketWorker {
     running_.store(false);
     if (dispatcher_.joinable()) dispatcher_.join();
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (cudaStream_t s : streams_) {
+    std::vector<cudaStream_t> all = streams_;
+    all.insert(all.end(), branches_.begin(), branches_.end());
+    for (cudaStream_t s : all) {
       cudaError_t st;
       while ((st = cudaStreamQuery(s)) == cudaErrorNotReady) {
         if (std::chrono::steady_clock::now() > deadline) {
@@ -120,6 +134,7 @@ class GpuPacketWorker final : public PacketWorker {
   std::string describe() const override {
     std::string d = std::string("cuda ") + to_string(options_.mode) + " on " + gpu_.describe() + ", handler " +
                     worker::handler_name<Handler>();
+    d += ", " + std::to_string(options_.gpu_lanes) + " items at once per list";
     if (options_.mode == PacketMode::Graph || options_.mode == PacketMode::Memops)
       d += ", " + std::to_string(options_.graph_items) + " items per graph launch" +
            (options_.mode == PacketMode::Memops && !memops_captured_ ? " (waits posted directly: capture refused)" : "");
@@ -133,8 +148,8 @@ class GpuPacketWorker final : public PacketWorker {
     FERRY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&lists_on_gpu_), sizeof(CommList) * lists_d_.size()));
     FERRY_CUDA_CHECK(cudaMemcpy(lists_on_gpu_, lists_d_.data(), sizeof(CommList) * lists_d_.size(),
                                 cudaMemcpyHostToDevice));
-    persistent_packet_kernel<<<static_cast<unsigned>(lists_d_.size()), kItemThreads, 0, streams_[0]>>>(
-        lists_on_gpu_, options_.ns_per_packet, handler_);
+    persistent_packet_kernel<<<static_cast<unsigned>(lists_d_.size() * options_.gpu_lanes), kItemThreads, 0,
+                               streams_[0]>>>(lists_on_gpu_, options_.gpu_lanes, options_.ns_per_packet, handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -149,11 +164,14 @@ class GpuPacketWorker final : public PacketWorker {
           if (ended[p]) continue;
           all_ended = false;
           // C1 on the host: the kernel's reads of the item follow the launch.
-          const std::uint32_t s = comm_status(lists_[p].item(next[p]));
+          const CommItem& item = lists_[p].item(next[p]);
+          const std::uint32_t s = comm_status(item);
           if (s == kCommError) ended[p] = true;
-          if (s != kCommReady) continue;
-          burst_packet_kernel<<<1, kItemThreads, 0, streams_[p]>>>(lists_d_[p], next[p]++, options_.ns_per_packet,
-                                                                   handler_);
+          // A READY of the item's last turn, whose kernel has not run yet, is not this turn's.
+          if (s != kCommReady || item.sequence != next[p]) continue;
+          cudaStream_t stream = streams_[p * options_.gpu_lanes + next[p] % options_.gpu_lanes];
+          burst_packet_kernel<<<1, kItemThreads, 0, stream>>>(lists_d_[p], next[p]++, options_.ns_per_packet,
+                                                              handler_);
           FERRY_CUDA_CHECK(cudaGetLastError());
           launched_.fetch_add(1, std::memory_order_relaxed);
           progress = true;
@@ -181,6 +199,20 @@ class GpuPacketWorker final : public PacketWorker {
     }
     cudaStream_t capture = nullptr;
     FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
+    for (std::size_t p = 0; p < lists_.size(); ++p) {
+      cudaEvent_t fork = nullptr;
+      FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+      fork_.push_back(fork);
+      join_.emplace_back();
+      for (std::uint32_t b = 0; b < options_.gpu_lanes; ++b) {
+        cudaEvent_t join = nullptr;
+        FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+        join_[p].push_back(join);
+        cudaStream_t s = nullptr;
+        FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        branches_.push_back(s);
+      }
+    }
     graphs_.resize(lists_.size());
     events_.resize(lists_.size());
     for (std::size_t p = 0; p < lists_.size(); ++p) {
@@ -215,24 +247,37 @@ class GpuPacketWorker final : public PacketWorker {
     cudaStreamDestroy(capture);
   }
 
-  // Group g of list p into `stream`: its items' kernels, each after its wait in memops.
+  // Group g of list p into `stream`: its items' kernels (each after its wait in
+  // memops), on up to gpu_lanes parallel branches that fork from `stream` and
+  // join it again, so that the items of a group are handled at once.
   void post_group(cudaStream_t stream, std::size_t p, std::uint32_t g) {
     const CommList& l = lists_d_[p];
+    const std::uint32_t lanes = std::min(options_.gpu_lanes, options_.graph_items);
+    FERRY_CUDA_CHECK(cudaEventRecord(fork_[p], stream));
+    for (std::uint32_t b = 0; b < lanes; ++b) FERRY_CUDA_CHECK(cudaStreamWaitEvent(branch(p, b), fork_[p], 0));
     for (std::uint32_t j = 0; j < options_.graph_items; ++j) {
       const std::uint32_t k = g * options_.graph_items + j;
+      cudaStream_t s = branch(p, j % lanes);
       if (options_.mode == PacketMode::Graph) {
-        waiting_packet_kernel<<<1, kItemThreads, 0, stream>>>(l, k, options_.ns_per_packet, handler_);
+        waiting_packet_kernel<<<1, kItemThreads, 0, s>>>(l, k, options_.ns_per_packet, handler_);
       } else {
         // Wakes for READY (1) or ERROR (3), never for DONE (2) left from the item's last turn.
         const auto status_d = reinterpret_cast<CUdeviceptr>(&l.item(k).status);
-        worker::cuda::check_driver(
-            wait_value_(reinterpret_cast<CUstream>(stream), status_d, 1, CU_STREAM_WAIT_VALUE_AND),
-            "cuStreamWaitValue32");
-        released_packet_kernel<<<1, kItemThreads, 0, stream>>>(l, k, options_.ns_per_packet, handler_);
+        worker::cuda::check_driver(wait_value_(reinterpret_cast<CUstream>(s), status_d, 1, CU_STREAM_WAIT_VALUE_AND),
+                                   "cuStreamWaitValue32");
+        released_packet_kernel<<<1, kItemThreads, 0, s>>>(l, k, options_.ns_per_packet, handler_);
       }
       FERRY_CUDA_CHECK(cudaGetLastError());
     }
+    for (std::uint32_t b = 0; b < lanes; ++b) {
+      FERRY_CUDA_CHECK(cudaEventRecord(join_[p][b], branch(p, b)));
+      FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, join_[p][b], 0));
+    }
   }
+
+  // The branch streams of list p: its lanes' streams but the first, which the
+  // group is launched into; branch 0 is a stream of its own per list.
+  cudaStream_t branch(std::size_t p, std::uint32_t b) const { return branches_[p * options_.gpu_lanes + b]; }
 
   void group_loop() {
     const std::size_t lists = lists_.size();
@@ -250,11 +295,12 @@ class GpuPacketWorker final : public PacketWorker {
           }
           while (posted[p] - finished[p] < kGroupsAhead) {
             const auto g = static_cast<std::uint32_t>(posted[p] % graphs_[p].size());
+            cudaStream_t stream = streams_[p * options_.gpu_lanes];
             if (graphs_[p][g] != nullptr)
-              FERRY_CUDA_CHECK(cudaGraphLaunch(graphs_[p][g], streams_[p]));
+              FERRY_CUDA_CHECK(cudaGraphLaunch(graphs_[p][g], stream));
             else
-              post_group(streams_[p], p, g);
-            FERRY_CUDA_CHECK(cudaEventRecord(events_[p][posted[p] % kGroupsAhead], streams_[p]));
+              post_group(stream, p, g);
+            FERRY_CUDA_CHECK(cudaEventRecord(events_[p][posted[p] % kGroupsAhead], stream));
             ++posted[p];
             launched_.fetch_add(options_.graph_items, std::memory_order_relaxed);
             progress = true;
@@ -281,7 +327,10 @@ class GpuPacketWorker final : public PacketWorker {
   std::vector<CommList> lists_;    // host views
   std::vector<CommList> lists_d_;  // the same lists at the GPU's addresses
   CommList* lists_on_gpu_ = nullptr;
-  std::vector<cudaStream_t> streams_;
+  std::vector<cudaStream_t> streams_;   // gpu_lanes per list
+  std::vector<cudaStream_t> branches_;  // graph and memops: gpu_lanes per list
+  std::vector<cudaEvent_t> fork_;       // per list
+  std::vector<std::vector<cudaEvent_t>> join_;
   std::vector<std::vector<cudaGraphExec_t>> graphs_;
   std::vector<std::vector<cudaEvent_t>> events_;
   worker::cuda::StreamWaitValue32 wait_value_ = nullptr;

@@ -60,11 +60,13 @@ __device__ void handle_item(const CommList& list, std::uint32_t k, std::uint64_t
   }
 }
 
-// persistent: block b serves list b, item after item, until it meets ERROR.
+// persistent: `lanes` blocks serve each list; lane j takes items j, j + lanes,
+// ... until it meets ERROR. Items finish out of order; TX sends them in order.
 template <typename Handler>
-__global__ void persistent_packet_kernel(const CommList* lists, std::uint64_t ns_per_packet, Handler h) {
-  const CommList list = lists[blockIdx.x];
-  for (std::uint32_t k = 0;; ++k) {
+__global__ void persistent_packet_kernel(const CommList* lists, unsigned lanes, std::uint64_t ns_per_packet,
+                                         Handler h) {
+  const CommList list = lists[blockIdx.x / lanes];
+  for (std::uint32_t k = blockIdx.x % lanes;; k += lanes) {
     if (wait_for_item(list, k) == kCommError) return;
     handle_item(list, k, ns_per_packet, h);
   }
