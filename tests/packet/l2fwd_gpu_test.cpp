@@ -22,7 +22,7 @@ TEST_P(L2fwdGpu, SwapsTheMacsOfEveryFrameInOrder) {
   write_pcap(r.in_pcap(), frames);
   for (const char* burst : {"1", "32", "256"}) {
     SCOPED_TRACE(std::string("burst ") + burst);
-    const L2fwdRun run = r.run(r.pcap_vdev(), {"--mode", GetParam(), "--burst", burst, "-v", std::to_string(kFrames)});
+    const L2fwdRun run = r.run(r.pcap_vdev(), L2fwdRunner::lossless({"--mode", GetParam(), "--burst", burst, "-v", std::to_string(kFrames)}));
     ASSERT_EQ(run.exit_code, 0) << run.output;
     expect_forwarded(frames, read_pcap(r.out_pcap()), true);
     EXPECT_EQ(run.stats["total"]["tx_packets"], kFrames);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -27,8 +28,19 @@ std::vector<std::string> L2fwdRunner::pcap_vdev() const {
   return {"--vdev", "net_pcap0,rx_pcap=" + in_pcap() + ",tx_pcap=" + out_pcap()};
 }
 
+std::vector<std::string> L2fwdRunner::lossless(std::vector<std::string> flags) {
+  flags.insert(flags.end(), {"--when-full", "wait"});
+  return flags;
+}
+
 L2fwdRun L2fwdRunner::run(const std::vector<std::string>& eal, const std::vector<std::string>& flags, unsigned lcores,
                           double timeout_s) {
+  Subprocess child = start(eal, flags, lcores);
+  return collect(child, timeout_s);
+}
+
+Subprocess L2fwdRunner::start(const std::vector<std::string>& eal, const std::vector<std::string>& flags,
+                              unsigned lcores) {
   // EAL lcores over however many CPUs this machine has (CI has 2): lcore i on CPU i mod n.
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
   std::string map;
@@ -44,8 +56,12 @@ L2fwdRun L2fwdRunner::run(const std::vector<std::string>& eal, const std::vector
   argv.push_back("--");
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {"--stats-interval", "0.2", "--json-out", json});
+  return Subprocess::spawn(argv, (dir_ / "stdout.txt").string());
+}
+
+L2fwdRun L2fwdRunner::collect(Subprocess& child, double timeout_s) {
+  const std::string json = (dir_ / "stats.json").string();
   const std::string out = (dir_ / "stdout.txt").string();
-  Subprocess child = Subprocess::spawn(argv, out);
   L2fwdRun r;
   const auto code = child.wait(timeout_s);
   if (!code) {
@@ -61,6 +77,18 @@ L2fwdRun L2fwdRunner::run(const std::vector<std::string>& eal, const std::vector
   std::ifstream j(json);
   if (j) r.stats = nlohmann::json::parse(j, nullptr, false);
   return r;
+}
+
+bool L2fwdRunner::wait_for_output(const std::string& text, double timeout_s) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream o(dir_ / "stdout.txt");
+    std::stringstream ss;
+    ss << o.rdbuf();
+    if (ss.str().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
 }
 
 void expect_forwarded(const std::vector<Frame>& sent, const std::vector<Frame>& received, bool swapped) {

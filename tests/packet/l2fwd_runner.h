@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/subprocess.h"
 #include "pcap_file.h"
 
 namespace ferry::test {
@@ -27,8 +28,17 @@ class L2fwdRunner {
   // ferry l2fwd <EAL args for `lcores` lcores on this machine> <eal> -- <flags> --json-out F
   L2fwdRun run(const std::vector<std::string>& eal, const std::vector<std::string>& flags, unsigned lcores = 3,
                double timeout_s = 120);
+  // The same, in two steps: start it, then (after a SIGINT, say) collect what it did.
+  Subprocess start(const std::vector<std::string>& eal, const std::vector<std::string>& flags, unsigned lcores = 3);
+  L2fwdRun collect(Subprocess& child, double timeout_s);
+  // Waits until the started child's output holds `text`; false after timeout_s.
+  bool wait_for_output(const std::string& text, double timeout_s) const;
   // net_pcap from in.pcap to out.pcap, both in dir().
   std::vector<std::string> pcap_vdev() const;
+  // The flags every pcap check adds: RX waits while the list is full rather than
+  // dropping (net_pcap reads its file only as fast as it is polled), so every
+  // frame comes out however slow the worker, a sanitizer or a loaded machine is.
+  static std::vector<std::string> lossless(std::vector<std::string> flags);
   std::string in_pcap() const { return (dir_ / "in.pcap").string(); }
   std::string out_pcap() const { return (dir_ / "out.pcap").string(); }
 

@@ -15,7 +15,7 @@ TEST(L2fwd, CpuModeSwapsTheMacsOfEveryFrameInOrder) {
   L2fwdRunner r;
   const auto frames = mixed_frames(kFrames, 1);
   write_pcap(r.in_pcap(), frames);
-  const L2fwdRun run = r.run(r.pcap_vdev(), {"--mode", "cpu", "--burst", "32", "-v", std::to_string(kFrames)});
+  const L2fwdRun run = r.run(r.pcap_vdev(), L2fwdRunner::lossless({"--mode", "cpu", "--burst", "32", "-v", std::to_string(kFrames)}));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   expect_forwarded(frames, read_pcap(r.out_pcap()), true);
   ASSERT_TRUE(run.stats.is_object()) << run.output;
@@ -31,8 +31,9 @@ TEST(L2fwd, AnL2fwdNvCommandLineWorksAndWorkloadZeroForwardsUnchanged) {
   L2fwdRunner r;
   const auto frames = mixed_frames(kFrames, 2);
   write_pcap(r.in_pcap(), frames);
-  const L2fwdRun run = r.run(r.pcap_vdev(), {"-b", "64", "-d", "2048", "-g", "0", "-m", "0", "-p", "1", "-t", "0",
-                                             "-w", "0", "-z", "0", "-n", "0", "-s", "0", "-v", std::to_string(kFrames)});
+  const L2fwdRun run = r.run(r.pcap_vdev(), L2fwdRunner::lossless({"-b", "64", "-d", "2048", "-g", "0", "-m", "0", "-p", "1",
+                                                                   "-t", "0", "-w", "0", "-z", "0", "-n", "0", "-s", "0",
+                                                                   "-v", std::to_string(kFrames)}));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   expect_forwarded(frames, read_pcap(r.out_pcap()), false);
 }
@@ -42,7 +43,7 @@ TEST(L2fwd, WarmUpPacketsAreForwardedButNotCounted) {
   L2fwdRunner r;
   const auto frames = mixed_frames(kFrames, 3);
   write_pcap(r.in_pcap(), frames);
-  const L2fwdRun run = r.run(r.pcap_vdev(), {"-w", "1", "-b", "16", "-z", "500", "-v", std::to_string(kFrames - 500)});
+  const L2fwdRun run = r.run(r.pcap_vdev(), L2fwdRunner::lossless({"-w", "1", "-b", "16", "-z", "500", "-v", std::to_string(kFrames - 500)}));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   expect_forwarded(frames, read_pcap(r.out_pcap()), true);
   EXPECT_EQ(run.stats["total"]["tx_packets"], kFrames - 500);
@@ -56,7 +57,7 @@ TEST(L2fwd, AFrameLargerThanABufferIsCountedAsSegmentedAndTheRestForwarded) {
   Frame jumbo(4000, 0x5a);
   frames.insert(frames.begin() + 50, jumbo);
   write_pcap(r.in_pcap(), frames);
-  const L2fwdRun run = r.run(r.pcap_vdev(), {"--mode", "cpu", "-d", "2048", "-v", "101"});
+  const L2fwdRun run = r.run(r.pcap_vdev(), L2fwdRunner::lossless({"--mode", "cpu", "-d", "2048", "-v", "101"}));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   frames.erase(frames.begin() + 50);
   expect_forwarded(frames, read_pcap(r.out_pcap()), true);
