@@ -17,6 +17,7 @@ rc=0
 if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== comm_list_test"; "$C/build/tests/core/comm_list_test" 2>&1 | tail -3 || rc=1
   echo "== l2fwd_test (cpu modes)"; "$C/build/tests/packet/l2fwd_test" 2>&1 | grep -E "^\[ |Failure|Expected|actual" | tail -14 || rc=1
+  echo "== l2fwd_live_test"; "$C/build/tests/packet/l2fwd_live_test" 2>&1 | grep -E "^\[ |live l2fwd|namespace|Failure" | tail -6 || rc=1
   echo "== l2fwd_gpu_test"; "$C/build/tests/packet/l2fwd_gpu_test" 2>&1 | grep -E "^\[ |Failure|Expected|actual|error" | tail -30
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
