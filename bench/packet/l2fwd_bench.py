@@ -21,6 +21,20 @@ import tempfile
 import time
 
 
+def run_for(cmd, seconds):
+    """Runs cmd for `seconds`, then SIGINT; its exit status and output."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         stdin=subprocess.DEVNULL)
+    time.sleep(seconds)
+    p.send_signal(signal.SIGINT)
+    try:
+        text, _ = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        text, _ = p.communicate()
+    return p.returncode, text
+
+
 def run_ferry(args, mode, burst, size, workdir):
     out = os.path.join(workdir, f"ferry-{mode}-{burst}-{size}.json")
     cmd = [args.ferry, "l2fwd", "--no-huge", "-m", str(args.eal_mem), "--no-pci", "--no-shconf",
@@ -29,16 +43,9 @@ def run_ferry(args, mode, burst, size, workdir):
            "--mode", mode, "--burst", str(burst), "--items", str(args.items), "--gpu-lanes", str(args.gpu_lanes),
            "--stats-interval", "0",
            "--json-out", out]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(args.seconds)
-    p.send_signal(signal.SIGINT)
-    try:
-        text, _ = p.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        text, _ = p.communicate()
-    if p.returncode != 0 or not os.path.exists(out):
-        return {"error": f"exit {p.returncode}: {text[-800:]}"}
+    code, text = run_for(cmd, args.seconds)
+    if code != 0 or not os.path.exists(out):
+        return {"error": f"exit {code}: {text[-800:]}"}
     with open(out) as f:
         stats = json.load(f)
     t = stats["total"]
@@ -54,15 +61,7 @@ def run_testpmd(args, burst, size):
         cmd += ["-d", d]
     cmd += ["--vdev", f"net_null0,size={size},copy={args.copy}", "--", "--forward-mode=macswap",
             f"--burst={burst}", "--stats-period", "1", "--auto-start", "--total-num-mbufs=16384"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         stdin=subprocess.DEVNULL)
-    time.sleep(args.seconds + 2)
-    p.send_signal(signal.SIGINT)
-    try:
-        text, _ = p.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        text, _ = p.communicate()
+    code, text = run_for(cmd, args.seconds + 2)  # its first second is start-up
     if args.log_dir:
         with open(os.path.join(args.log_dir, f"testpmd-{size}-{burst}.log"), "w") as f:
             f.write(text)
@@ -71,7 +70,7 @@ def run_testpmd(args, burst, size):
     if len(pps) > 2:
         pps = pps[1:]  # the first second includes start-up
     if not pps:
-        return {"error": f"exit {p.returncode}: {text[-800:]}"}
+        return {"error": f"exit {code}: {text[-800:]}"}
     mpps = statistics.median(pps) / 1e6
     return {"mpps": mpps, "gbps": mpps * 1e6 * size * 8 / 1e9, "samples": len(pps)}
 

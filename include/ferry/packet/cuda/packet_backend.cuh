@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ferry/core/detail/backoff.h"
+#include "ferry/core/detail/first_failure.h"
 #include "ferry/packet/cuda/packet_kernels.cuh"
 #include "ferry/packet/cuda_packet_worker.h"
 #include "ferry/worker/cuda/cuda_check.h"
@@ -126,10 +127,7 @@ class GpuPacketWorker final : public PacketWorker {
     }
   }
 
-  std::string failure() const override {
-    if (failed_.load(std::memory_order_acquire)) return failure_;
-    return {};
-  }
+  std::string failure() const override { return failure_.get(); }
   std::uint64_t bursts() const override { return launched_.load(std::memory_order_relaxed); }
   std::string describe() const override {
     std::string d = std::string("cuda ") + to_string(options_.mode) + " on " + gpu_.describe() + ", handler " +
@@ -313,13 +311,7 @@ class GpuPacketWorker final : public PacketWorker {
     }
   }
 
-  void set_failure(const std::string& why) {
-    bool expected = false;
-    if (failing_.compare_exchange_strong(expected, true)) {
-      failure_ = why;
-      failed_.store(true, std::memory_order_release);
-    }
-  }
+  void set_failure(const std::string& why) { failure_.set(why); }
 
   PacketWorkerOptions options_;
   Handler handler_;
@@ -339,9 +331,7 @@ class GpuPacketWorker final : public PacketWorker {
   std::thread dispatcher_;
   std::atomic<std::uint64_t> launched_{0};
   bool stuck_ = false;
-  std::atomic<bool> failing_{false};
-  std::atomic<bool> failed_{false};
-  std::string failure_;
+  FirstFailure failure_;
 };
 
 }  // namespace ferry::packet::cuda

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ferry/core/detail/backoff.h"
+#include "ferry/core/detail/first_failure.h"
 #include "ferry/core/arena_control.h"
 #include "ferry/worker/backend.h"
 #include "ferry/worker/cuda/batch_kernel.cuh"
@@ -101,7 +102,7 @@ class BatchedBackend final : public Backend {
   bool stuck() const override { return stream_busy_; }
 
   std::string failure() const override {
-    if (failed_.load(std::memory_order_acquire)) return failure_;
+    if (failure_.failed()) return failure_.get();
     const std::uint32_t code = arena_control::first_error(*gpu_.arena()->header());
     if (code == kRequestLongerThanSlot) return "the GPU found a request longer than its slot (corrupt channel)";
     if (code == kResponseLongerThanSlot) return "the handler returned a response longer than the slot";
@@ -312,13 +313,7 @@ class BatchedBackend final : public Backend {
     arena_control::publish_handled(*ch.header, total);
   }
 
-  void set_failure(const std::string& why) {
-    bool expected = false;
-    if (failing_.compare_exchange_strong(expected, true)) {
-      failure_ = why;
-      failed_.store(true, std::memory_order_release);
-    }
-  }
+  void set_failure(const std::string& why) { failure_.set(why); }
 
   WorkerOptions options_;
   Handler handler_;
@@ -344,9 +339,7 @@ class BatchedBackend final : public Backend {
   std::atomic<bool> running_{false};
   std::thread dispatcher_;
   std::thread completer_;
-  std::atomic<bool> failing_{false};
-  std::atomic<bool> failed_{false};
-  std::string failure_;  // written once, before failed_ is released
+  FirstFailure failure_;
 };
 
 }  // namespace ferry::worker::cuda
