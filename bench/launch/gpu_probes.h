@@ -24,7 +24,19 @@ struct HandlerThroughput {
   bool verified = false;         // both kernels' output checked against the CPU
 };
 
+// The raw mechanisms under the batched launch methods, each as a round trip
+// that a request could at best take through it: the host writes a word into
+// mapped memory, a one-block kernel reads it and writes an answer, the host sees
+// the answer. p50 in microseconds.
+struct RawMechanisms {
+  double launch_sync_us = 0;  // burst's: cudaLaunchKernel, then cudaStreamSynchronize
+  double graph_sync_us = 0;   // graph's: cudaGraphLaunch of that kernel, then cudaStreamSynchronize
+  double memops_us = 0;       // memops': a pre-posted cuStreamWaitValue32, the kernel, and
+                              // cuStreamWriteValue32, released by a flag and seen by polling
+};
+
 std::optional<FloorResult> measure_floor(const std::string& gpu, std::uint64_t round_trips);
+std::optional<RawMechanisms> measure_raw_mechanisms(const std::string& gpu, std::uint64_t round_trips);
 std::optional<HandlerThroughput> measure_handler_throughput(const std::string& gpu);
 std::string gpu_name(const std::string& gpu);
 

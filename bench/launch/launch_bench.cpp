@@ -179,6 +179,7 @@ int run_launch_bench(const LaunchBenchOptions& opts) {
               gpu.empty() ? "no GPU" : gpu.c_str(), std::thread::hardware_concurrency(), opts.channels);
 
   std::optional<FloorResult> floor;
+  std::optional<RawMechanisms> raw;
   if (!gpu.empty()) {
     floor = measure_floor(opts.gpu, opts.latency_round_trips);
     out["floor"] = {{"p50_us", floor->p50_us}, {"p99_us", floor->p99_us}, {"min_us", floor->min_us}};
@@ -195,9 +196,16 @@ int run_launch_bench(const LaunchBenchOptions& opts) {
                 h->messages, h->device_copy_gbs, h->naive_gbs, 100 * h->naive_gbs / h->device_copy_gbs, h->warp_gbs,
                 100 * h->warp_gbs / h->device_copy_gbs, h->verified ? "" : "  OUTPUT WRONG");
     if (!h->verified) return 1;
+    raw = measure_raw_mechanisms(opts.gpu, opts.latency_round_trips);
+    out["raw"] = {{"launch_sync_p50_us", raw->launch_sync_us},
+                  {"graph_sync_p50_us", raw->graph_sync_us},
+                  {"memops_p50_us", raw->memops_us}};
+    std::printf("raw mechanisms, one word's round trip p50: kernel launch + synchronize %.2f us; graph launch + "
+                "synchronize %.2f us; stream wait + kernel + stream write %.2f us\n",
+                raw->launch_sync_us, raw->graph_sync_us, raw->memops_us);
   }
 
-  std::printf("\n%-11s %9s %9s %9s", "method", "rtt p50", "rtt p99", "x floor");
+  std::printf("\n%-11s %9s %9s %9s %7s", "method", "rtt p50", "rtt p99", "x floor", "x raw");
   for (auto b : opts.bursts) std::printf(" %8s", ("b" + std::to_string(b)).c_str());
   std::printf("   (Mmsg/s at each burst; size in bytes)\n");
   for (const auto& method : opts.methods) {
@@ -213,9 +221,16 @@ int run_launch_bench(const LaunchBenchOptions& opts) {
     m["rtt_p50_us"] = lat.p50_us;
     m["rtt_p99_us"] = lat.p99_us;
     if (floor) m["rtt_p50_over_floor"] = lat.p50_us / floor->p50_us;
+    // Each batched method against the mechanism it is built on.
+    double raw_us = 0;
+    if (raw && method == "burst") raw_us = raw->launch_sync_us;
+    if (raw && method == "graph") raw_us = raw->graph_sync_us;
+    if (raw && method == "memops") raw_us = raw->memops_us;
+    if (raw_us > 0) m["rtt_p50_over_raw"] = lat.p50_us / raw_us;
     for (auto size : opts.sizes) {
-      std::printf("%-11s %7.2fus %7.2fus %9s", (method + "/" + std::to_string(size)).c_str(), lat.p50_us, lat.p99_us,
-                  floor ? std::to_string(lat.p50_us / floor->p50_us).substr(0, 4).c_str() : "-");
+      std::printf("%-11s %7.2fus %7.2fus %9s %7s", (method + "/" + std::to_string(size)).c_str(), lat.p50_us,
+                  lat.p99_us, floor ? std::to_string(lat.p50_us / floor->p50_us).substr(0, 4).c_str() : "-",
+                  raw_us > 0 ? std::to_string(lat.p50_us / raw_us).substr(0, 4).c_str() : "-");
       std::optional<Setup> shared;
       if (!batched) shared.emplace(start_method(method, opts, 32));
       for (auto burst : opts.bursts) {

@@ -1,8 +1,10 @@
 #pragma once
 // The kernel of the batched launch methods (burst, graph, memops): handles
-// `count` requests of one channel from index `first`, one warp per message, and
-// writes the responses' bytes, len and cookie. It publishes nothing: the host's
-// completion thread does, once the batch is known complete.
+// `count` requests of one channel from index `first`, one warp per message,
+// writes the responses' bytes, len and cookie, and publishes each response
+// itself (its seq, after a system-scope fence), so that the server sees it the
+// moment the GPU is done, with no host thread in between. The host's completion
+// thread publishes only the request tail and the progress count.
 
 #include "ferry/worker/cuda/device_ring.cuh"
 
@@ -34,11 +36,18 @@ __device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, 
   }
   const std::uint32_t n = apply_warp(handler, ByteView{ch.requests.slot(k), len},
                                      MutableByteView{ch.responses.slot(k), ch.responses.slot_size}, lane);
+  __syncwarp();  // every lane's response bytes, before lane 0's fence
   if (lane == 0) {
-    if (n > ch.responses.slot_size) report_error_sys(error, kResponseLongerThanSlot);
+    if (n > ch.responses.slot_size) {
+      report_error_sys(error, kResponseLongerThanSlot);
+      return;  // never published: the orchestrator reads the error and shuts down
+    }
     SlotDesc& resp = ch.responses.desc(k);
     resp.len = n;
     resp.cookie = req.cookie;
+    // R1 on the GPU: bytes, len and cookie, then seq; pairs with the server's acquire (A1).
+    __threadfence_system();
+    store_release_sys(&resp.seq, k + 1);
   }
 }
 

@@ -6,9 +6,11 @@
 //   memops  each batch slot is pre-posted as cuStreamWaitValue32 + kernel +
 //           cuStreamWriteValue32: the dispatcher only fills a descriptor and flips a flag.
 //
-// In every method a second thread, the completer, waits for each batch in order
-// and publishes its responses (and the request tail) to the server. Made for a
-// handler type by handler_backend.cuh.
+// The kernel publishes each response itself (batch_kernel.cuh). A second
+// thread, the completer, waits for each batch in order and then returns the
+// requests' slots to the server (the request tail) and counts progress; in
+// memops it also re-arms the batch's slot. Made for a handler type by
+// handler_backend.cuh.
 
 #include <cuda.h>
 
@@ -250,7 +252,6 @@ class BatchedBackend final : public Backend {
       // Acquire pairs with the stream's done write, which follows the kernel.
       if (std::atomic_ref<std::uint32_t>(*done_h(s)).load(std::memory_order_acquire) != 1) return false;
       std::atomic_ref<std::uint32_t>(*done_h(s)).store(0, std::memory_order_relaxed);
-      post_memops_slot(s);  // re-arm the slot, off the dispatcher's path
       return true;
     }
     const cudaError_t st = cudaEventQuery(events_[s]);
@@ -283,14 +284,16 @@ class BatchedBackend final : public Backend {
           backoff.idle();
         }
         backoff.reset();
-        // A kernel that flagged an error left some responses unwritten: publish
-        // nothing more, so the server sees no stale bytes; the orchestrator reads
-        // the error through failure() and shuts down.
+        // A kernel that flagged an error left its response unpublished: return no
+        // more slots; the orchestrator reads the error through failure() and shuts down.
         if (arena_control::first_error(*gpu_.arena()->header()) != kNoError) {
-          set_failure("a GPU batch reported an error; responses are no longer published");
+          set_failure("a GPU batch reported an error; its requests' slots are no longer returned");
           return;
         }
-        publish(batches_[s]);
+        release_requests(batches_[s]);
+        // Re-arm the memops slot after the release, so the re-posting (four driver
+        // calls) delays no credit; the stream still has the other slots posted.
+        if (options_.launch == LaunchMethod::Memops) post_memops_slot(s);
         completed_.store(done + 1, std::memory_order_release);
       }
     } catch (const Error& e) {
@@ -298,14 +301,9 @@ class BatchedBackend final : public Backend {
     }
   }
 
-  void publish(const BatchDesc& d) {
+  // The kernel has published the batch's responses; its requests have been read.
+  void release_requests(const BatchDesc& d) {
     const Channel ch = gpu_.arena()->channel(d.channel);
-    for (std::uint32_t i = 0; i < d.count; ++i) {
-      // R1: the kernel's response bytes are complete (its completion was observed
-      // above); release publishes them to the server's acquire of seq (A1).
-      std::atomic_ref<std::uint32_t>(ch.responses.desc(d.first + i)->seq)
-          .store(d.first + i + 1, std::memory_order_release);
-    }
     // R2: these requests have been read; pairs with the server's acquire of tail.
     std::atomic_ref<std::uint32_t>(ch.requests.layout()->consumer.tail)
         .store(d.first + d.count, std::memory_order_release);
