@@ -17,6 +17,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <utility>
 #include <string>
 #include <thread>
 #include <vector>
@@ -210,6 +212,19 @@ class BatchedBackend final : public Backend {
     return m;
   }
 
+  // Whether the GPU has finished every batch dispatched so far: the last one's
+  // last response is published (the kernel publishes, so this is exact the moment
+  // it is done, where the completer would see it only after its next poll).
+  bool gpu_idle() const {
+    if (!last_response_) return true;
+    const Channel ch = gpu_.arena()->channel(last_response_->first);
+    const std::uint32_t k = last_response_->second;
+    // A later lap of the ring also means published: compare as a signed distance.
+    const std::uint32_t seq =
+        std::atomic_ref<std::uint32_t>(ch.responses.desc(k)->seq).load(std::memory_order_acquire);
+    return static_cast<std::int32_t>(seq - (k + 1)) >= 0;
+  }
+
   void dispatch_loop() {
     Backoff backoff(2000, 100, 20'000);
     const auto timeout = std::chrono::microseconds(options_.burst_timeout_us);
@@ -228,7 +243,7 @@ class BatchedBackend final : public Backend {
           if (first_seen_[c] == std::chrono::steady_clock::time_point{}) first_seen_[c] = now;
           // An idle GPU gets the batch at once (lowest latency); a busy one gets
           // fuller batches (fewer launches).
-          if (m < max_batch && in_flight != 0 && now - first_seen_[c] < timeout) continue;
+          if (m < max_batch && !gpu_idle() && now - first_seen_[c] < timeout) continue;
           const std::uint64_t n = dispatched_.load(std::memory_order_relaxed);
           const auto s = static_cast<std::uint32_t>(n % kSlots);
           const BatchDesc d{c, next_[c], m, 0};
@@ -237,6 +252,7 @@ class BatchedBackend final : public Backend {
           // Release hands batches_[s] to the completer (its acquire of dispatched_).
           dispatched_.store(n + 1, std::memory_order_release);
           next_[c] += m;
+          last_response_ = {c, next_[c] - 1};
           first_seen_[c] = {};
           progress = true;
         }
@@ -329,6 +345,7 @@ class BatchedBackend final : public Backend {
   StreamWriteValue32 write_value_ = nullptr;
 
   std::vector<std::uint32_t> next_;  // dispatcher only
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> last_response_;  // dispatcher only: channel, index
   std::vector<std::chrono::steady_clock::time_point> first_seen_;
   BatchDesc batches_[kSlots] = {};
   std::atomic<std::uint64_t> dispatched_{0};
