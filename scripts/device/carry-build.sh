@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs what scripts/device/gpu-check.sh needs into .carry/ (ignored by git): stripped
 # binaries in their build-tree places, and the shared libraries the GPU
-# machine lacks (spdlog, fmt, and xfer's hiredis, liburing, xxhash).
+# machine lacks (spdlog, fmt, xfer's hiredis, liburing, xxhash, and libpcap,
+# which the static DPDK in ferry loads, with what it links).
 # Usage: [CARRY_EXTRA="more/build/paths"] scripts/device/carry-build.sh [BUILD_DIR]
 # CARRY_FILES="build/paths" replaces the default list (a build dir that holds
 # only some targets, e.g. the route apps for scripts/device/route-device.sh).
@@ -17,7 +18,7 @@ for f in $files; do
   strip -o "$C/build/$f" "$B/$f"
 done
 for f in $files; do
-  ldd "$B/$f" | awk '/spdlog|fmt|hiredis|liburing|xxhash/ {print $3}'
+  ldd "$B/$f" | awk '/spdlog|fmt|hiredis|liburing|xxhash|libpcap|libdbus|libsystemd|libcap\.|libgcrypt|libgpg-error|liblz4|libzstd|liblzma/ {print $3}'
 done | sort -u | while read -r lib; do cp -L "$lib" "$C/lib/"; done
 # redis-server for the redis tier's tests (the GPU machine has none), with the two
 # libraries Ubuntu lacks; libssl and the rest come from the machine.

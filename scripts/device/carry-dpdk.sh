@@ -1,15 +1,11 @@
 #!/usr/bin/env bash
-# Adds to .carry/ what ferry l2fwd's device run needs besides Ferry's binaries
-# (run scripts/device/carry-build.sh first): libpcap, which the static DPDK in
-# ferry still loads, and the baseline, Debian's dpdk-testpmd, with the shared
-# DPDK libraries it links and the PMD plugins it loads (-d .carry/dpdk/pmds).
+# Adds to .carry/ the baseline of ferry l2fwd's benchmark (run
+# scripts/device/carry-build.sh first, which carries ferry and libpcap):
+# Debian's dpdk-testpmd, with the shared DPDK libraries it links and the PMD
+# plugins it loads (-d .carry/dpdk/pmds).
 set -euo pipefail
 C=.carry
-mkdir -p "$C/lib" "$C/dpdk/lib" "$C/dpdk/pmds"
-# libpcap and what it links (dbus, systemd, ...), which the GPU machine's Ubuntu may lack.
-cp -L /usr/lib/x86_64-linux-gnu/libpcap.so.0.8 "$C/lib/"
-ldd /usr/lib/x86_64-linux-gnu/libpcap.so.0.8 | awk '$3 ~ /^\// {print $3}' |
-  grep -vE '/(libc|libm|libpthread|libdl|librt)\.so' | while read -r lib; do cp -L "$lib" "$C/lib/"; done
+mkdir -p "$C/dpdk/lib" "$C/dpdk/pmds"
 cp -L /usr/bin/dpdk-testpmd "$C/dpdk/"
 ldd /usr/bin/dpdk-testpmd | awk '$3 ~ /^\// {print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt)\.so' |
   while read -r lib; do cp -L "$lib" "$C/dpdk/lib/"; done

@@ -20,16 +20,30 @@ struct BatchDesc {
 constexpr int kBatchThreads = 128;  // 4 warps: 4 messages per block
 constexpr int kMessagesPerBlock = kBatchThreads / 32;
 
+// graph and memops read their batch from mapped host memory. The dispatcher
+// copies the first requests' lengths and cookies in beside the descriptor, so
+// that one round trip over PCIe brings both, instead of the descriptor and then
+// each request's own.
+constexpr std::uint32_t kInlineRequests = 32;
+struct PostedBatch {
+  BatchDesc d;
+  std::uint32_t lens[kInlineRequests];
+  std::uint64_t cookies[kInlineRequests];
+};
+
+// lens/cookies: the first requests' lengths and cookies, or null to read them from the ring.
 template <typename Handler>
 __device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, std::uint32_t* error,
-                             const Handler& handler) {
+                             const Handler& handler, const std::uint32_t* lens = nullptr,
+                             const std::uint64_t* cookies = nullptr) {
   const unsigned lane = threadIdx.x % 32;
   const std::uint32_t i = blockIdx.x * kMessagesPerBlock + threadIdx.x / 32;
   if (i >= d.count) return;
   const DeviceChannel& ch = channels[d.channel];
   const std::uint32_t k = d.first + i;
+  const bool inline_request = lens != nullptr && i < kInlineRequests;
   const SlotDesc& req = ch.requests.desc(k);
-  const std::uint32_t len = req.len;
+  const std::uint32_t len = inline_request ? lens[i] : req.len;
   if (len > ch.requests.slot_size) {
     if (lane == 0) report_error_sys(error, kRequestLongerThanSlot);
     return;
@@ -44,7 +58,7 @@ __device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, 
     }
     SlotDesc& resp = ch.responses.desc(k);
     resp.len = n;
-    resp.cookie = req.cookie;
+    resp.cookie = inline_request ? cookies[i] : req.cookie;
     // R1 on the GPU: bytes, len and cookie, then seq; pairs with the server's acquire (A1).
     __threadfence_system();
     store_release_sys(&resp.seq, k + 1);
@@ -58,15 +72,22 @@ __global__ void batch_kernel_by_value(const DeviceChannel* channels, BatchDesc d
   handle_batch(channels, d, error, handler);
 }
 
-// graph and memops: captured or pre-posted once, so the descriptor is read from
-// mapped host memory that the dispatcher fills before releasing the launch.
+// graph and memops: captured or pre-posted once, so the batch is read from
+// mapped host memory that the dispatcher fills before releasing the launch:
+// the descriptor and the inline lengths and cookies at once, one thread each.
 template <typename Handler>
-__global__ void batch_kernel_by_ref(const DeviceChannel* channels, const BatchDesc* d, std::uint32_t* error,
+__global__ void batch_kernel_by_ref(const DeviceChannel* channels, const PostedBatch* p, std::uint32_t* error,
                                     Handler handler) {
   __shared__ BatchDesc desc;
-  if (threadIdx.x == 0) desc = *d;
+  __shared__ std::uint32_t lens[kInlineRequests];
+  __shared__ std::uint64_t cookies[kInlineRequests];
+  if (threadIdx.x == 0) desc = p->d;
+  if (threadIdx.x < kInlineRequests) {
+    lens[threadIdx.x] = p->lens[threadIdx.x];
+    cookies[threadIdx.x] = p->cookies[threadIdx.x];
+  }
   __syncthreads();
-  handle_batch(channels, desc, error, handler);
+  handle_batch(channels, desc, error, handler, lens, cookies);
 }
 
 }  // namespace ferry::worker::cuda

@@ -63,7 +63,7 @@ class BatchedBackend final : public Backend {
   void prepare(Arena& arena) override {
     gpu_.register_arena(arena);
     FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&descs_h_), sizeof(BatchDesc) * kSlots, cudaHostAllocMapped));
+    FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&descs_h_), sizeof(PostedBatch) * kSlots, cudaHostAllocMapped));
     FERRY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&descs_d_), descs_h_, 0));
     events_.assign(kSlots, nullptr);
     for (auto& e : events_) FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -81,7 +81,7 @@ class BatchedBackend final : public Backend {
 
   void start() override {
     if (options_.launch == LaunchMethod::Memops)
-      for (std::uint32_t s = 0; s < kSlots; ++s) post_memops_slot(s);
+      for (std::uint32_t s = 0; s < kSlots; ++s) post_memops_slot(s, 1);
     running_.store(true);
     dispatcher_ = std::thread([this] { dispatch_loop(); });
     completer_ = std::thread([this] { complete_loop(); });
@@ -160,46 +160,65 @@ class BatchedBackend final : public Backend {
   CUdeviceptr go_d(std::uint32_t s) const { return reinterpret_cast<CUdeviceptr>(flags_d_ + s); }
   CUdeviceptr done_d(std::uint32_t s) const { return reinterpret_cast<CUdeviceptr>(flags_d_ + kSlots + s); }
 
-  // Pre-posts slot s: wait for go == 1, reset go, run the kernel, set done = 1
-  // (the write's default memory barrier makes the kernel's writes visible first).
-  void post_memops_slot(std::uint32_t s) {
+  // Pre-posts slot s for its use number `use` (1, 2, ...): wait for go == use,
+  // run the kernel, set done = use (the write's default memory barrier makes the
+  // kernel's writes visible first). Counting uses, rather than setting and
+  // resetting a flag, saves the stream a write per batch.
+  void post_memops_slot(std::uint32_t s, std::uint32_t use) {
     auto stream = reinterpret_cast<CUstream>(stream_);
-    check_driver(wait_value_(stream, go_d(s), 1, CU_STREAM_WAIT_VALUE_EQ), "cuStreamWaitValue32");
-    check_driver(write_value_(stream, go_d(s), 0, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+    armed_use_[s] = use;
+    check_driver(wait_value_(stream, go_d(s), use, CU_STREAM_WAIT_VALUE_EQ), "cuStreamWaitValue32");
     batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, stream_>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(),
                                                                 handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
-    check_driver(write_value_(stream, done_d(s), 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+    check_driver(write_value_(stream, done_d(s), use, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
   }
 
   // At stop, every pre-posted slot still waits for its flag: release each with
   // an empty batch so the stream drains.
   void release_posted_memops() {
     for (std::uint32_t s = 0; s < kSlots; ++s) {
-      descs_h_[s] = {0, 0, 0, 0};
-      std::atomic_ref<std::uint32_t>(*go_h(s)).store(1, std::memory_order_release);
+      descs_h_[s].d = {0, 0, 0, 0};
+      std::atomic_ref<std::uint32_t>(*go_h(s)).store(armed_use_[s], std::memory_order_release);
     }
   }
 
-  void launch(std::uint32_t s, const BatchDesc& d) {
+  // The batch and its first requests' lengths and cookies, for a kernel that reads them from slot s.
+  void post_batch(std::uint32_t s, const BatchDesc& d) {
+    PostedBatch& p = descs_h_[s];
+    p.d = d;
+    const Channel ch = gpu_.arena()->channel(d.channel);
+    for (std::uint32_t i = 0; i < d.count && i < kInlineRequests; ++i) {
+      const SlotDesc* req = ch.requests.desc(d.first + i);  // published: available() acquired its seq
+      p.lens[i] = req->len;
+      p.cookies[i] = req->cookie;
+    }
+  }
+
+  // Batch number n (slot n mod kSlots).
+  void launch(std::uint64_t n, const BatchDesc& d) {
+    const auto s = static_cast<std::uint32_t>(n % kSlots);
     switch (options_.launch) {
       case LaunchMethod::Burst:
         launch_kernel_by_value(d, (d.count + kMessagesPerBlock - 1) / kMessagesPerBlock);
         FERRY_CUDA_CHECK(cudaEventRecord(events_[s], stream_));
         break;
       case LaunchMethod::Graph:
-        descs_h_[s] = d;
+        post_batch(s, d);
         FERRY_CUDA_CHECK(cudaGraphLaunch(graphs_[s], stream_));
         FERRY_CUDA_CHECK(cudaEventRecord(events_[s], stream_));
         break;
       case LaunchMethod::Memops:
-        descs_h_[s] = d;
-        // Release orders the descriptor before the flag the stream waits on.
-        std::atomic_ref<std::uint32_t>(*go_h(s)).store(1, std::memory_order_release);
+        post_batch(s, d);
+        // Release orders the batch before the flag the stream waits on.
+        std::atomic_ref<std::uint32_t>(*go_h(s)).store(slot_use(n), std::memory_order_release);
         break;
       default: break;
     }
   }
+
+  // Which use of its slot batch n is: 1 for the first kSlots batches, then 2, ...
+  static std::uint32_t slot_use(std::uint64_t n) { return static_cast<std::uint32_t>(n / kSlots + 1); }
 
   // Published requests waiting in channel c beyond what was dispatched, up to max.
   std::uint32_t available(std::uint32_t c, std::uint32_t max) const {
@@ -248,7 +267,7 @@ class BatchedBackend final : public Backend {
           const auto s = static_cast<std::uint32_t>(n % kSlots);
           const BatchDesc d{c, next_[c], m, 0};
           batches_[s] = d;
-          launch(s, d);
+          launch(n, d);
           // Release hands batches_[s] to the completer (its acquire of dispatched_).
           dispatched_.store(n + 1, std::memory_order_release);
           next_[c] += m;
@@ -263,13 +282,11 @@ class BatchedBackend final : public Backend {
     }
   }
 
-  bool batch_complete(std::uint32_t s) {
-    if (options_.launch == LaunchMethod::Memops) {
+  bool batch_complete(std::uint64_t n) {
+    const auto s = static_cast<std::uint32_t>(n % kSlots);
+    if (options_.launch == LaunchMethod::Memops)
       // Acquire pairs with the stream's done write, which follows the kernel.
-      if (std::atomic_ref<std::uint32_t>(*done_h(s)).load(std::memory_order_acquire) != 1) return false;
-      std::atomic_ref<std::uint32_t>(*done_h(s)).store(0, std::memory_order_relaxed);
-      return true;
-    }
+      return std::atomic_ref<std::uint32_t>(*done_h(s)).load(std::memory_order_acquire) == slot_use(n);
     const cudaError_t st = cudaEventQuery(events_[s]);
     if (st == cudaErrorNotReady) return false;
     FERRY_CUDA_CHECK(st);
@@ -291,7 +308,7 @@ class BatchedBackend final : public Backend {
         }
         const auto s = static_cast<std::uint32_t>(done % kSlots);
         const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (!batch_complete(s)) {
+        while (!batch_complete(done)) {
           // A batch still on the GPU at stop gets 5 s, so a hung kernel cannot hang stop().
           if (!running_.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() > give_up) {
             set_failure("a GPU batch did not complete within 5 s of stopping");
@@ -309,7 +326,7 @@ class BatchedBackend final : public Backend {
         release_requests(batches_[s]);
         // Re-arm the memops slot after the release, so the re-posting (four driver
         // calls) delays no credit; the stream still has the other slots posted.
-        if (options_.launch == LaunchMethod::Memops) post_memops_slot(s);
+        if (options_.launch == LaunchMethod::Memops) post_memops_slot(s, slot_use(done) + 1);
         completed_.store(done + 1, std::memory_order_release);
       }
     } catch (const Error& e) {
@@ -335,8 +352,9 @@ class BatchedBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   bool stream_busy_ = false;  // stop() timed out with work still on the stream
   unsigned blocks_ = 1;
-  BatchDesc* descs_h_ = nullptr;
-  BatchDesc* descs_d_ = nullptr;
+  PostedBatch* descs_h_ = nullptr;
+  PostedBatch* descs_d_ = nullptr;
+  std::uint32_t armed_use_[kSlots] = {};  // memops: the use each slot's posted wait expects
   std::uint32_t* flags_h_ = nullptr;
   std::uint32_t* flags_d_ = nullptr;
   std::vector<cudaEvent_t> events_;
