@@ -108,8 +108,9 @@ std::optional<RawMechanisms> measure_raw_mechanisms(const std::string& gpu, std:
     const auto t0 = Clock::now();
     store(w.host(0), i);
     store(w.host(2), i);
-    while (load(w.host(3)) != i) {
-    }
+    const auto give_up = t0 + std::chrono::seconds(5);
+    while (load(w.host(3)) != i)
+      if (Clock::now() > give_up) throw Error("raw mechanism probe: the stream's write never came (memops)");
     const std::uint64_t ns = since(t0);
     check(i);
     post(i + 1);

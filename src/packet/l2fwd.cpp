@@ -17,6 +17,8 @@ namespace ferry::packet {
 namespace {
 
 constexpr std::uint32_t kMaxPipelines = 64;
+constexpr std::uint32_t kMaxItems = 65536;        // per list
+constexpr std::uint64_t kMaxMbufs = 1u << 24;     // in all: 16 M buffers are 36 GiB at the default data room
 
 void validate(const L2fwdOptions& o, const PacketWorker* worker) {
   if (o.pipelines == 0 || o.pipelines > kMaxPipelines)
@@ -91,13 +93,17 @@ struct L2fwd::Impl {
   };
 
   L2fwdOptions options;
-  std::unique_ptr<PacketWorker> worker;
   std::vector<WorkerMemory> list_memory;
   std::vector<CommList> lists;
   std::unique_ptr<PacketPool> pool;
   AdmissionLimit limit;
   std::vector<std::unique_ptr<Pipeline>> pipelines;
+  mutable std::mutex port_mutex;  // guards the port's state against reports reading its counters
+  bool port_configured = false;
   bool port_started = false;
+  mutable PortStats last_port_stats;
+  // Declared after the memory it works in, so that it goes first.
+  std::unique_ptr<PacketWorker> worker;
   ServiceThread service;
 
   mutable std::mutex report_mutex;  // guards the marks and the final report
@@ -107,13 +113,25 @@ struct L2fwd::Impl {
   std::mutex latency_mutex;                     // guards latency_total
   std::vector<LatencyHistogram> latency_total;  // per pipeline, since measured_from
 
-  Impl(const L2fwdOptions& o, std::unique_ptr<PacketWorker> w) : options(o), worker(std::move(w)) {}
+  Impl(const L2fwdOptions& o, std::unique_ptr<PacketWorker> w) : options(o) { worker = std::move(w); }
 
+  // The port's counters while it is open; the last ones read once it is closed.
   PortStats port_stats() const {
+    std::lock_guard lock(port_mutex);
+    if (!port_configured) return last_port_stats;
     rte_eth_stats s{};
-    PortStats p;
-    if (rte_eth_stats_get(options.port, &s) == 0) p = {s.imissed, s.ierrors, s.oerrors, s.rx_nombuf};
-    return p;
+    if (rte_eth_stats_get(options.port, &s) == 0) last_port_stats = {s.imissed, s.ierrors, s.oerrors, s.rx_nombuf};
+    return last_port_stats;
+  }
+
+  // Stops and closes the port (its queues give their mbufs back), unless a
+  // report is reading its counters at that moment.
+  void close_port() {
+    (void)port_stats();  // its final counters
+    std::lock_guard lock(port_mutex);
+    if (port_started) rte_eth_dev_stop(options.port);
+    if (port_configured) rte_eth_dev_close(options.port);
+    port_started = port_configured = false;
   }
 
   Mark mark() const {
@@ -150,8 +168,7 @@ struct L2fwd::Impl {
     std::lock_guard lock(latency_mutex);
     std::vector<LatencyHistogram> interval(pipelines.size());
     for (std::size_t i = 0; i < pipelines.size(); ++i) {
-      LatencyHistogram ignored_total;
-      pipelines[i]->take_latency(interval[i], ignored_total);
+      pipelines[i]->take_latency(interval[i]);
       latency_total[i].merge(interval[i]);
     }
     return interval;
@@ -165,15 +182,29 @@ struct L2fwd::Impl {
       throw Error("port " + std::to_string(options.port) + " (" + info.driver_name + ") has " +
                   std::to_string(info.max_rx_queues) + " RX and " + std::to_string(info.max_tx_queues) +
                   " TX queues; " + std::to_string(options.pipelines) + " pipelines need one of each apiece");
+    if (options.items > kMaxItems) throw Error("--items must be at most " + std::to_string(kMaxItems));
     if (options.mbufs == 0)
       options.mbufs = options.items * options.worker.max_packets + options.rx_descriptors + options.tx_descriptors + 512;
-    pool = std::make_unique<PacketPool>(worker.get(), options.memory, options.port,
-                                        options.mbufs * options.pipelines, options.data_room);
+    const std::uint64_t mbufs = std::uint64_t(options.mbufs) * options.pipelines;
+    if (mbufs > kMaxMbufs)
+      throw Error(std::to_string(mbufs) + " mbufs (--mbufs, or --items x --burst, for each of --pipelines) are more than " +
+                  std::to_string(kMaxMbufs) + ": give fewer items, a smaller burst or fewer pipelines");
+    pool = std::make_unique<PacketPool>(worker.get(), options.memory, options.port, static_cast<std::uint32_t>(mbufs),
+                                        options.data_room);
 
     rte_eth_conf conf{};
     const auto queues = static_cast<std::uint16_t>(options.pipelines);
+    // Several pipelines: the port spreads flows over their queues, where it can (RSS).
+    if (queues > 1 && info.flow_type_rss_offloads != 0) {
+      conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+      conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
+    }
     if (rte_eth_dev_configure(options.port, queues, queues, &conf) != 0)
       throw Error("configuring port " + std::to_string(options.port) + " failed");
+    {
+      std::lock_guard lock(port_mutex);
+      port_configured = true;
+    }
     std::uint16_t rxd = options.rx_descriptors, txd = options.tx_descriptors;
     rte_eth_dev_adjust_nb_rx_tx_desc(options.port, &rxd, &txd);
     const int socket = rte_eth_dev_socket_id(options.port);
@@ -206,7 +237,10 @@ struct L2fwd::Impl {
     latency_total.assign(options.pipelines, {});
 
     if (rte_eth_dev_start(options.port) != 0) throw Error("starting port " + std::to_string(options.port) + " failed");
-    port_started = true;
+    {
+      std::lock_guard lock(port_mutex);
+      port_started = true;
+    }
     rte_eth_promiscuous_enable(options.port);  // not every PMD has it; forwarding works without
     if (worker != nullptr) worker->start(lists);
     if (options.warmup_packets == 0) start_measuring();
@@ -252,8 +286,7 @@ struct L2fwd::Impl {
       rte_eal_wait_lcore(p->tx_lcore);
     }
     if (worker != nullptr) worker->stop(std::chrono::milliseconds(5000));
-    if (port_started) rte_eth_dev_stop(options.port);
-    port_started = false;
+    close_port();  // before the pool goes: the queues hold its mbufs
   }
 
   int loop() {
@@ -268,7 +301,9 @@ struct L2fwd::Impl {
     while (!service.stop_requested() && !all_rx_ended()) {
       pollfd p{service.stop_fd(), POLLIN, 0};
       poll(&p, 1, 1);
-      if (!limit.final_phase.load(std::memory_order_relaxed) && warmed_up()) {
+      // Every warm-up packet admitted and sent; checked twice, so that no
+      // pipeline resumed between the first check of it and of the others.
+      if (!limit.final_phase.load(std::memory_order_relaxed) && limit.reached() && warmed_up() && warmed_up()) {
         start_measuring();
         limit.limit.store(options.packets == 0 ? 0 : options.warmup_packets + options.packets,
                           std::memory_order_release);
@@ -305,8 +340,9 @@ struct L2fwd::Impl {
                       options.drain_timeout.count());
       for (auto& p : pipelines) p->abort_tx();
     }
-    for (auto& p : pipelines) p->mark_error();
     for (auto& p : pipelines) rte_eal_wait_lcore(p->tx_lcore);
+    // RX and TX are done: ERROR now has no writer but the worker, whom it ends.
+    for (auto& p : pipelines) p->mark_error();
     bool worker_done = true;
     if (worker != nullptr) {
       worker->stop(std::chrono::milliseconds(5000));
@@ -330,12 +366,8 @@ struct L2fwd::Impl {
       std::lock_guard lock(latency_mutex);
       fill_latency(r, latency_total);
     }
-    if (port_started) {
-      rte_eth_dev_stop(options.port);
-      port_started = false;
-    }
     // The queues give their mbufs back once the port is closed: then the pool must be whole.
-    rte_eth_dev_close(options.port);
+    close_port();
     if (worker_done) r.mbufs_in_use = pool->in_use();
     if (r.mbufs_in_use > 0) service.fail(std::to_string(r.mbufs_in_use) + " mbufs were not returned to the pool");
     std::lock_guard lock(report_mutex);

@@ -29,6 +29,7 @@ PacketPool::PacketPool(PacketWorker* worker, MemoryKind kind, std::uint16_t port
   if (buf_len > UINT16_MAX) throw Error("data room " + std::to_string(data_room) + " is too large for an mbuf");
   // Each buffer starts on a cache line; the region is whole pages of its kind.
   const std::uint32_t elt = (buf_len + RTE_CACHE_LINE_SIZE - 1) / RTE_CACHE_LINE_SIZE * RTE_CACHE_LINE_SIZE;
+  if (elt > UINT16_MAX) throw Error("data room " + std::to_string(data_room) + " is too large for an mbuf");
   const std::size_t bytes = std::size_t(elt) * mbufs;
   memory_ = worker != nullptr ? worker->allocate(bytes, kind) : detail::allocate_cpu_memory(bytes, kind);
 

@@ -64,6 +64,11 @@ void spin_for_ns(std::uint64_t ns) noexcept {
   } while (std::uint64_t(now.tv_sec) * 1'000'000'000u + now.tv_nsec - t0 < ns);
 }
 
+void mark_error(const std::vector<CommList>& lists) noexcept {
+  for (const CommList& l : lists)
+    for (std::uint32_t k = 0; k < l.capacity(); ++k) set_comm_status(l.item(k), kCommError);
+}
+
 }  // namespace detail
 
 std::unique_ptr<PacketWorker> make_macswap_worker(const PacketWorkerOptions& options) {

@@ -58,10 +58,15 @@ Pipeline::Pipeline(std::uint32_t index, const L2fwdOptions& options, CommList li
       mbufs_(std::size_t(list.capacity()) * list.max_packets(), nullptr) {}
 
 // Up to `want` packets from the queue into mbufs: the burst goes on once it is
-// full, or burst_timeout_us after its first packet, or at stop.
+// full, or burst_timeout_us after its first packet, or at stop. Under a packet
+// limit, an empty queue also gives up after burst_timeout_us, so that its
+// reservation goes back to the pipelines that have traffic.
 std::uint32_t Pipeline::gather(rte_mbuf** mbufs, std::uint32_t want) {
   std::uint32_t n = 0;
   std::uint64_t first_ns = 0;
+  const std::uint64_t timeout_ns = std::uint64_t(options_.burst_timeout_us) * 1000;
+  const bool limited = limit_.limit.load(std::memory_order_relaxed) != 0;
+  const std::uint64_t started_ns = limited ? now_ns() : 0;
   Backoff backoff(1000, 0, 0);
   while (n < want && !stop_rx_.load(std::memory_order_relaxed)) {
     const std::uint16_t got = rte_eth_rx_burst(options_.port, static_cast<std::uint16_t>(index_), mbufs + n,
@@ -71,7 +76,8 @@ std::uint32_t Pipeline::gather(rte_mbuf** mbufs, std::uint32_t want) {
       if (first_ns == 0) first_ns = now_ns();
       continue;
     }
-    if (n != 0 && now_ns() - first_ns >= std::uint64_t(options_.burst_timeout_us) * 1000) break;
+    if (n != 0 && now_ns() - first_ns >= timeout_ns) break;
+    if (n == 0 && limited && now_ns() - started_ns >= timeout_ns) break;
     if (n == 0 && backoff.idle()) continue;
     cpu_pause();
   }
@@ -132,7 +138,7 @@ int Pipeline::rx_loop() {
     if (kept == 0) continue;
     item.num_packets = kept;
     item.ready_ns = now_ns();
-    item.sequence = k;
+    std::atomic_ref<std::uint32_t>(item.sequence).store(k, std::memory_order_relaxed);  // read by the burst dispatcher
     counters_.rx_packets.fetch_add(kept, std::memory_order_relaxed);
     counters_.rx_bytes.fetch_add(bytes, std::memory_order_relaxed);
     set_comm_status(item, pass_through ? kCommDone : kCommReady);  // C2
@@ -155,6 +161,7 @@ int Pipeline::tx_loop() {
     if (s == kCommError) break;
     if (s != kCommDone) {
       if (rx_ended() && k == rx_next_.load(std::memory_order_acquire)) break;  // drained
+      if (abort_tx_.load(std::memory_order_relaxed)) break;                    // the drain timed out
       if (pending.count() != 0) publish_latency(pending);
       since_publish = 0;
       if (backoff.idle()) cpu_pause();
@@ -186,7 +193,14 @@ int Pipeline::tx_loop() {
     counters_.tx_packets.fetch_add(sent, std::memory_order_relaxed);
     counters_.tx_bytes.fetch_add(bytes, std::memory_order_relaxed);
     counters_.bursts.fetch_add(1, std::memory_order_relaxed);
-    set_comm_status(item, kCommFree);  // C2: RX may refill it
+    // During the warm-up every sample is handed over before the burst counts as
+    // sent, so that none is still pending when the measured window opens.
+    if (!limit_.final_phase.load(std::memory_order_relaxed)) publish_latency(pending);
+    // C2: RX may refill it. A compare-exchange, so that teardown's ERROR, once
+    // written, is never turned back into FREE under a worker waiting on the item.
+    std::uint32_t done = kCommDone;
+    std::atomic_ref<std::uint32_t>(item.status).compare_exchange_strong(done, kCommFree, std::memory_order_release,
+                                                                        std::memory_order_relaxed);
     tx_next_.store(++k, std::memory_order_release);
     if (++since_publish == kPublishEvery) {
       publish_latency(pending);
@@ -200,20 +214,16 @@ int Pipeline::tx_loop() {
 void Pipeline::publish_latency(LatencyHistogram& pending) {
   std::lock_guard lock(latency_mutex_);
   latency_interval_.merge(pending);
-  latency_total_.merge(pending);
   pending.reset();
 }
 
-void Pipeline::take_latency(LatencyHistogram& interval, LatencyHistogram& total) {
+void Pipeline::take_latency(LatencyHistogram& interval) {
   std::lock_guard lock(latency_mutex_);
   interval = latency_interval_;
-  total = latency_total_;
   latency_interval_.reset();
 }
 
-void Pipeline::mark_error() {
-  for (std::uint32_t k = 0; k < list_.capacity(); ++k) set_comm_status(list_.item(k), kCommError);
-}
+void Pipeline::mark_error() { detail::mark_error({list_}); }
 
 void Pipeline::free_unsent() {
   const std::uint32_t burst = list_.max_packets();

@@ -36,6 +36,10 @@ struct AdmissionLimit {
   std::atomic<std::uint64_t> admitted{0};
   // Reserves up to `want` packets; how many were granted.
   std::uint32_t reserve(std::uint32_t want);
+  bool reached() const {
+    const std::uint64_t l = limit.load(std::memory_order_acquire);
+    return l != 0 && admitted.load(std::memory_order_relaxed) == l;
+  }
   // Gives back what was reserved and not received.
   void give_back(std::uint32_t n) { admitted.fetch_sub(n, std::memory_order_relaxed); }
   bool exhausted() const {
@@ -71,8 +75,8 @@ class Pipeline {
   void free_unsent();
 
   const PipelineCounters& counters() const { return counters_; }
-  // Per-burst latency since the last call, and over the whole run.
-  void take_latency(LatencyHistogram& interval, LatencyHistogram& total);
+  // Per-burst latency since the last call.
+  void take_latency(LatencyHistogram& interval);
   std::uint16_t rx_lcore = 0, tx_lcore = 0;
 
  private:
@@ -93,7 +97,7 @@ class Pipeline {
   std::atomic<std::uint32_t> rx_next_{0};  // items RX has filled (its index), for TX's drain
   std::atomic<std::uint32_t> tx_next_{0};  // items TX has finished
   std::mutex latency_mutex_;
-  LatencyHistogram latency_interval_, latency_total_;
+  LatencyHistogram latency_interval_;  // TX hands its samples over here, under the mutex, every 64 bursts
 };
 
 }  // namespace ferry::packet

@@ -14,7 +14,8 @@
 //
 //   ferry::packet::Eal eal({"ferry", "-l", "0-2", "--vdev", "net_null0"});
 //   ferry::packet::L2fwd l2fwd(options, make_macswap_worker(options.worker));
-//   l2fwd.start();            // throws ferry::Error for bad options or a port it cannot use
+//   l2fwd.start();            // sets up on the service's thread: bad options or a port it
+//                             // cannot use end it, and wait()/first_error() say why
 //   ...
 //   l2fwd.stop();             // drains what is in flight, then tears down
 //   int code = l2fwd.wait();  // 0, or 1 after an error (first_error() says which)

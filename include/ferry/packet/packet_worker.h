@@ -29,6 +29,7 @@
 
 #include "ferry/core/comm_list.h"
 #include "ferry/core/detail/backoff.h"
+#include "ferry/core/detail/first_failure.h"
 #include "ferry/core/status.h"
 #include "ferry/worker/handlers.h"
 
@@ -76,13 +77,14 @@ class PacketWorker {
   // Starts serving these lists (one per pipeline), which live in memory this
   // worker allocated. Throws.
   virtual void start(const std::vector<CommList>& lists) = 0;
-  // Waits for the worker to finish: every item of its lists must have been
-  // marked ERROR first (that is what ends it). Gives up after `timeout`, and
-  // then reports stuck(). Idempotent.
+  // Waits for the worker to finish. RX and TX must have stopped, and every item
+  // of its lists been marked ERROR, which is what ends it; the worker marks them
+  // again once it posts no more work, since a burst it was finishing may have
+  // written DONE over one. Gives up after `timeout`, and then reports stuck().
+  // Idempotent.
   virtual void stop(std::chrono::milliseconds timeout) = 0;
   // The first error a worker hit, or empty while healthy (sticky).
   virtual std::string failure() const = 0;
-  virtual std::uint64_t bursts() const = 0;
   virtual std::string describe() const = 0;
   // True when stop() left work running (a kernel that never saw ERROR): the
   // process must exit without tearing down the GPU context.
@@ -97,6 +99,9 @@ WorkerMemory allocate_cpu_memory(std::size_t bytes, MemoryKind kind);
 // Spins for about `ns` nanoseconds: the CPU worker's synthetic workload.
 void spin_for_ns(std::uint64_t ns) noexcept;
 
+// Marks every item of every list ERROR (teardown).
+void mark_error(const std::vector<CommList>& lists) noexcept;
+
 }  // namespace detail
 
 // One thread per list. Items are taken in order; a thread waiting for work
@@ -105,11 +110,16 @@ template <typename Handler>
 class CpuPacketWorker final : public PacketWorker {
  public:
   CpuPacketWorker(const PacketWorkerOptions& options, Handler handler) : options_(options), handler_(handler) {}
-  ~CpuPacketWorker() override { stop(std::chrono::milliseconds(5000)); }
+  // stop() should have run: the lists may be gone by now, so nothing here touches them.
+  ~CpuPacketWorker() override {
+    lists_.clear();
+    stop(std::chrono::milliseconds(5000));
+  }
 
   WorkerMemory allocate(std::size_t bytes, MemoryKind kind) override { return detail::allocate_cpu_memory(bytes, kind); }
 
   void start(const std::vector<CommList>& lists) override {
+    lists_ = lists;
     for (const CommList& l : lists) threads_.emplace_back([this, l] { serve(l); });
   }
 
@@ -117,53 +127,57 @@ class CpuPacketWorker final : public PacketWorker {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (exited_.load(std::memory_order_acquire) < threads_.size()) {
       if (std::chrono::steady_clock::now() > deadline) {
-        stuck_ = true;
+        stuck_.store(true);
         for (auto& t : threads_) t.detach();
         threads_.clear();
         return;
       }
+      detail::mark_error(lists_);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     for (auto& t : threads_) t.join();
     threads_.clear();
   }
 
-  std::string failure() const override { return {}; }
-  std::uint64_t bursts() const override { return bursts_.load(std::memory_order_relaxed); }
+  std::string failure() const override { return failure_.get(); }
   std::string describe() const override {
     return std::string("cpu worker, handler ") + worker::handler_name<Handler>() +
            (options_.ns_per_packet != 0 ? ", " + std::to_string(options_.ns_per_packet) + " ns per packet" : "");
   }
-  bool stuck() const override { return stuck_; }
+  bool stuck() const override { return stuck_.load(); }
 
  private:
   void serve(CommList list) {
-    for (std::uint32_t k = 0;; ++k) {
-      CommItem& item = list.item(k);
-      Backoff backoff;
-      std::uint32_t s;
-      while ((s = comm_status(item)) != kCommReady && s != kCommError) backoff.idle();
-      if (s == kCommError) break;
-      CommPacket* packets = list.packets(k);
-      for (std::uint32_t i = 0; i < item.num_packets; ++i) {
-        CommPacket& p = packets[i];
-        auto* data = reinterpret_cast<std::uint8_t*>(p.addr);
-        const std::size_t n = handler_(ByteView{data, p.size}, MutableByteView{data, p.room});
-        p.size = static_cast<std::uint32_t>(n <= p.room ? n : p.room);
-        if (options_.ns_per_packet != 0) detail::spin_for_ns(options_.ns_per_packet);
+    try {
+      for (std::uint32_t k = 0;; ++k) {
+        CommItem& item = list.item(k);
+        Backoff backoff;
+        std::uint32_t s;
+        while ((s = comm_status(item)) != kCommReady && s != kCommError) backoff.idle();
+        if (s == kCommError) break;
+        CommPacket* packets = list.packets(k);
+        for (std::uint32_t i = 0; i < item.num_packets; ++i) {
+          CommPacket& p = packets[i];
+          auto* data = reinterpret_cast<std::uint8_t*>(p.addr);
+          const std::size_t n = handler_(ByteView{data, p.size}, MutableByteView{data, p.room});
+          p.size = static_cast<std::uint32_t>(n <= p.room ? n : p.room);
+          if (options_.ns_per_packet != 0) detail::spin_for_ns(options_.ns_per_packet);
+        }
+        set_comm_status(item, kCommDone);
       }
-      bursts_.fetch_add(1, std::memory_order_relaxed);
-      set_comm_status(item, kCommDone);
+    } catch (const std::exception& e) {  // handlers must not throw; one that does ends this pipeline's worker
+      failure_.set(std::string("the packet handler threw: ") + e.what());
     }
     exited_.fetch_add(1, std::memory_order_release);
   }
 
   PacketWorkerOptions options_;
   Handler handler_;
+  std::vector<CommList> lists_;
   std::vector<std::thread> threads_;
   std::atomic<std::size_t> exited_{0};
-  std::atomic<std::uint64_t> bursts_{0};
-  bool stuck_ = false;
+  std::atomic<bool> stuck_{false};
+  FirstFailure failure_;
 };
 
 template <typename Handler>

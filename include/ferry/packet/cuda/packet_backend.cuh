@@ -54,7 +54,9 @@ class GpuPacketWorker final : public PacketWorker {
     if (options_.gpu_lanes == 0 || options_.gpu_lanes > 64) throw Error("--gpu-lanes must be in 1..64");
   }
 
+  // stop() should have run: the lists may be gone by now, so nothing here touches them.
   ~GpuPacketWorker() override {
+    lists_.clear();
     stop(std::chrono::milliseconds(5000));
     if (stuck_) return;  // the GPU may still read them: process exit reclaims them
     for (auto& per_list : graphs_)
@@ -68,10 +70,13 @@ class GpuPacketWorker final : public PacketWorker {
       for (auto& e : per_list) cudaEventDestroy(e);
     for (auto& s : branches_) cudaStreamDestroy(s);
     for (auto& s : streams_) cudaStreamDestroy(s);
-    if (lists_on_gpu_ != nullptr) cudaFree(lists_on_gpu_);
+    if (list_array_d_ != nullptr) cudaFree(list_array_d_);
   }
 
-  WorkerMemory allocate(std::size_t bytes, MemoryKind kind) override { return allocate_gpu_memory(bytes, kind); }
+  WorkerMemory allocate(std::size_t bytes, MemoryKind kind) override {
+    FERRY_CUDA_CHECK(cudaSetDevice(gpu_.device()));  // the caller's thread may have another current device
+    return allocate_gpu_memory(bytes, kind);
+  }
 
   void start(const std::vector<CommList>& lists) override {
     FERRY_CUDA_CHECK(cudaSetDevice(gpu_.device()));
@@ -80,9 +85,11 @@ class GpuPacketWorker final : public PacketWorker {
       FERRY_CUDA_CHECK(cudaHostGetDevicePointer(&base_d, l.base(), 0));
       lists_.push_back(l);
       lists_d_.push_back(l.at(base_d));
-      if (l.capacity() < options_.gpu_lanes)
-        throw Error("a list of " + std::to_string(l.capacity()) + " items cannot keep " +
-                    std::to_string(options_.gpu_lanes) + " GPU lanes busy: give it more items or fewer lanes");
+      // Lane j owns items j, j + lanes, ...: only a whole number of lanes per
+      // list keeps each item with one lane from one turn to the next.
+      if (l.capacity() % options_.gpu_lanes != 0)
+        throw Error("--gpu-lanes " + std::to_string(options_.gpu_lanes) + " does not divide the list's " +
+                    std::to_string(l.capacity()) + " items: give a power of two up to --items");
     }
     // Lane j of list p works in stream p * lanes + j.
     for (std::size_t i = 0; i < lists_.size() * options_.gpu_lanes; ++i) {
@@ -107,8 +114,11 @@ class GpuPacketWorker final : public PacketWorker {
   }
 
   void stop(std::chrono::milliseconds timeout) override {
+    if (stopped_) return;
     running_.store(false);
     if (dispatcher_.joinable()) dispatcher_.join();
+    // Nothing more is posted: ERROR again, over any DONE a kernel wrote since.
+    detail::mark_error(lists_);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::vector<cudaStream_t> all = streams_;
     all.insert(all.end(), branches_.begin(), branches_.end());
@@ -125,10 +135,18 @@ class GpuPacketWorker final : public PacketWorker {
       }
       if (st != cudaSuccess) set_failure(std::string("the GPU worker failed: ") + cudaGetErrorString(st));
     }
+    stopped_ = true;
   }
 
-  std::string failure() const override { return failure_.get(); }
-  std::uint64_t bursts() const override { return launched_.load(std::memory_order_relaxed); }
+  std::string failure() const override {
+    // A kernel that faulted leaves a sticky error that any stream query returns.
+    if (!streams_.empty() && !stuck_) {
+      const cudaError_t st = cudaStreamQuery(streams_[0]);
+      if (st != cudaSuccess && st != cudaErrorNotReady)
+        failure_.set(std::string("the GPU worker failed: ") + cudaGetErrorString(st));
+    }
+    return failure_.get();
+  }
   std::string describe() const override {
     std::string d = std::string("cuda ") + to_string(options_.mode) + " on " + gpu_.describe() + ", handler " +
                     worker::handler_name<Handler>();
@@ -142,16 +160,31 @@ class GpuPacketWorker final : public PacketWorker {
   bool stuck() const override { return stuck_; }
 
  private:
+  // Kernels that wait on the GPU for their items (persistent and graph) must all
+  // be resident at once: one that is not would never run, and its items never
+  // be handled.
+  template <typename Kernel>
+  void check_resident(Kernel kernel, std::size_t blocks) const {
+    int per_sm = 0, sms = 0;
+    FERRY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kItemThreads, 0));
+    FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu_.device()));
+    if (blocks > std::size_t(per_sm) * sms)
+      throw Error(std::to_string(blocks) + " blocks (--pipelines x --gpu-lanes) must all be resident, and " +
+                  gpu_.name() + " holds " + std::to_string(per_sm * sms) + ": give fewer lanes or pipelines");
+  }
+
   void start_persistent() {
-    FERRY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&lists_on_gpu_), sizeof(CommList) * lists_d_.size()));
-    FERRY_CUDA_CHECK(cudaMemcpy(lists_on_gpu_, lists_d_.data(), sizeof(CommList) * lists_d_.size(),
+    check_resident(persistent_packet_kernel<Handler>, lists_d_.size() * options_.gpu_lanes);
+    FERRY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&list_array_d_), sizeof(CommList) * lists_d_.size()));
+    FERRY_CUDA_CHECK(cudaMemcpy(list_array_d_, lists_d_.data(), sizeof(CommList) * lists_d_.size(),
                                 cudaMemcpyHostToDevice));
     persistent_packet_kernel<<<static_cast<unsigned>(lists_d_.size() * options_.gpu_lanes), kItemThreads, 0,
-                               streams_[0]>>>(lists_on_gpu_, options_.gpu_lanes, options_.ns_per_packet, handler_);
+                               streams_[0]>>>(list_array_d_, options_.gpu_lanes, options_.ns_per_packet, handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
   }
 
   void burst_loop() {
+    cudaSetDevice(gpu_.device());
     std::vector<std::uint32_t> next(lists_.size(), 0);
     std::vector<bool> ended(lists_.size(), false);
     Backoff backoff(2000, 100, 20'000);
@@ -165,19 +198,22 @@ class GpuPacketWorker final : public PacketWorker {
           const CommItem& item = lists_[p].item(next[p]);
           const std::uint32_t s = comm_status(item);
           if (s == kCommError) ended[p] = true;
-          // A READY of the item's last turn, whose kernel has not run yet, is not this turn's.
-          if (s != kCommReady || item.sequence != next[p]) continue;
+          // A READY of the item's last turn, whose kernel has not run yet, is not
+          // this turn's. RX writes the sequence before READY; read it, then
+          // the status again, so that both are this turn's.
+          if (s != kCommReady) continue;
+          const std::uint32_t seq = std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(item.sequence)).load(std::memory_order_relaxed);
+          if (seq != next[p] || comm_status(item) != kCommReady) continue;
           cudaStream_t stream = streams_[p * options_.gpu_lanes + next[p] % options_.gpu_lanes];
           burst_packet_kernel<<<1, kItemThreads, 0, stream>>>(lists_d_[p], next[p]++, options_.ns_per_packet,
                                                               handler_);
           FERRY_CUDA_CHECK(cudaGetLastError());
-          launched_.fetch_add(1, std::memory_order_relaxed);
           progress = true;
         }
         if (all_ended) break;
         if (progress) backoff.reset(); else backoff.idle();
       }
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       set_failure(e.what());
     }
   }
@@ -186,6 +222,8 @@ class GpuPacketWorker final : public PacketWorker {
   // once: a list of n items has n / graph_items of them, launched in turn.
   void prepare_groups() {
     const std::uint32_t g_items = options_.graph_items;
+    if (options_.mode == PacketMode::Graph)
+      check_resident(waiting_packet_kernel<Handler>, lists_.size() * std::min(options_.gpu_lanes, g_items));
     for (const CommList& l : lists_)
       if (l.capacity() % g_items != 0 || l.capacity() < kGroupsAhead * g_items)
         throw Error("a list of " + std::to_string(l.capacity()) + " items cannot be pre-posted " +
@@ -278,6 +316,7 @@ class GpuPacketWorker final : public PacketWorker {
   cudaStream_t branch(std::size_t p, std::uint32_t b) const { return branches_[p * options_.gpu_lanes + b]; }
 
   void group_loop() {
+    cudaSetDevice(gpu_.device());
     const std::size_t lists = lists_.size();
     std::vector<std::uint64_t> posted(lists, 0), finished(lists, 0);
     Backoff backoff(2000, 100, 20'000);
@@ -300,13 +339,12 @@ class GpuPacketWorker final : public PacketWorker {
               post_group(stream, p, g);
             FERRY_CUDA_CHECK(cudaEventRecord(events_[p][posted[p] % kGroupsAhead], stream));
             ++posted[p];
-            launched_.fetch_add(options_.graph_items, std::memory_order_relaxed);
             progress = true;
           }
         }
         if (progress) backoff.reset(); else backoff.idle();
       }
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       set_failure(e.what());
     }
   }
@@ -318,7 +356,7 @@ class GpuPacketWorker final : public PacketWorker {
   worker::cuda::GpuContext gpu_;
   std::vector<CommList> lists_;    // host views
   std::vector<CommList> lists_d_;  // the same lists at the GPU's addresses
-  CommList* lists_on_gpu_ = nullptr;
+  CommList* list_array_d_ = nullptr;  // persistent: the lists, in device memory
   std::vector<cudaStream_t> streams_;   // gpu_lanes per list
   std::vector<cudaStream_t> branches_;  // graph and memops: gpu_lanes per list
   std::vector<cudaEvent_t> fork_;       // per list
@@ -329,9 +367,9 @@ class GpuPacketWorker final : public PacketWorker {
   bool memops_captured_ = false;
   std::atomic<bool> running_{false};
   std::thread dispatcher_;
-  std::atomic<std::uint64_t> launched_{0};
   bool stuck_ = false;
-  FirstFailure failure_;
+  bool stopped_ = false;  // every stream drained
+  mutable FirstFailure failure_;
 };
 
 }  // namespace ferry::packet::cuda

@@ -31,19 +31,20 @@ struct PostedBatch {
   std::uint64_t cookies[kInlineRequests];
 };
 
-// lens/cookies: the first requests' lengths and cookies, or null to read them from the ring.
+// lens/cookies: this block's messages' lengths and cookies (one per warp) where
+// they came inline, or null to read them from the ring.
 template <typename Handler>
 __device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, std::uint32_t* error,
                              const Handler& handler, const std::uint32_t* lens = nullptr,
                              const std::uint64_t* cookies = nullptr) {
-  const unsigned lane = threadIdx.x % 32;
-  const std::uint32_t i = blockIdx.x * kMessagesPerBlock + threadIdx.x / 32;
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const std::uint32_t i = blockIdx.x * kMessagesPerBlock + warp;
   if (i >= d.count) return;
   const DeviceChannel& ch = channels[d.channel];
   const std::uint32_t k = d.first + i;
   const bool inline_request = lens != nullptr && i < kInlineRequests;
   const SlotDesc& req = ch.requests.desc(k);
-  const std::uint32_t len = inline_request ? lens[i] : req.len;
+  const std::uint32_t len = inline_request ? lens[warp] : req.len;
   if (len > ch.requests.slot_size) {
     if (lane == 0) report_error_sys(error, kRequestLongerThanSlot);
     return;
@@ -58,7 +59,7 @@ __device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, 
     }
     SlotDesc& resp = ch.responses.desc(k);
     resp.len = n;
-    resp.cookie = inline_request ? cookies[i] : req.cookie;
+    resp.cookie = inline_request ? cookies[warp] : req.cookie;
     // R1 on the GPU: bytes, len and cookie, then seq; pairs with the server's acquire (A1).
     __threadfence_system();
     store_release_sys(&resp.seq, k + 1);
@@ -74,17 +75,19 @@ __global__ void batch_kernel_by_value(const DeviceChannel* channels, BatchDesc d
 
 // graph and memops: captured or pre-posted once, so the batch is read from
 // mapped host memory that the dispatcher fills before releasing the launch:
-// the descriptor and the inline lengths and cookies at once, one thread each.
+// the descriptor and this block's inline lengths and cookies at once, one
+// thread each (entries past the batch's count are read and never used).
 template <typename Handler>
 __global__ void batch_kernel_by_ref(const DeviceChannel* channels, const PostedBatch* p, std::uint32_t* error,
                                     Handler handler) {
   __shared__ BatchDesc desc;
-  __shared__ std::uint32_t lens[kInlineRequests];
-  __shared__ std::uint64_t cookies[kInlineRequests];
+  __shared__ std::uint32_t lens[kMessagesPerBlock];
+  __shared__ std::uint64_t cookies[kMessagesPerBlock];
   if (threadIdx.x == 0) desc = p->d;
-  if (threadIdx.x < kInlineRequests) {
-    lens[threadIdx.x] = p->lens[threadIdx.x];
-    cookies[threadIdx.x] = p->cookies[threadIdx.x];
+  const std::uint32_t mine = blockIdx.x * kMessagesPerBlock + threadIdx.x;
+  if (threadIdx.x < kMessagesPerBlock && mine < kInlineRequests) {
+    lens[threadIdx.x] = p->lens[mine];
+    cookies[threadIdx.x] = p->cookies[mine];
   }
   __syncthreads();
   handle_batch(channels, desc, error, handler, lens, cookies);
