@@ -2,8 +2,6 @@
 // EAL takes everything before "--"; the flags after it are Ferry's, and
 // l2fwd-nv's (-b -d -g -m -p -t -v -w -z) with their meaning.
 
-#include <poll.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +13,7 @@
 #include "core/log.h"
 #include "core/signal_fd.h"
 #include "ferry/core/status.h"
+#include "until_signal.h"
 
 #if defined(FERRY_HAVE_DPDK)
 #include "ferry/packet/l2fwd.h"
@@ -136,22 +135,15 @@ int run_l2fwd(std::vector<std::string> args) {
   log::app().info("l2fwd: {}", l2fwd.describe());
 
   using clock = std::chrono::steady_clock;
-  auto next_stats = clock::now() + std::chrono::duration<double>(flags.stats_interval_s);
-  for (;;) {
-    pollfd p{signals.fd(), POLLIN, 0};
-    if (poll(&p, 1, 50) > 0) {
-      log::app().info("{} received: stopping", signals.read_name());
-      l2fwd.stop();
-      break;
-    }
-    if (l2fwd.wait_for(std::chrono::milliseconds(0))) break;
+  const auto interval = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(flags.stats_interval_s));
+  auto next_stats = clock::now() + interval;
+  const int code = run_until_signal(l2fwd, signals, [&] {
     if (flags.stats_interval_s > 0 && clock::now() >= next_stats && l2fwd.measuring()) {
       std::printf("%s", packet::format_report(l2fwd.interval_report(), "statistics").c_str());
       std::fflush(stdout);
-      next_stats += std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(flags.stats_interval_s));
+      next_stats += interval;
     }
-  }
-  const int code = l2fwd.wait();
+  });
   const packet::L2fwdReport report = l2fwd.report();
   if (!report.pipelines.empty()) {  // empty: it never got going (the error says why)
     std::printf("%s", packet::format_report(report, "total, measured after the warm-up").c_str());
@@ -162,7 +154,6 @@ int run_l2fwd(std::vector<std::string> args) {
     out << packet::report_json(report) << "\n";
     if (!out) throw Error("cannot write " + flags.json_out);
   }
-  if (const std::string why = l2fwd.first_error(); !why.empty()) log::app().error("{}", why);
   if (l2fwd.stuck()) {
     log::app().error("exiting without GPU teardown: a kernel did not end");
     log::app().flush();

@@ -6,6 +6,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <functional>
 
 #include "core/log.h"
 #include "core/signal_fd.h"
@@ -15,9 +16,12 @@ namespace ferry::app {
 // `signals` must have been made before the service (and anything it is made
 // with, such as a CUDA backend), so that every thread they start has the
 // signals blocked and a signal can only reach the signalfd.
+// `tick`, if given, runs on every turn of the wait (about every 100 ms): a
+// command's periodic output.
 template <typename Service>
-int run_until_signal(Service& service, SignalFd& signals) {
+int run_until_signal(Service& service, SignalFd& signals, const std::function<void()>& tick = {}) {
   for (;;) {
+    if (tick) tick();
     pollfd p{signals.fd(), POLLIN, 0};
     if (poll(&p, 1, 100) > 0) {
       log::app().info("{} received: shutting down", signals.read_name());

@@ -245,6 +245,7 @@ class BatchedBackend final : public Backend {
   }
 
   void dispatch_loop() {
+    cudaSetDevice(gpu_.device());  // a new thread's current device is 0, not necessarily --gpu's
     Backoff backoff(2000, 100, 20'000);
     const auto timeout = std::chrono::microseconds(options_.burst_timeout_us);
     const std::uint32_t channels = gpu_.arena()->num_channels();
@@ -294,6 +295,7 @@ class BatchedBackend final : public Backend {
   }
 
   void complete_loop() {
+    cudaSetDevice(gpu_.device());  // memops re-arms its slots from here
     Backoff backoff(2000, 100, 20'000);
     try {
       for (;;) {
