@@ -12,23 +12,9 @@
 
 #include "ferry/route/engine.h"
 #include "ferry/route/runtime.h"
+#include "rng.h"
 
 namespace ferry::route::bench {
-
-// splitmix64: a seeded stream per (seed, stream), cheap and reproducible, so a
-// verifier can regenerate any rank's choices.
-inline std::uint64_t mix(std::uint64_t x) noexcept {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-struct Rng {
-  std::uint64_t state;
-  Rng(std::uint64_t seed, std::uint64_t stream) : state(mix(seed * 0x100000001b3ull + stream)) {}
-  std::uint64_t next() noexcept { return mix(state += 0x9e3779b97f4a7c15ull); }
-  double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-};
 
 struct CommonOptions {
   std::uint64_t work_per_message = 0;  // random 8-byte reads of the work table per message

@@ -22,11 +22,11 @@ void ClientPort::check_router() const {
           ", pid " + std::to_string(pid) + ") is gone");
 }
 
-std::uint8_t* ClientPort::reserve_slow(std::uint32_t bytes) {
-  if (bytes > capacity_) [[unlikely]]  // Engine::send checks max_payload(); this guards the slot
-    fatal("a " + std::to_string(bytes) + "-byte frame does not fit a " + std::to_string(capacity_) +
+void ClientPort::open_chunk(std::uint32_t len) {
+  if (run_bytes(len, 1) > capacity_) [[unlikely]]  // Engine::send checks max_payload(); this guards the slot
+    fatal("a " + std::to_string(len) + "-byte message does not fit a " + std::to_string(capacity_) +
           "-byte ring slot");
-  if (chunk_ != nullptr) publish_chunk();  // the frame does not fit: the chunk leaves as it is
+  if (chunk_ != nullptr) publish_chunk();  // the message does not fit: the chunk leaves as it is
   MutableByteView slot = producer_.try_claim();
   if (slot.data == nullptr) {
     // The router is behind: wait for a slot without running handlers (the
@@ -50,9 +50,9 @@ std::uint8_t* ClientPort::reserve_slow(std::uint32_t bytes) {
     wait_ns_ += now_ns() - start;
   }
   chunk_ = slot.data;
-  used_ = bytes;
+  used_ = 0;
+  run_.reset();
   since_ = now_ns();
-  return chunk_;
 }
 
 }  // namespace ferry::route::detail

@@ -1,13 +1,13 @@
 #pragma once
-// The application's end of a mailbox (thread and process mode): frames are
+// The application's end of a mailbox (thread and process mode): runs are
 // written straight into the open slot of the request ring (one chunk), and
 // chunks from the delivery ring are read in place. The application thread
 // touches nothing else: no MPI, no per-destination buffers.
 //
 // The quiescence rule (quiescence.h relies on it):
-//   Q1  the `sent` word covering every frame of a chunk is stored before the
+//   Q1  the `sent` word covering every message of a chunk is stored before the
 //       chunk is published (release R3, then the ring's R1);
-//   Q2  `handled` is stored only while no frame is unpublished, so every
+//   Q2  `handled` is stored only while no message is unpublished, so every
 //       handler it counts has its sends already published and counted.
 // Without Q2 a rank could report a handled message whose reply still sat in
 // its open chunk, and the totals could balance with that reply unseen.
@@ -21,6 +21,7 @@
 #include "ferry/route/options.h"
 #include "route/fatal.h"
 #include "route/mailbox.h"
+#include "route/run.h"
 
 namespace ferry::route::detail {
 
@@ -37,19 +38,20 @@ class ClientPort {
     for (std::uint32_t r = 0; r < rings_; ++r) consumers_[r] = RingConsumer(slot.deliveries[r]);
   }
 
-  // Room for a frame of `bytes` in the open chunk; publishes the chunk and
-  // claims the next slot when it is full, waiting while the ring is full.
-  std::uint8_t* reserve(std::uint32_t bytes) {
-    if (chunk_ != nullptr && used_ + bytes <= capacity_) [[likely]] {
-      std::uint8_t* at = chunk_ + used_;
-      used_ += bytes;
-      return at;
+  // Room for one payload of `len` bytes to `dest` in the open chunk, joining
+  // its last run when the key matches; publishes the chunk and claims the next
+  // slot when it is full, waiting while the ring is full.
+  std::uint8_t* append(std::uint32_t dest, std::uint32_t src, std::uint16_t handler, std::uint32_t len) {
+    if (chunk_ != nullptr) [[likely]] {
+      if (std::uint8_t* at = run_.append(chunk_, &used_, capacity_, dest, src, handler, len)) [[likely]]
+        return at;
     }
-    return reserve_slow(bytes);
+    open_chunk(len);
+    return run_.append(chunk_, &used_, capacity_, dest, src, handler, len);
   }
   void count_sent() noexcept { ++sent_; }
 
-  // Publishes the open chunk when it holds frames (Q1).
+  // Publishes the open chunk when it holds runs (Q1).
   void publish_chunk() noexcept {
     if (used_ == 0) return;
     // R3: release orders this count before the chunk's seq release (R1), so a
@@ -60,11 +62,12 @@ class ClientPort {
     chunk_bytes_ += used_;
     chunk_ = nullptr;
     used_ = 0;
+    run_.reset();
   }
   bool has_unpublished() const noexcept { return used_ != 0; }
   std::uint64_t chunk_since() const noexcept { return since_; }
 
-  // Stores the handled count when every frame is published (Q2); pairs with
+  // Stores the handled count when every message is published (Q2); pairs with
   // the router's acquire when it sums a round.
   void publish_handled(std::uint64_t handled) noexcept {
     if (used_ != 0) return;
@@ -105,7 +108,8 @@ class ClientPort {
   std::uint32_t capacity() const noexcept { return capacity_; }
 
  private:
-  std::uint8_t* reserve_slow(std::uint32_t bytes);
+  // Publishes the open chunk, if any, and claims an empty one for a payload of `len` bytes.
+  void open_chunk(std::uint32_t len);
 
   Options options_;
   ClientSlot slot_;
@@ -117,6 +121,7 @@ class ClientPort {
   std::uint64_t stall_ns_;
   std::uint8_t* chunk_ = nullptr;
   std::uint32_t used_ = 0;
+  RunCursor run_;  // the run the open chunk ends with
   std::uint64_t since_ = 0;
   std::uint64_t sent_ = 0;
   std::uint64_t chunks_ = 0;

@@ -31,23 +31,22 @@ void InlineBackend::run_buffer(const Transport::Received& r) {
   in_handler_ = true;
   std::size_t off = 0;
   while (off < r.bytes) {
-    FrameHeader h;
-    const std::uint32_t fb = read_frame(r.buf, r.bytes, off, &h);
-    if (fb == 0)
-      fatal("rank " + std::to_string(me_) + ": corrupt frame at offset " + std::to_string(off) + " of a " +
+    RunHeader h;
+    const std::uint32_t rb = read_run(r.buf, r.bytes, off, &h);
+    if (rb == 0)
+      fatal("rank " + std::to_string(me_) + ": corrupt run at offset " + std::to_string(off) + " of a " +
             std::to_string(r.bytes) + "-byte buffer from rank " + std::to_string(r.source));
     if (h.dest == me_) {
-      engine_.dispatch(static_cast<int>(h.src), h.handler, r.buf + off + kFrameHeaderBytes, h.len);
-      ++stats_.msgs_received;
-      stats_.bytes_received += h.len;
-      if (r.source == static_cast<int>(me_)) ++stats_.wire.frames_local;
-    } else {  // nlnr: we are the first hop, pass it on
-      if (h.dest >= next_hop_.size()) fatal("frame for rank " + std::to_string(h.dest) + ", out of range");
-      std::uint8_t* at = transport_.reserve(next_hop_[h.dest], fb);
-      std::memcpy(at, r.buf + off, fb);
-      ++stats_.wire.frames_forwarded;
+      engine_.dispatch(static_cast<int>(h.src), h.handler, r.buf + off + kRunHeaderBytes, h.len(), h.count);
+      stats_.msgs_received += h.count;
+      stats_.bytes_received += std::uint64_t{h.len()} * h.count;
+      if (r.source == static_cast<int>(me_)) stats_.wire.frames_local += h.count;
+    } else {  // nlnr: we are the first hop, pass the run on
+      if (h.dest >= next_hop_.size()) fatal("run for rank " + std::to_string(h.dest) + ", out of range");
+      std::memcpy(transport_.reserve(next_hop_[h.dest], rb), r.buf + off, rb);
+      stats_.wire.frames_forwarded += h.count;
     }
-    off += fb;
+    off += rb;
   }
   in_handler_ = false;
   stats_.handler_ns += now_ns() - t0;

@@ -1,14 +1,15 @@
 #pragma once
 // Inline mode: the application thread does everything: it appends frames to
-// per-destination buffers, calls MPI, and runs handlers in progress()/barrier().
+// runs in per-destination buffers, calls MPI, and runs handlers in progress()/barrier().
 
 #include <mpi.h>
 
+#include <cstring>
 #include <vector>
 
 #include "route/backend.h"
 #include "route/buffer_pool.h"
-#include "route/frame.h"
+#include "route/run.h"
 #include "route/quiescence.h"
 #include "route/topology.h"
 #include "route/transport.h"
@@ -20,9 +21,9 @@ class InlineBackend final : public Backend {
   InlineBackend(Engine& engine, MPI_Comm comm, const Options& options, const Topology& topology);
 
   void send(int dest, std::uint16_t handler, const void* payload, std::uint32_t len) override {
-    const std::uint32_t fb = frame_bytes(len);
-    std::uint8_t* at = transport_.reserve(next_hop_[static_cast<std::size_t>(dest)], fb);
-    write_frame(at, static_cast<std::uint32_t>(dest), me_, handler, payload, len);
+    std::uint8_t* at =
+        transport_.append(next_hop_[static_cast<std::size_t>(dest)], static_cast<std::uint32_t>(dest), me_, handler, len);
+    std::memcpy(at, payload, len);
     ++stats_.msgs_sent;
     stats_.bytes_sent += len;
   }

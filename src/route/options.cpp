@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "ferry/core/status.h"
-#include "route/frame.h"
+#include "route/run.h"
 
 namespace ferry::route {
 namespace {
@@ -191,9 +191,10 @@ void Options::validate() const {
 }
 
 std::uint32_t Options::max_payload() const noexcept {
-  // A frame must fit an aggregation buffer and, in the ring modes, a ring slot.
+  // A run of one message must fit an aggregation buffer and, in the ring
+  // modes, a ring slot; the run header has 24 bits for the payload size.
   const std::uint32_t room = mode == Mode::Inline ? buffer_bytes : std::min(buffer_bytes, ring_slot_bytes);
-  return room - static_cast<std::uint32_t>(detail::kFrameHeaderBytes);
+  return std::min(room - detail::kRunHeaderBytes, detail::kMaxItemBytes);
 }
 
 std::string Options::describe() const {

@@ -48,20 +48,20 @@ bool RingBackend::run_deliveries(int max_chunks) {
   // One ring per router thread; each gets its share of the batch.
   for (std::uint32_t r = 0; r < port_.delivery_rings(); ++r) {
     int n = 0;
-    while (n < max_chunks && port_.peek(r, &m)) {  // A1: the router's frames in this chunk are visible
+    while (n < max_chunks && port_.peek(r, &m)) {  // A1: the router's runs in this chunk are visible
       const std::uint8_t* data = m.payload.data;
       const std::size_t size = m.payload.size;
       std::size_t off = 0;
       while (off < size) {
-        FrameHeader h;
-        const std::uint32_t fb = read_frame(data, size, off, &h);
-        if (fb == 0 || h.dest != me_)
+        RunHeader h;
+        const std::uint32_t rb = read_run(data, size, off, &h);
+        if (rb == 0 || h.dest != me_)
           fatal("rank " + std::to_string(me_) + ": corrupt delivery chunk from the router (offset " +
                 std::to_string(off) + " of " + std::to_string(size) + ")");
-        engine_.dispatch(static_cast<int>(h.src), h.handler, data + off + kFrameHeaderBytes, h.len);
-        ++stats_.msgs_received;
-        stats_.bytes_received += h.len;
-        off += fb;
+        engine_.dispatch(static_cast<int>(h.src), h.handler, data + off + kRunHeaderBytes, h.len(), h.count);
+        stats_.msgs_received += h.count;
+        stats_.bytes_received += std::uint64_t{h.len()} * h.count;
+        off += rb;
       }
       port_.advance(r);
       ++n;

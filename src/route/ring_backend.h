@@ -1,15 +1,16 @@
 #pragma once
-// Thread and process mode, the application's side: frames go into the request
+// Thread and process mode, the application's side: runs go into the request
 // ring of a mailbox, handlers run on delivery chunks, barriers are a handshake
 // with the router. In thread mode this backend also owns the router thread.
 
+#include <cstring>
 #include <memory>
 #include <thread>
 
 #include "ferry/route/options.h"
 #include "route/backend.h"
 #include "route/client_port.h"
-#include "route/frame.h"
+#include "route/run.h"
 #include "route/mailbox.h"
 
 namespace ferry::route::detail {
@@ -26,8 +27,8 @@ class RingBackend final : public Backend {
   ~RingBackend() override;
 
   void send(int dest, std::uint16_t handler, const void* payload, std::uint32_t len) override {
-    std::uint8_t* at = port_.reserve(frame_bytes(len));
-    write_frame(at, static_cast<std::uint32_t>(dest), me_, handler, payload, len);
+    std::uint8_t* at = port_.append(static_cast<std::uint32_t>(dest), me_, handler, len);
+    std::memcpy(at, payload, len);
     port_.count_sent();
     ++stats_.msgs_sent;
     stats_.bytes_sent += len;

@@ -8,7 +8,7 @@
 
 #include "ferry/core/status.h"
 #include "route/fatal.h"
-#include "route/frame.h"
+#include "route/run.h"
 #include "route/idle.h"
 
 namespace ferry::route::detail {
@@ -37,57 +37,70 @@ Router::Router(RouterConfig config, BufferPool* pool, WireStats* wire)
   stats_.clients = n;
 }
 
-// The delivery slow path: the open chunk is full or there is none. Frames
-// wait while older ones for the same app do (per-destination order).
-void Router::deliver_slow(Delivery& d, const std::uint8_t* frame, std::uint32_t bytes) {
-  if (bytes > slot_bytes_) [[unlikely]]
-    fatal(std::string(cfg_.name) + ": a " + std::to_string(bytes) + "-byte frame does not fit a " +
-          std::to_string(slot_bytes_) + "-byte delivery slot (ranks disagree on ring_slot_bytes?)");
-  if (d.waiting.empty() && try_deliver(d, frame, bytes)) return;
-  wait_for_room(d, frame, bytes);
+// The delivery slow path: the open chunk is full or there is none. Runs wait
+// while older ones for the same app do (per-destination order).
+void Router::deliver_slow(Delivery& d, const std::uint8_t* run, std::uint32_t bytes) {
+  if (d.waiting.empty() && try_deliver(d, run, bytes)) return;
+  wait_for_room(d, run, bytes);
 }
 
-// Appends the frame to the open chunk, or publishes it and claims the next
-// slot; false (and no chunk open) when the app's ring is full.
-bool Router::try_deliver(Delivery& d, const std::uint8_t* frame, std::uint32_t bytes) {
+// Appends the run (at most a slot) to the open chunk, or publishes it and
+// claims the next slot; false (and no chunk open) when the app's ring is full.
+bool Router::try_deliver(Delivery& d, const std::uint8_t* run, std::uint32_t bytes) {
   if (d.data != nullptr && d.used + bytes <= slot_bytes_) {
-    copy_frame(d.data + d.used, frame, bytes);
+    copy_words(d.data + d.used, run, bytes);
     d.used += bytes;
     return true;
   }
-  publish_delivery(d);  // the frame does not fit: the chunk leaves
+  publish_delivery(d);  // the run does not fit: the chunk leaves
   MutableByteView slot = d.producer.try_claim();
   if (slot.data == nullptr) return false;  // the app is behind
   d.data = slot.data;
-  copy_frame(d.data, frame, bytes);
+  copy_words(d.data, run, bytes);
   d.used = bytes;
   return true;
 }
 
-void Router::wait_for_room(Delivery& d, const std::uint8_t* frame, std::uint32_t bytes) {
+void Router::wait_for_room(Delivery& d, const std::uint8_t* run, std::uint32_t bytes) {
   if (d.waiting.empty()) ++clients_waiting_;
   if (d.waiting.empty() || d.waiting.back().tail + bytes > pool_->buffer_bytes()) {
-    d.waiting.push_back({pool_->get(), 0, 0});  // a frame fits a buffer: validate() checks slot <= buffer
+    d.waiting.push_back({pool_->get(), 0, 0});  // a slot fits a buffer: validate() checks slot <= buffer
     if (++waiting_buffers_ > stats_.pending_max) stats_.pending_max = waiting_buffers_;
   }
   Waiting& w = d.waiting.back();
-  copy_frame(w.buf + w.tail, frame, bytes);
+  copy_words(w.buf + w.tail, run, bytes);
   w.tail += bytes;
 }
 
-// Moves one app's waiting frames into its ring, oldest first, while it has
+// A run larger than a delivery slot (one that filled an MPI buffer) goes in
+// pieces of as many payloads as a slot holds.
+void Router::deliver_split(Delivery& d, const RunHeader& h, const std::uint8_t* payloads) {
+  const std::uint32_t per_piece = items_that_fit(h.len(), slot_bytes_);
+  if (per_piece == 0) [[unlikely]]
+    fatal(std::string(cfg_.name) + ": a " + std::to_string(h.len()) + "-byte message does not fit a " +
+          std::to_string(slot_bytes_) + "-byte delivery slot (ranks disagree on ring_slot_bytes?)");
+  if (split_.size() < slot_bytes_) split_.resize(slot_bytes_);
+  for (std::uint32_t done = 0; done < h.count;) {
+    const std::uint32_t k = std::min<std::uint32_t>(per_piece, h.count - done);
+    const std::uint32_t bytes = put_run(split_.data(), h, payloads + std::size_t{done} * h.len(), k);
+    deliver_slow(d, split_.data(), bytes);
+    done += k;
+  }
+}
+
+// Moves one app's waiting runs into its ring, oldest first, while it has
 // room; true when it moved any.
 bool Router::drain_waiting(Delivery& d) {
   bool did = false;
   while (!d.waiting.empty()) {
     Waiting& w = d.waiting.front();
     while (w.head < w.tail) {
-      FrameHeader h;
-      const std::uint32_t fb = read_frame(w.buf, w.tail, w.head, &h);
-      if (fb == 0) [[unlikely]]
+      RunHeader h;
+      const std::uint32_t rb = read_run(w.buf, w.tail, w.head, &h);
+      if (rb == 0) [[unlikely]]
         corrupt(w.head, w.tail);
-      if (!try_deliver(d, w.buf + w.head, fb)) return did;
-      w.head += fb;
+      if (!try_deliver(d, w.buf + w.head, rb)) return did;
+      w.head += rb;
       did = true;
     }
     pool_->put(w.buf);
@@ -108,39 +121,42 @@ bool Router::drain_waiting() {
 
 void Router::publish_delivery(Delivery& d) {
   if (d.data == nullptr || d.used == 0) return;
-  d.producer.publish(d.used, 0);  // R1 of the delivery ring: the app's A1 sees every frame
+  d.producer.publish(d.used, 0);  // R1 of the delivery ring: the app's A1 sees every run
   d.data = nullptr;
   d.used = 0;
   ++stats_.chunks_out;
 }
 
-void Router::route_frames(const std::uint8_t* data, std::uint32_t size) {
-  // The router's inner loop (about 10-15 ns a frame): locals for the offset and
-  // the counters, the delivery fast path inline, frames copied by words.
+void Router::route_runs(const std::uint8_t* data, std::uint32_t size) {
+  // The router's inner loop (about 10-15 ns a run): locals for the offset and
+  // the counters, the delivery fast path inline, runs copied by words.
   std::uint32_t off = 0;
   std::uint64_t local = 0, forwarded = 0;
   while (off < size) {
-    FrameHeader h;
-    const std::uint32_t fb = read_frame(data, size, off, &h);
-    if (fb == 0 || h.dest >= cfg_.client_of_app.size()) [[unlikely]]
+    RunHeader h;
+    const std::uint32_t rb = read_run(data, size, off, &h);
+    if (rb == 0 || h.dest >= cfg_.client_of_app.size()) [[unlikely]]
       corrupt(off, size);
     const int client = cfg_.client_of_app[h.dest];
     if (client >= 0) {
       Delivery& d = deliveries_[static_cast<std::size_t>(client)];
-      if (d.data != nullptr && d.used + fb <= slot_bytes_) [[likely]] {
-        copy_frame(d.data + d.used, data + off, fb);
-        d.used += fb;
+      if (d.data != nullptr && d.used + rb <= slot_bytes_) [[likely]] {
+        copy_words(d.data + d.used, data + off, rb);
+        d.used += rb;
+      } else if (rb <= slot_bytes_) {
+        deliver_slow(d, data + off, rb);
       } else {
-        deliver_slow(d, data + off, fb);
+        deliver_split(d, h, data + off + kRunHeaderBytes);
       }
-      ++local;
+      local += h.count;
     } else {
       if (cfg_.transport == nullptr) [[unlikely]]
         unserved(h.dest);
-      copy_frame(cfg_.transport->reserve(cfg_.peer_of_app[h.dest], fb), data + off, fb);
-      ++forwarded;
+      // A run from a request chunk is at most a slot, which fits a buffer.
+      copy_words(cfg_.transport->reserve(cfg_.peer_of_app[h.dest], rb), data + off, rb);
+      forwarded += h.count;
     }
-    off += fb;
+    off += rb;
   }
   wire_->frames_local += local;
   wire_->frames_forwarded += forwarded;
@@ -148,12 +164,12 @@ void Router::route_frames(const std::uint8_t* data, std::uint32_t size) {
 }
 
 void Router::corrupt(std::uint32_t off, std::uint32_t size) const {
-  fatal(std::string(cfg_.name) + ": corrupt frame at offset " + std::to_string(off) + " of a " +
+  fatal(std::string(cfg_.name) + ": corrupt run at offset " + std::to_string(off) + " of a " +
         std::to_string(size) + "-byte chunk");
 }
 
 void Router::unserved(std::uint32_t dest) const {
-  fatal(std::string(cfg_.name) + ": frame for application rank " + std::to_string(dest) +
+  fatal(std::string(cfg_.name) + ": run for application rank " + std::to_string(dest) +
         ", which no router serves");
 }
 
@@ -161,8 +177,8 @@ bool Router::drain_requests(int client) {
   RingConsumer& c = requests_[static_cast<std::size_t>(client)];
   SlotMessage m;
   int n = 0;
-  while (n < kSlotsPerClientPass && c.try_peek(&m)) {  // A1: the chunk's frames and its sent word (Q1)
-    route_frames(m.payload.data, static_cast<std::uint32_t>(m.payload.size));
+  while (n < kSlotsPerClientPass && c.try_peek(&m)) {  // A1: the chunk's runs and its sent word (Q1)
+    route_runs(m.payload.data, static_cast<std::uint32_t>(m.payload.size));
     c.advance();
     ++n;
     ++stats_.chunks_in;
@@ -177,7 +193,7 @@ bool Router::drain_transport() {
   Transport::Received r;
   int n = 0;
   while (n < kBuffersPerPass && t->pop_received(&r)) {
-    route_frames(r.buf, r.bytes);
+    route_runs(r.buf, r.bytes);
     t->recycle(r.buf);
     ++n;
   }
@@ -235,11 +251,11 @@ bool Router::barrier_step() {
 }
 
 bool Router::step() {
-  bool did = drain_waiting();  // oldest first: room the apps freed goes to frames that waited
+  bool did = drain_waiting();  // oldest first: room the apps freed goes to runs that waited
   for (int c : own_) did |= drain_requests(c);
   if (cfg_.transport != nullptr) did |= drain_transport();
   // Statistics before the deliveries they count: the delivery ring's release
-  // (R1) carries them to any app that handles those frames, and from there to
+  // (R1) carries them to any app that handles those messages, and from there to
   // whoever reads them after a barrier.
   if (did) publish_stats();
   for (Delivery& d : deliveries_) publish_delivery(d);

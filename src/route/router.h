@@ -1,7 +1,7 @@
 #pragma once
 // The router: serves the application ranks of one mailbox. It reads their
-// request chunks, sends each frame on (to a local app's delivery ring, or into
-// the Transport's buffer for the frame's next hop), delivers what arrives over
+// request chunks, sends each run on (to a local app's delivery ring, or into
+// the Transport's buffer for the run's next hop), delivers what arrives over
 // MPI, and runs the quiescence rounds of their barriers.
 //
 // It is the progress thread of one rank in thread mode (one client, peers are
@@ -16,11 +16,11 @@
 // the quiescence rounds: the counts live with the apps, so it needs nothing from
 // the other shards (what they hold is counted as sent and not yet handled).
 //
-// It never waits for an application: a frame for an app whose delivery ring is
+// It never waits for an application: a run for an app whose delivery ring is
 // full waits in that app's own queue (router memory) and goes first once the
 // app frees a slot, so an app that waits for request-ring space can never
 // deadlock against its router, and an app that falls behind holds up only the
-// frames addressed to it: the others' keep flowing (one shared queue made every
+// runs addressed to it: the others' keep flowing (one shared queue made every
 // app wait behind the slowest one's backlog; qs-mini's cycle ends showed it).
 
 #include <cstdint>
@@ -32,6 +32,7 @@
 #include "route/buffer_pool.h"
 #include "route/mailbox.h"
 #include "route/quiescence.h"
+#include "route/run.h"
 #include "route/transport.h"
 
 namespace ferry::route::detail {
@@ -72,9 +73,9 @@ class Router {
     std::uint32_t head;
     std::uint32_t tail;
   };
-  // One app's delivery ring, its open chunk, and the frames waiting for room in
-  // it, oldest first. Invariant: while frames wait, no chunk is open (data is
-  // null), so the fast path in route_frames never passes them.
+  // One app's delivery ring, its open chunk, and the runs waiting for room in
+  // it, oldest first. Invariant: while runs wait, no chunk is open (data is
+  // null), so the fast path in route_runs never passes them.
   struct Delivery {
     RingProducer producer;
     std::uint8_t* data = nullptr;
@@ -82,10 +83,11 @@ class Router {
     std::deque<Waiting> waiting;
   };
 
-  void route_frames(const std::uint8_t* data, std::uint32_t size);
-  void deliver_slow(Delivery& d, const std::uint8_t* frame, std::uint32_t bytes);
-  bool try_deliver(Delivery& d, const std::uint8_t* frame, std::uint32_t bytes);
-  void wait_for_room(Delivery& d, const std::uint8_t* frame, std::uint32_t bytes);
+  void route_runs(const std::uint8_t* data, std::uint32_t size);
+  void deliver_slow(Delivery& d, const std::uint8_t* run, std::uint32_t bytes);
+  bool try_deliver(Delivery& d, const std::uint8_t* run, std::uint32_t bytes);
+  void wait_for_room(Delivery& d, const std::uint8_t* run, std::uint32_t bytes);
+  void deliver_split(Delivery& d, const RunHeader& h, const std::uint8_t* payloads);
   bool drain_waiting(Delivery& d);
   [[noreturn]] void corrupt(std::uint32_t off, std::uint32_t size) const;
   [[noreturn]] void unserved(std::uint32_t dest) const;
@@ -104,9 +106,10 @@ class Router {
   std::vector<int> own_;                // the clients whose request rings this shard reads
   std::vector<RingConsumer> requests_;  // indexed by client (only own_ ones are used)
   std::vector<Delivery> deliveries_;  // indexed by client
-  std::uint32_t clients_waiting_ = 0;  // deliveries with waiting frames
+  std::uint32_t clients_waiting_ = 0;  // deliveries with waiting runs
   std::uint64_t waiting_buffers_ = 0;  // pool buffers holding them
   std::uint32_t slot_bytes_;
+  std::vector<std::uint8_t> split_;  // one piece of a run split for delivery
   std::uint64_t flush_ns_;
 
   // Barrier state.

@@ -62,15 +62,15 @@ void Transport::post_receive(int k) {
                   "posting a receive buffer");
 }
 
-std::uint8_t* Transport::reserve_slow(int peer, std::uint32_t bytes) {
+void Transport::open_buffer(int peer) {
   Outbox& o = out_[static_cast<std::size_t>(peer)];
   if (o.buf != nullptr) flush(peer, Why::Full);
   o.buf = pool_->get();
-  o.used = bytes;
+  o.used = 0;
+  o.run.reset();
   o.since = now_ns();
   o.open_index = static_cast<std::uint32_t>(open_.size());
   open_.push_back(peer);
-  return o.buf;
 }
 
 int Transport::acquire_send_slot(int peer) {
@@ -109,6 +109,7 @@ void Transport::flush(int peer, Why why) {
   const std::uint32_t used = o.used;
   o.buf = nullptr;
   o.used = 0;
+  o.run.reset();
   if (why == Why::Timed) ++stats_->timed_flushes;
   if (why == Why::Forced) ++stats_->forced_flushes;
   if (peer == rank_) {  // to ourselves: no MPI, straight to the receive queue

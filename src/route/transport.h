@@ -1,5 +1,5 @@
 #pragma once
-// Aggregation over MPI: one buffer per peer that fills with frames and leaves as
+// Aggregation over MPI: one buffer per peer that fills with runs and leaves as
 // one MPI message when full, when it has waited flush_us, or at a barrier; a
 // bounded number of buffers in flight (max_outstanding); receives kept posted
 // (recv_buffers) into pool buffers that queue until their owner runs them; and
@@ -19,6 +19,7 @@
 #include "ferry/route/options.h"
 #include "ferry/route/stats.h"
 #include "route/buffer_pool.h"
+#include "route/run.h"
 
 namespace ferry::route::detail {
 
@@ -39,18 +40,33 @@ class Transport {
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
 
-  // Room for `bytes` (at most the buffer size) at the end of peer's buffer.
-  // When that buffer lacks room it leaves first, which may wait for a send slot
-  // (receives keep completing meanwhile). Returns where to write the frame.
+  // Room for one payload of `len` bytes to `dest` (whose next hop is `peer`),
+  // in the run that peer's buffer ends with when the key matches, else in a
+  // new run. When the buffer lacks room it leaves first, which may wait for a
+  // send slot (receives keep completing meanwhile). Returns where to write the
+  // payload; len is at most max_payload().
+  std::uint8_t* append(int peer, std::uint32_t dest, std::uint32_t src, std::uint16_t handler,
+                       std::uint32_t len) {
+    Outbox& o = out_[static_cast<std::size_t>(peer)];
+    if (o.buf != nullptr) [[likely]] {
+      if (std::uint8_t* at = o.run.append(o.buf, &o.used, capacity_, dest, src, handler, len)) [[likely]]
+        return at;
+    }
+    open_buffer(peer);
+    return o.run.append(o.buf, &o.used, capacity_, dest, src, handler, len);
+  }
+  // Room for `bytes` of whole runs (at most the buffer size, a multiple of 8)
+  // at the end of peer's buffer, for runs passed on as they are (two-hop
+  // routing, routers). Returns where to write them.
   std::uint8_t* reserve(int peer, std::uint32_t bytes) {
     Outbox& o = out_[static_cast<std::size_t>(peer)];
     if (o.buf == nullptr || o.used + bytes > capacity_) [[unlikely]]
-      return reserve_slow(peer, bytes);
+      open_buffer(peer);
     std::uint8_t* at = o.buf + o.used;
     o.used += bytes;
+    o.run.reset();  // the next append must not join a run before these bytes
     return at;
   }
-
   // Completes sends and receives; true when anything completed.
   bool poll();
   // Sends every buffer older than age_ns (at now_ns); true when any left.
@@ -79,11 +95,13 @@ class Transport {
     std::uint8_t* buf = nullptr;
     std::uint32_t used = 0;
     std::uint32_t open_index = 0;  // position in open_
-    std::uint64_t since = 0;       // when its first frame arrived
+    std::uint64_t since = 0;       // when its first run arrived
+    RunCursor run;                 // the run the buffer ends with
   };
   enum class Why { Full, Timed, Forced };
 
-  std::uint8_t* reserve_slow(int peer, std::uint32_t bytes);
+  // Sends peer's buffer when it holds runs, then opens an empty one.
+  void open_buffer(int peer);
   void flush(int peer, Why why);
   int acquire_send_slot(int peer);
   void post_receive(int k);
@@ -99,7 +117,7 @@ class Transport {
   WireStats* stats_;
 
   std::vector<Outbox> out_;
-  std::vector<int> open_;  // peers whose buffer holds frames
+  std::vector<int> open_;  // peers whose buffer holds runs
 
   // requests_[0, R) are the posted receives, [R, R + S) the send slots.
   int recv_count_;

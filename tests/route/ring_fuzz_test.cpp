@@ -1,7 +1,7 @@
 // The router and its application ports under real concurrency, the lock-free
 // part of thread and process mode: router threads (one, then two, as with
 // router_threads) serve three app threads
-// through one mailbox. Apps send frames of random sizes to random apps; a
+// through one mailbox. Apps send messages of random sizes to random apps; a
 // quarter are requests whose handler replies (handlers that send). After each
 // barrier the apps meet on a std::barrier and check that quiescence was real:
 // every message sent so far has been handled, none twice, every byte intact.
@@ -20,7 +20,7 @@
 
 #include "ferry/core/detail/backoff.h"
 #include "route/client_port.h"
-#include "route/frame.h"
+#include "route/run.h"
 #include "route/idle.h"
 #include "route/mailbox.h"
 #include "route/router.h"
@@ -70,8 +70,8 @@ struct App {
   void send(int to, std::uint16_t kind, std::uint32_t len, std::uint64_t key) {
     std::vector<std::uint8_t> buf(len);
     fill(buf.data(), len, key);
-    std::uint8_t* at = port.reserve(frame_bytes(len));
-    write_frame(at, static_cast<std::uint32_t>(to), static_cast<std::uint32_t>(id), kind, buf.data(), len);
+    std::uint8_t* at = port.append(static_cast<std::uint32_t>(to), static_cast<std::uint32_t>(id), kind, len);
+    std::memcpy(at, buf.data(), len);
     port.count_sent();
     ++sent;
   }
@@ -86,17 +86,20 @@ struct App {
     bool any = false;
     while (port.peek(r, &m)) {
       for (std::size_t off = 0; off < m.payload.size;) {
-        FrameHeader h;
-        const std::uint32_t fb = read_frame(m.payload.data, m.payload.size, off, &h);
-        if (fb == 0) {
+        RunHeader h;
+        const std::uint32_t rb = read_run(m.payload.data, m.payload.size, off, &h);
+        if (rb == 0) {
           ++corrupt;
           break;
         }
         if (h.dest != static_cast<std::uint32_t>(id)) ++misrouted;
-        if (h.len < 8 || !check(m.payload.data + off + kFrameHeaderBytes, h.len)) ++corrupt;
-        if (h.handler == kRequest) send(static_cast<int>(h.src), kReply, 8 + h.len % 40, mix(h.len));
-        ++handled;
-        off += fb;
+        for (std::uint32_t i = 0; i < h.count; ++i) {
+          const std::uint8_t* payload = m.payload.data + off + kRunHeaderBytes + std::size_t{i} * h.len();
+          if (h.len() < 8 || !check(payload, h.len())) ++corrupt;
+          if (h.handler == kRequest) send(static_cast<int>(h.src), kReply, 8 + h.len() % 40, mix(h.len()));
+          ++handled;
+        }
+        off += rb;
       }
       port.advance(r);
       any = true;
@@ -126,7 +129,7 @@ struct App {
 void run_fuzz(std::uint32_t shards) {
   const std::uint64_t per_app = messages_per_app();
   constexpr int kPhases = 8;
-  // Tiny rings: full waits happen, and the router holds frames for apps behind.
+  // Tiny rings: full waits happen, and the router holds runs for apps behind.
   Mailbox mailbox = Mailbox::create_private(Mailbox::Geometry{kApps, 4, 512, shards});
   RouterConfig cfg;
   cfg.options.buffer_bytes = 4096;
@@ -162,12 +165,20 @@ void run_fuzz(std::uint32_t shards) {
     threads.emplace_back([&, i] {
       App& a = apps[static_cast<std::size_t>(i)];
       std::uint64_t rng = mix(static_cast<std::uint64_t>(i) + 1);
+      int to = 0;
+      std::uint32_t len = 8;
+      std::uint16_t kind = kOneWay;
       for (int phase = 1; phase <= kPhases; ++phase) {
         for (std::uint64_t k = 0; k < per_app / kPhases; ++k) {
           rng = mix(rng);
-          const int to = static_cast<int>(rng % kApps);
-          const std::uint32_t len = 8 + static_cast<std::uint32_t>((rng >> 8) % 200);
-          a.send(to, (rng >> 20) % 4 == 0 ? kRequest : kOneWay, len, rng);
+          // Half the messages repeat the last one's destination, size and
+          // kind, so runs of several messages form; the rest start new runs.
+          if ((rng >> 40) % 2 == 0 || k == 0) {
+            to = static_cast<int>(rng % kApps);
+            len = 8 + static_cast<std::uint32_t>((rng >> 8) % 200);
+            kind = (rng >> 20) % 4 == 0 ? kRequest : kOneWay;
+          }
+          a.send(to, kind, len, rng);
           if ((rng >> 24) % 16 == 0) a.deliver();
         }
         a.barrier(static_cast<std::uint32_t>(phase));
@@ -200,7 +211,7 @@ void run_fuzz(std::uint32_t shards) {
   EXPECT_EQ(routers[0]->epoch(), static_cast<std::uint32_t>(kPhases));
   const RouterStats rs = load_router_stats(mailbox);
   EXPECT_EQ(rs.frames_routed, sent);  // every shard published its share
-  std::printf("%u router thread(s) moved %llu messages in %d phases; held up to %llu buffers of frames\n", shards,
+  std::printf("%u router thread(s) moved %llu messages in %d phases; held up to %llu buffers of runs\n", shards,
               static_cast<unsigned long long>(sent), kPhases,
               static_cast<unsigned long long>(rs.pending_max));
 }

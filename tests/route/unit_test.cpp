@@ -1,7 +1,7 @@
-// Unit tests of the route's parts that need no MPI job: options, the frame
+// Unit tests of the route's parts that need no MPI job: options, the run
 // format, the routing arithmetic, the quiescence rule, the mailbox ABI, and
 // the router with its application ports in one thread (aggregation into
-// chunks, holding frames for an app that falls behind, the barrier handshake).
+// chunks, holding runs for an app that falls behind, the barrier handshake).
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "ferry/core/status.h"
 #include "ferry/route/options.h"
 #include "route/client_port.h"
-#include "route/frame.h"
+#include "route/run.h"
 #include "route/mailbox.h"
 #include "route/quiescence.h"
 #include "route/router.h"
@@ -69,23 +69,88 @@ TEST(RouteOptions, BadValuesAreRefusedWithTheirName) {
   EXPECT_NO_THROW(big.validate());  // inline mode has no rings
   big.mode = Mode::Process;
   EXPECT_THROW(big.validate(), Error);
-  EXPECT_EQ(Options{}.max_payload(), Options{}.buffer_bytes - kFrameHeaderBytes);
+  EXPECT_EQ(Options{}.max_payload(), Options{}.buffer_bytes - kRunHeaderBytes);
 }
 
-TEST(RouteFrame, RoundTripAndCorruption) {
-  std::uint8_t buf[64] = {};
-  const char payload[] = "hello";
-  write_frame(buf, 3, 1, 9, payload, 5);
-  FrameHeader h;
-  EXPECT_EQ(read_frame(buf, sizeof buf, 0, &h), frame_bytes(5));
-  EXPECT_EQ(frame_bytes(5), 24u);
+TEST(RouteRun, MessagesWithOneKeyShareARunAndAnotherKeyStartsOne) {
+  alignas(8) std::uint8_t buf[256] = {};
+  std::uint32_t used = 0;
+  RunCursor cursor;
+  auto put = [&](std::uint32_t dest, std::uint16_t handler, const void* p, std::uint32_t len) {
+    std::uint8_t* at = cursor.append(buf, &used, sizeof buf, dest, 1, handler, len);
+    if (at != nullptr) std::memcpy(at, p, len);
+    return at != nullptr;
+  };
+  const std::uint64_t a = 11, b = 22, c = 33;
+  ASSERT_TRUE(put(3, 9, &a, 8));
+  ASSERT_TRUE(put(3, 9, &b, 8));
+  EXPECT_EQ(used, run_bytes(8, 2));  // one header for both: 16 + 16
+  ASSERT_TRUE(put(3, 9, "hello", 5));  // another size: a new run
+  ASSERT_TRUE(put(4, 9, &c, 8));       // another destination: a new run
+  EXPECT_EQ(used % 8, 0u);
+
+  RunHeader h;
+  std::size_t off = 0;
+  std::uint32_t rb = read_run(buf, used, off, &h);
+  ASSERT_EQ(rb, 32u);
   EXPECT_EQ(h.dest, 3u);
   EXPECT_EQ(h.src, 1u);
   EXPECT_EQ(h.handler, 9u);
-  EXPECT_EQ(std::memcmp(buf + kFrameHeaderBytes, payload, 5), 0);
-  EXPECT_EQ(read_frame(buf, 20, 0, &h), 0u);  // truncated
-  buf[14] ^= 1;                               // magic
-  EXPECT_EQ(read_frame(buf, sizeof buf, 0, &h), 0u);
+  EXPECT_EQ(h.len(), 8u);
+  EXPECT_EQ(h.count, 2u);
+  std::uint64_t got[2];
+  std::memcpy(got, buf + off + kRunHeaderBytes, 16);
+  EXPECT_EQ(got[0], a);
+  EXPECT_EQ(got[1], b);
+  off += rb;
+  rb = read_run(buf, used, off, &h);
+  ASSERT_EQ(rb, 24u);  // 16 + 5 padded to 8
+  EXPECT_EQ(h.len(), 5u);
+  EXPECT_EQ(std::memcmp(buf + off + kRunHeaderBytes, "hello", 5), 0);
+  off += rb;
+  rb = read_run(buf, used, off, &h);
+  ASSERT_EQ(rb, 24u);
+  EXPECT_EQ(h.dest, 4u);
+  EXPECT_EQ(off + rb, used);
+}
+
+TEST(RouteRun, AFullBufferRefusesAndTheRunStaysWhole) {
+  alignas(8) std::uint8_t buf[64] = {};
+  std::uint32_t used = 0;
+  RunCursor cursor;
+  int stored = 0;
+  const std::uint32_t v = 7;
+  while (std::uint8_t* at = cursor.append(buf, &used, sizeof buf, 0, 0, 1, sizeof v)) {
+    std::memcpy(at, &v, sizeof v);
+    ++stored;
+  }
+  EXPECT_EQ(stored, 12);  // (64 - 16) / 4
+  RunHeader h;
+  EXPECT_EQ(read_run(buf, used, 0, &h), 64u);
+  EXPECT_EQ(h.count, 12u);
+}
+
+TEST(RouteRun, CorruptOrTruncatedRunsAreRefused) {
+  alignas(8) std::uint8_t buf[64] = {};
+  const std::uint64_t v[3] = {1, 2, 3};
+  RunHeader src{};
+  src.dest = 3;
+  src.src = 1;
+  src.handler = 2;
+  src.len_magic = 8 | kRunMagic;
+  ASSERT_EQ(put_run(buf, src, reinterpret_cast<const std::uint8_t*>(v), 3), 40u);
+  RunHeader h;
+  EXPECT_EQ(read_run(buf, sizeof buf, 0, &h), 40u);
+  EXPECT_EQ(read_run(buf, 39, 0, &h), 0u);  // truncated payloads
+  EXPECT_EQ(read_run(buf, 12, 0, &h), 0u);  // truncated header
+  buf[11] ^= 1;                             // magic
+  EXPECT_EQ(read_run(buf, sizeof buf, 0, &h), 0u);
+  buf[11] ^= 1;
+  buf[14] = buf[15] = 0;  // a run of no messages
+  EXPECT_EQ(read_run(buf, sizeof buf, 0, &h), 0u);
+  EXPECT_EQ(items_that_fit(8, 64), 6u);
+  EXPECT_EQ(items_that_fit(8, 16), 0u);
+  EXPECT_EQ(items_that_fit(0, 16), kMaxRunCount);
 }
 
 TEST(RouteTopology, NodeLocalRemoteReachesEveryRankInTwoHops) {
@@ -178,26 +243,30 @@ struct Loopback {
     for (std::uint32_t i = 0; i < 2; ++i) ports.emplace_back(mailbox.client(i), mailbox.header(), o);
   }
   void send(int from, int to, std::uint64_t value) {
-    std::uint8_t* at = ports[static_cast<std::size_t>(from)].reserve(frame_bytes(8));
-    write_frame(at, static_cast<std::uint32_t>(to), static_cast<std::uint32_t>(from), 0, &value, 8);
+    std::uint8_t* at =
+        ports[static_cast<std::size_t>(from)].append(static_cast<std::uint32_t>(to), static_cast<std::uint32_t>(from), 0, 8);
+    std::memcpy(at, &value, 8);
     ports[static_cast<std::size_t>(from)].count_sent();
   }
-  // Reads every delivered frame of app `to`; returns their values.
+  // Reads every delivered message of app `to`; returns their values.
   std::vector<std::uint64_t> drain(int to) {
     std::vector<std::uint64_t> out;
     SlotMessage m;
     ClientPort& p = ports[static_cast<std::size_t>(to)];
     while (p.peek(0, &m)) {
       for (std::size_t off = 0; off < m.payload.size;) {
-        FrameHeader h;
-        const std::uint32_t fb = read_frame(m.payload.data, m.payload.size, off, &h);
-        EXPECT_NE(fb, 0u);
-        if (fb == 0) return out;
+        RunHeader h;
+        const std::uint32_t rb = read_run(m.payload.data, m.payload.size, off, &h);
+        EXPECT_NE(rb, 0u);
+        if (rb == 0) return out;
         EXPECT_EQ(h.dest, static_cast<std::uint32_t>(to));
-        std::uint64_t v;
-        std::memcpy(&v, m.payload.data + off + kFrameHeaderBytes, 8);
-        out.push_back(v);
-        off += fb;
+        EXPECT_EQ(h.len(), 8u);
+        for (std::uint32_t i = 0; i < h.count; ++i) {
+          std::uint64_t v;
+          std::memcpy(&v, m.payload.data + off + kRunHeaderBytes + 8 * i, 8);
+          out.push_back(v);
+        }
+        off += rb;
       }
       p.advance(0);
     }
@@ -205,7 +274,7 @@ struct Loopback {
     return out;
   }
   // Reads app `to`'s deliveries, stepping the router between reads, until
-  // `expected` frames came or `passes` went by; returns their values in order.
+  // `expected` messages came or `passes` went by; returns their values in order.
   std::vector<std::uint64_t> catch_up(int to, std::uint64_t expected, int passes) {
     std::vector<std::uint64_t> got;
     for (int i = 0; i < passes && got.size() < expected; ++i) {
@@ -217,16 +286,17 @@ struct Loopback {
   }
 };
 
-TEST(RouteRouter, FramesAreAggregatedIntoChunks) {
+TEST(RouteRouter, MessagesAreAggregatedIntoRunsAndChunks) {
   Loopback lb;
-  for (std::uint64_t v = 0; v < 20; ++v) lb.send(0, 1, v);  // 24-byte frames, 10 per 256-byte chunk
+  for (std::uint64_t v = 0; v < 60; ++v) lb.send(0, 1, v);  // one run of 30 per 256-byte chunk
   lb.ports[0].publish_chunk();
   for (int i = 0; i < 3; ++i) lb.router->step();
   const auto got = lb.drain(1);
-  ASSERT_EQ(got.size(), 20u);
-  for (std::uint64_t v = 0; v < 20; ++v) EXPECT_EQ(got[v], v);
+  ASSERT_EQ(got.size(), 60u);
+  for (std::uint64_t v = 0; v < 60; ++v) EXPECT_EQ(got[v], v);
   EXPECT_EQ(lb.ports[0].chunks(), 2u);
-  EXPECT_EQ(lb.router->stats().frames_routed, 20u);
+  EXPECT_EQ(lb.ports[0].chunk_bytes(), 2u * run_bytes(8, 30));
+  EXPECT_EQ(lb.router->stats().frames_routed, 60u);
   EXPECT_EQ(lb.router->stats().chunks_out, 2u);
 }
 
@@ -245,7 +315,7 @@ TEST(RouteRouter, AnAppThatFallsBehindIsNotWaitedFor) {
   for (std::uint64_t i = 0; i < v; ++i) EXPECT_EQ(got[i], i);  // one sender, one receiver: order kept
 }
 
-TEST(RouteRouter, AnAppThatFallsBehindHoldsUpOnlyItsOwnFrames) {
+TEST(RouteRouter, AnAppThatFallsBehindHoldsUpOnlyItsOwnRuns) {
   Loopback lb;
   // App 0 sends to app 1 (which reads nothing) and to itself, interleaved;
   // app 1's 4 delivery slots fill in the first rounds.
@@ -259,7 +329,7 @@ TEST(RouteRouter, AnAppThatFallsBehindHoldsUpOnlyItsOwnFrames) {
     lb.router->step();
     const auto mine = lb.drain(0);  // app 0 keeps up
     for (std::uint64_t v : mine) EXPECT_GE(v, 1000u);
-    EXPECT_EQ(mine.size(), 5u) << "round " << round << ": app 0's frames waited behind app 1's";
+    EXPECT_EQ(mine.size(), 5u) << "round " << round << ": app 0's runs waited behind app 1's";
   }
   EXPECT_GT(lb.router->stats().pending_max, 0u);
   const auto got = lb.catch_up(1, to_one, 100);

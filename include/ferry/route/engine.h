@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -82,6 +83,11 @@ class Engine {
   // f(Engine&, int from, ferry::ByteView payload).
   template <class F>
   BytesHandler register_bytes_handler(F&& f);
+  // Batched delivery: f(Engine&, int from, std::span<const Msg> messages), one
+  // call per run of messages from one sender, read in place (no copy). Sends
+  // to it take the same Handler<Msg>. alignof(Msg) must be at most 8.
+  template <class Msg, class F>
+  Handler<Msg> register_batch_handler(F&& f);
 
   // Queues a message for `dest` and returns at once (it may wait for buffer
   // space, never for the destination). Throws ferry::Error for a rank out of
@@ -107,20 +113,25 @@ class Engine {
   // Process mode: the statistics of this node's router. False in other modes.
   bool router_stats(RouterStats* out) const;
 
-  // The backends' entry to the handler table. Unknown ids and wrong sizes of
-  // fixed-size messages abort the job with a message (the peers disagree on
-  // the handler list).
-  void dispatch(int from, std::uint16_t handler, const std::uint8_t* payload, std::uint32_t len) {
+  // The backends' entry to the handler table: `count` messages of `len` bytes
+  // each, back to back from `payloads`, all from `from` for `handler` (a run).
+  // Unknown ids and wrong sizes of fixed-size messages abort the job with a
+  // message (the peers disagree on the handler list).
+  void dispatch(int from, std::uint16_t handler, const std::uint8_t* payloads, std::uint32_t len,
+                std::uint32_t count) {
     if (handler >= handlers_.size()) [[unlikely]]
       bad_handler(from, handler, len);
     const Entry& e = handlers_[handler];
     if (e.fixed_len != kVariable && e.fixed_len != len) [[unlikely]]
       bad_handler(from, handler, len);
-    e.fn(e.callable.get(), *this, from, payload, len);
+    e.fn(e.callable.get(), *this, from, payloads, len, count);
   }
 
  private:
-  using Fn = void (*)(void* callable, Engine&, int from, const std::uint8_t* payload, std::uint32_t len);
+  // Runs the handler over a run: one indirect call per run, the handler itself
+  // inlined into the loop over its messages.
+  using Fn = void (*)(void* callable, Engine&, int from, const std::uint8_t* payloads, std::uint32_t len,
+                      std::uint32_t count);
   static constexpr std::uint32_t kVariable = 0xffffffffu;
   struct Entry {
     Fn fn = nullptr;
@@ -161,12 +172,32 @@ Handler<Msg> Engine::register_handler(F&& f) {
   Entry e;
   e.callable = std::make_shared<Callable>(std::forward<F>(f));
   e.fixed_len = sizeof(Msg);
-  e.fn = [](void* c, Engine& engine, int from, const std::uint8_t* payload, std::uint32_t) {
-    // Copy out rather than cast: the payload is only 8-byte aligned, and a copy
-    // of a small message costs as much as the cast's first cache miss.
-    Msg msg;
-    std::memcpy(static_cast<void*>(&msg), payload, sizeof(Msg));
-    (*static_cast<Callable*>(c))(engine, from, std::as_const(msg));
+  e.fn = [](void* c, Engine& engine, int from, const std::uint8_t* payloads, std::uint32_t, std::uint32_t count) {
+    Callable& f = *static_cast<Callable*>(c);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      // Copy out rather than cast: a payload is aligned only to its size, and
+      // a copy of a small message costs as much as the cast's first cache miss.
+      Msg msg;
+      std::memcpy(static_cast<void*>(&msg), payloads + std::size_t{i} * sizeof(Msg), sizeof(Msg));
+      f(engine, from, std::as_const(msg));
+    }
+  };
+  return Handler<Msg>{add_handler(std::move(e))};
+}
+
+template <class Msg, class F>
+Handler<Msg> Engine::register_batch_handler(F&& f) {
+  static_assert(std::is_trivially_copyable_v<Msg>, "messages travel as bytes");
+  static_assert(alignof(Msg) <= 8, "runs keep payloads 8-byte aligned at most");
+  using Callable = std::decay_t<F>;
+  Entry e;
+  e.callable = std::make_shared<Callable>(std::forward<F>(f));
+  e.fixed_len = sizeof(Msg);
+  e.fn = [](void* c, Engine& engine, int from, const std::uint8_t* payloads, std::uint32_t, std::uint32_t count) {
+    // A run starts 8-byte aligned and its payloads follow each other, so each
+    // is aligned to alignof(Msg), which divides both 8 and sizeof(Msg).
+    (*static_cast<Callable*>(c))(engine, from,
+                                 std::span<const Msg>(reinterpret_cast<const Msg*>(payloads), count));
   };
   return Handler<Msg>{add_handler(std::move(e))};
 }
@@ -176,8 +207,10 @@ BytesHandler Engine::register_bytes_handler(F&& f) {
   using Callable = std::decay_t<F>;
   Entry e;
   e.callable = std::make_shared<Callable>(std::forward<F>(f));
-  e.fn = [](void* c, Engine& engine, int from, const std::uint8_t* payload, std::uint32_t len) {
-    (*static_cast<Callable*>(c))(engine, from, ByteView{payload, len});
+  e.fn = [](void* c, Engine& engine, int from, const std::uint8_t* payloads, std::uint32_t len,
+            std::uint32_t count) {
+    Callable& f = *static_cast<Callable*>(c);
+    for (std::uint32_t i = 0; i < count; ++i) f(engine, from, ByteView{payloads + std::size_t{i} * len, len});
   };
   return BytesHandler{add_handler(std::move(e))};
 }

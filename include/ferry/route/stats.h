@@ -10,13 +10,13 @@ namespace ferry::route {
 // application thread in inline mode, the progress thread or the router process).
 struct WireStats {
   std::uint64_t buffers_sent = 0;  // MPI messages sent (one per flushed aggregation buffer)
-  std::uint64_t bytes_sent = 0;    // bytes in them, frame headers included
+  std::uint64_t bytes_sent = 0;    // bytes in them, run headers included
   std::uint64_t buffers_received = 0;
   std::uint64_t bytes_received = 0;
   std::uint64_t timed_flushes = 0;     // buffers that left partly filled because of flush_us
   std::uint64_t forced_flushes = 0;    // buffers that left partly filled because of a barrier
-  std::uint64_t frames_forwarded = 0;  // frames passed on to their next hop (nlnr routing, routers)
-  std::uint64_t frames_local = 0;      // frames delivered without MPI (to this node's apps, or to self)
+  std::uint64_t frames_forwarded = 0;  // messages passed on to their next hop (nlnr routing, routers)
+  std::uint64_t frames_local = 0;      // messages delivered without MPI (to this node's apps, or to self)
   std::uint64_t send_slot_waits = 0;   // times max_outstanding buffers were in flight and a sender waited
   std::uint64_t max_in_flight = 0;     // most send buffers in flight at once
   std::uint64_t rounds = 0;            // quiescence all-reduce rounds
