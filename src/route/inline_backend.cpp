@@ -1,6 +1,5 @@
 #include "route/inline_backend.h"
 
-#include <cstring>
 #include <string>
 
 #include "ferry/route/engine.h"
@@ -43,7 +42,7 @@ void InlineBackend::run_buffer(const Transport::Received& r) {
       if (r.source == static_cast<int>(me_)) stats_.wire.frames_local += h.count;
     } else {  // nlnr: we are the first hop, pass the run on
       if (h.dest >= next_hop_.size()) fatal("run for rank " + std::to_string(h.dest) + ", out of range");
-      std::memcpy(transport_.reserve(next_hop_[h.dest], rb), r.buf + off, rb);
+      transport_.append_run(next_hop_[h.dest], h, r.buf + off + kRunHeaderBytes, h.count);
       stats_.wire.frames_forwarded += h.count;
     }
     off += rb;

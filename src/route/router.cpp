@@ -31,60 +31,75 @@ Router::Router(RouterConfig config, BufferPool* pool, WireStats* wire)
   for (std::uint32_t i = 0; i < n; ++i) {
     clients_.push_back(cfg_.mailbox->client(i));
     requests_.emplace_back(clients_.back().requests);
-    deliveries_.push_back(Delivery{RingProducer(clients_.back().deliveries[cfg_.shard]), nullptr, 0, {}});
+    deliveries_.push_back(Delivery{RingProducer(clients_.back().deliveries[cfg_.shard]), nullptr, 0, {}, {}});
     if (i % cfg_.shards == cfg_.shard) own_.push_back(static_cast<int>(i));
   }
   stats_.clients = n;
 }
 
-// The delivery slow path: the open chunk is full or there is none. Runs wait
-// while older ones for the same app do (per-destination order).
-void Router::deliver_slow(Delivery& d, const std::uint8_t* run, std::uint32_t bytes) {
-  if (d.waiting.empty() && try_deliver(d, run, bytes)) return;
-  wait_for_room(d, run, bytes);
+// Delivers run h's `count` payloads to one app: into the open chunk, joining
+// its last run when the key matches, then into fresh slots; what the app's
+// ring has no room for waits in router memory. Runs wait while older ones for
+// the same app do (per-destination order).
+void Router::deliver(Delivery& d, const RunHeader& h, const std::uint8_t* payloads, std::uint32_t count) {
+  while (count != 0) {
+    if (!d.waiting.empty()) {
+      wait_for_room(d, h, payloads, count);
+      return;
+    }
+    if (d.data != nullptr) {
+      const std::uint32_t n = d.run.append_payloads(d.data, &d.used, slot_bytes_, h, payloads, count);
+      payloads += std::size_t{n} * h.len();
+      count -= n;
+      if (count == 0) return;
+      publish_delivery(d);  // full: the chunk leaves
+    }
+    MutableByteView slot = d.producer.try_claim();
+    if (slot.data == nullptr) {  // the app is behind
+      wait_for_room(d, h, payloads, count);
+      return;
+    }
+    d.data = slot.data;
+    d.used = 0;
+    d.run.reset();
+  }
 }
 
-// Appends the run (at most a slot) to the open chunk, or publishes it and
-// claims the next slot; false (and no chunk open) when the app's ring is full.
+// Appends a waiting run (at most a slot) to the open chunk, or publishes it
+// and claims the next slot; false (and no chunk open) when the ring is full.
 bool Router::try_deliver(Delivery& d, const std::uint8_t* run, std::uint32_t bytes) {
-  if (d.data != nullptr && d.used + bytes <= slot_bytes_) {
-    copy_words(d.data + d.used, run, bytes);
-    d.used += bytes;
-    return true;
+  if (d.data == nullptr || d.used + bytes > slot_bytes_) {
+    publish_delivery(d);  // the run does not fit: the chunk leaves
+    MutableByteView slot = d.producer.try_claim();
+    if (slot.data == nullptr) return false;  // the app is behind
+    d.data = slot.data;
+    d.used = 0;
   }
-  publish_delivery(d);  // the run does not fit: the chunk leaves
-  MutableByteView slot = d.producer.try_claim();
-  if (slot.data == nullptr) return false;  // the app is behind
-  d.data = slot.data;
-  copy_words(d.data, run, bytes);
-  d.used = bytes;
+  copy_words(d.data + d.used, run, bytes);
+  d.used += bytes;
+  d.run.reset();  // the chunk's last run is one the cursor does not know
   return true;
 }
 
-void Router::wait_for_room(Delivery& d, const std::uint8_t* run, std::uint32_t bytes) {
-  if (d.waiting.empty()) ++clients_waiting_;
-  if (d.waiting.empty() || d.waiting.back().tail + bytes > pool_->buffer_bytes()) {
-    d.waiting.push_back({pool_->get(), 0, 0});  // a slot fits a buffer: validate() checks slot <= buffer
-    if (++waiting_buffers_ > stats_.pending_max) stats_.pending_max = waiting_buffers_;
-  }
-  Waiting& w = d.waiting.back();
-  copy_words(w.buf + w.tail, run, bytes);
-  w.tail += bytes;
-}
-
-// A run larger than a delivery slot (one that filled an MPI buffer) goes in
-// pieces of as many payloads as a slot holds.
-void Router::deliver_split(Delivery& d, const RunHeader& h, const std::uint8_t* payloads) {
-  const std::uint32_t per_piece = items_that_fit(h.len(), slot_bytes_);
-  if (per_piece == 0) [[unlikely]]
+// Keeps payloads for an app whose ring is full, as runs of at most a slot (so
+// each later fits a slot whole), in pool buffers queued per app.
+void Router::wait_for_room(Delivery& d, const RunHeader& h, const std::uint8_t* payloads, std::uint32_t count) {
+  const std::uint32_t per_run = items_that_fit(h.len(), slot_bytes_);
+  if (per_run == 0) [[unlikely]]
     fatal(std::string(cfg_.name) + ": a " + std::to_string(h.len()) + "-byte message does not fit a " +
           std::to_string(slot_bytes_) + "-byte delivery slot (ranks disagree on ring_slot_bytes?)");
-  if (split_.size() < slot_bytes_) split_.resize(slot_bytes_);
-  for (std::uint32_t done = 0; done < h.count;) {
-    const std::uint32_t k = std::min<std::uint32_t>(per_piece, h.count - done);
-    const std::uint32_t bytes = put_run(split_.data(), h, payloads + std::size_t{done} * h.len(), k);
-    deliver_slow(d, split_.data(), bytes);
-    done += k;
+  if (d.waiting.empty()) ++clients_waiting_;
+  while (count != 0) {
+    const std::uint32_t k = std::min(per_run, count);
+    const std::uint32_t bytes = run_bytes(h.len(), k);
+    if (d.waiting.empty() || d.waiting.back().tail + bytes > pool_->buffer_bytes()) {
+      d.waiting.push_back({pool_->get(), 0, 0});  // a slot fits a buffer: validate() checks slot <= buffer
+      if (++waiting_buffers_ > stats_.pending_max) stats_.pending_max = waiting_buffers_;
+    }
+    Waiting& w = d.waiting.back();
+    w.tail += put_run(w.buf + w.tail, h, payloads, k);
+    payloads += std::size_t{k} * h.len();
+    count -= k;
   }
 }
 
@@ -124,12 +139,14 @@ void Router::publish_delivery(Delivery& d) {
   d.producer.publish(d.used, 0);  // R1 of the delivery ring: the app's A1 sees every run
   d.data = nullptr;
   d.used = 0;
+  d.run.reset();
   ++stats_.chunks_out;
 }
 
 void Router::route_runs(const std::uint8_t* data, std::uint32_t size) {
-  // The router's inner loop (about 10-15 ns a run): locals for the offset and
-  // the counters, the delivery fast path inline, runs copied by words.
+  // The router's inner loop: runs from one app's chunk join the open runs of
+  // their destinations, so deliveries and MPI buffers carry longer runs than
+  // the apps wrote (a chunk's messages go to many destinations).
   std::uint32_t off = 0;
   std::uint64_t local = 0, forwarded = 0;
   while (off < size) {
@@ -138,22 +155,14 @@ void Router::route_runs(const std::uint8_t* data, std::uint32_t size) {
     if (rb == 0 || h.dest >= cfg_.client_of_app.size()) [[unlikely]]
       corrupt(off, size);
     const int client = cfg_.client_of_app[h.dest];
+    const std::uint8_t* payloads = data + off + kRunHeaderBytes;
     if (client >= 0) {
-      Delivery& d = deliveries_[static_cast<std::size_t>(client)];
-      if (d.data != nullptr && d.used + rb <= slot_bytes_) [[likely]] {
-        copy_words(d.data + d.used, data + off, rb);
-        d.used += rb;
-      } else if (rb <= slot_bytes_) {
-        deliver_slow(d, data + off, rb);
-      } else {
-        deliver_split(d, h, data + off + kRunHeaderBytes);
-      }
+      deliver(deliveries_[static_cast<std::size_t>(client)], h, payloads, h.count);
       local += h.count;
     } else {
       if (cfg_.transport == nullptr) [[unlikely]]
         unserved(h.dest);
-      // A run from a request chunk is at most a slot, which fits a buffer.
-      copy_words(cfg_.transport->reserve(cfg_.peer_of_app[h.dest], rb), data + off, rb);
+      cfg_.transport->append_run(cfg_.peer_of_app[h.dest], h, payloads, h.count);
       forwarded += h.count;
     }
     off += rb;

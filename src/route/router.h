@@ -75,19 +75,19 @@ class Router {
   };
   // One app's delivery ring, its open chunk, and the runs waiting for room in
   // it, oldest first. Invariant: while runs wait, no chunk is open (data is
-  // null), so the fast path in route_runs never passes them.
+  // null), so deliver() never passes them.
   struct Delivery {
     RingProducer producer;
     std::uint8_t* data = nullptr;
     std::uint32_t used = 0;
+    RunCursor run;  // the run the open chunk ends with
     std::deque<Waiting> waiting;
   };
 
   void route_runs(const std::uint8_t* data, std::uint32_t size);
-  void deliver_slow(Delivery& d, const std::uint8_t* run, std::uint32_t bytes);
+  void deliver(Delivery& d, const RunHeader& h, const std::uint8_t* payloads, std::uint32_t count);
   bool try_deliver(Delivery& d, const std::uint8_t* run, std::uint32_t bytes);
-  void wait_for_room(Delivery& d, const std::uint8_t* run, std::uint32_t bytes);
-  void deliver_split(Delivery& d, const RunHeader& h, const std::uint8_t* payloads);
+  void wait_for_room(Delivery& d, const RunHeader& h, const std::uint8_t* payloads, std::uint32_t count);
   bool drain_waiting(Delivery& d);
   [[noreturn]] void corrupt(std::uint32_t off, std::uint32_t size) const;
   [[noreturn]] void unserved(std::uint32_t dest) const;
@@ -109,7 +109,6 @@ class Router {
   std::uint32_t clients_waiting_ = 0;  // deliveries with waiting runs
   std::uint64_t waiting_buffers_ = 0;  // pool buffers holding them
   std::uint32_t slot_bytes_;
-  std::vector<std::uint8_t> split_;  // one piece of a run split for delivery
   std::uint64_t flush_ns_;
 
   // Barrier state.

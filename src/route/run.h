@@ -104,6 +104,42 @@ class RunCursor {
 
   void reset() noexcept { header_ = kNone; }
 
+  // Appends up to `count` payloads of run `h` (read from `payloads`) to
+  // base[0, capacity), joining the last run when the key matches, else in new
+  // runs; returns how many fit (the caller lets the buffer leave and appends
+  // the rest to the next). Routers and two-hop forwarding merge runs with it.
+  std::uint32_t append_payloads(std::uint8_t* base, std::uint32_t* used, std::uint32_t capacity,
+                                const RunHeader& h, const std::uint8_t* payloads, std::uint32_t count) noexcept {
+    const std::uint32_t len = h.len();
+    std::uint32_t done = 0;
+    while (done < count) {
+      if (header_ == kNone || h.dest != dest_ || h.handler != handler_ || len != len_ || h.src != src_ ||
+          count_ == kMaxRunCount) {
+        const std::uint32_t start = *used;
+        if (start + kRunHeaderBytes + pad8(len) > capacity) break;
+        write_run_header(base + start, h.dest, h.src, h.handler, len, 0);
+        header_ = start;
+        end_ = start + kRunHeaderBytes;
+        dest_ = h.dest;
+        src_ = h.src;
+        handler_ = h.handler;
+        len_ = len;
+        count_ = 0;
+      }
+      // capacity is a multiple of 8, so the padded end fits when the end does.
+      std::uint32_t n = std::min(count - done, kMaxRunCount - count_);
+      if (len != 0) n = std::min(n, (capacity - end_) / len);
+      if (n == 0) break;
+      std::memcpy(base + end_, payloads + std::size_t{done} * len, std::size_t{n} * len);
+      end_ += n * len;
+      count_ = static_cast<std::uint16_t>(count_ + n);
+      std::memcpy(base + header_ + offsetof(RunHeader, count), &count_, sizeof count_);
+      *used = pad8(end_);
+      done += n;
+    }
+    return done;
+  }
+
   // Room for one payload of `len` bytes in base[0, capacity), whose content
   // ends at *used (8-aligned): joins the last run when the key matches, else
   // starts a run. Returns where to write the payload, or nullptr when the

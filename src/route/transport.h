@@ -55,17 +55,16 @@ class Transport {
     open_buffer(peer);
     return o.run.append(o.buf, &o.used, capacity_, dest, src, handler, len);
   }
-  // Room for `bytes` of whole runs (at most the buffer size, a multiple of 8)
-  // at the end of peer's buffer, for runs passed on as they are (two-hop
-  // routing, routers). Returns where to write them.
-  std::uint8_t* reserve(int peer, std::uint32_t bytes) {
+  // Appends run h's `count` payloads (two-hop forwarding, routers), joining
+  // peer's last run when the key matches; the buffer leaves when full.
+  void append_run(int peer, const RunHeader& h, const std::uint8_t* payloads, std::uint32_t count) {
     Outbox& o = out_[static_cast<std::size_t>(peer)];
-    if (o.buf == nullptr || o.used + bytes > capacity_) [[unlikely]]
+    std::uint32_t done = o.buf == nullptr ? 0 : o.run.append_payloads(o.buf, &o.used, capacity_, h, payloads, count);
+    while (done < count) {
       open_buffer(peer);
-    std::uint8_t* at = o.buf + o.used;
-    o.used += bytes;
-    o.run.reset();  // the next append must not join a run before these bytes
-    return at;
+      done += o.run.append_payloads(o.buf, &o.used, capacity_, h, payloads + std::size_t{done} * h.len(),
+                                    count - done);
+    }
   }
   // Completes sends and receives; true when anything completed.
   bool poll();

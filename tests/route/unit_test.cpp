@@ -130,6 +130,40 @@ TEST(RouteRun, AFullBufferRefusesAndTheRunStaysWhole) {
   EXPECT_EQ(h.count, 12u);
 }
 
+TEST(RouteRun, RunsAreMergedAndSplitByRoom) {
+  alignas(8) std::uint8_t buf[96] = {};
+  std::uint32_t used = 0;
+  RunCursor cursor;
+  RunHeader h{};
+  h.dest = 2;
+  h.src = 5;
+  h.handler = 1;
+  h.len_magic = 8 | kRunMagic;
+  const std::uint64_t v[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const auto* p = reinterpret_cast<const std::uint8_t*>(v);
+  EXPECT_EQ(cursor.append_payloads(buf, &used, sizeof buf, h, p, 3), 3u);
+  EXPECT_EQ(cursor.append_payloads(buf, &used, sizeof buf, h, p + 24, 2), 2u);  // joins: one run of 5
+  EXPECT_EQ(used, run_bytes(8, 5));
+  std::uint8_t* at = cursor.append(buf, &used, sizeof buf, 2, 5, 1, 8);  // a single send joins too
+  ASSERT_NE(at, nullptr);
+  std::memcpy(at, &v[5], 8);
+  // Room for (96 - 16) / 8 = 10 in all: 4 more fit, the caller gets the count.
+  EXPECT_EQ(cursor.append_payloads(buf, &used, sizeof buf, h, p + 48, 4), 4u);
+  EXPECT_EQ(cursor.append_payloads(buf, &used, sizeof buf, h, p, 1), 0u);
+  RunHeader got;
+  ASSERT_EQ(read_run(buf, used, 0, &got), 96u);
+  EXPECT_EQ(got.count, 10u);
+  EXPECT_EQ(std::memcmp(buf + kRunHeaderBytes, v, sizeof v), 0);
+  // Another sender starts a new run.
+  alignas(8) std::uint8_t buf2[96] = {};
+  std::uint32_t used2 = 0;
+  cursor.reset();
+  EXPECT_EQ(cursor.append_payloads(buf2, &used2, sizeof buf2, h, p, 2), 2u);
+  h.src = 6;
+  EXPECT_EQ(cursor.append_payloads(buf2, &used2, sizeof buf2, h, p, 2), 2u);
+  EXPECT_EQ(used2, 2 * run_bytes(8, 2));
+}
+
 TEST(RouteRun, CorruptOrTruncatedRunsAreRefused) {
   alignas(8) std::uint8_t buf[64] = {};
   const std::uint64_t v[3] = {1, 2, 3};
@@ -298,6 +332,25 @@ TEST(RouteRouter, MessagesAreAggregatedIntoRunsAndChunks) {
   EXPECT_EQ(lb.ports[0].chunk_bytes(), 2u * run_bytes(8, 30));
   EXPECT_EQ(lb.router->stats().frames_routed, 60u);
   EXPECT_EQ(lb.router->stats().chunks_out, 2u);
+}
+
+TEST(RouteRouter, RunsOfOneSenderAreMergedPerDestination) {
+  Loopback lb;
+  // App 0 alternates between two destinations: its chunk holds runs of one,
+  // the router merges them into one run per destination.
+  for (std::uint64_t v = 0; v < 8; ++v) lb.send(0, static_cast<int>(v % 2), v);
+  lb.ports[0].publish_chunk();
+  lb.router->step();
+  for (int to = 0; to < 2; ++to) {
+    SlotMessage m;
+    ASSERT_TRUE(lb.ports[static_cast<std::size_t>(to)].peek(0, &m));
+    RunHeader h;
+    ASSERT_EQ(read_run(m.payload.data, m.payload.size, 0, &h), m.payload.size) << "one run for app " << to;
+    EXPECT_EQ(h.count, 4u);
+  }
+  const auto zero = lb.drain(0), one = lb.drain(1);
+  EXPECT_EQ(zero, (std::vector<std::uint64_t>{0, 2, 4, 6}));
+  EXPECT_EQ(one, (std::vector<std::uint64_t>{1, 3, 5, 7}));
 }
 
 TEST(RouteRouter, AnAppThatFallsBehindIsNotWaitedFor) {
