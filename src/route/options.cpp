@@ -116,7 +116,7 @@ void Options::set(const std::string& raw_name, const std::string& value) {
   } else if (name == "stall_timeout_ms") {
     stall_timeout_ms = to_u32(name, value);
   } else if (name == "router_threads") {
-    router_threads = to_u32(name, value);
+    router_threads = value == "auto" ? 0 : to_u32(name, value);
   } else if (name == "idle_spins") {
     idle_spins = to_u32(name, value);
   } else {
@@ -184,8 +184,8 @@ void Options::validate() const {
                 std::to_string(buffer_bytes) + ")");
   if (node_size == 1 && mode == Mode::Process)
     throw Error("route node_size 1 leaves no application rank beside each router in process mode");
-  if (router_threads == 0 || router_threads > 8)
-    throw Error("route router_threads must be in 1..8, got " + std::to_string(router_threads));
+  if (router_threads > 8)
+    throw Error("route router_threads must be auto or 1..8, got " + std::to_string(router_threads));
   if (stall_timeout_ms < 100)
     throw Error("route stall_timeout_ms must be at least 100, got " + std::to_string(stall_timeout_ms));
 }
@@ -204,7 +204,7 @@ std::string Options::describe() const {
     << " ring_slots=" << ring_slots << " ring_slot_bytes=" << ring_slot_bytes << " node_size=" << node_size
     << " app_cpus=" << join(app_cpus) << " progress_cpus=" << join(progress_cpus)
     << " router_cpus=" << join(router_cpus) << " stall_timeout_ms=" << stall_timeout_ms
-    << " idle_spins=" << idle_spins << " router_threads=" << router_threads;
+    << " idle_spins=" << idle_spins << " router_threads=" << (router_threads == 0 ? std::string("auto") : std::to_string(router_threads));
   return s.str();
 }
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -45,6 +46,20 @@ void install_sigterm_message(int world_rank) {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
+// router_threads=auto: one router thread for every kAppsPerRouterThread
+// applications of the largest node (every rank computes the same from the
+// keys; shard k of every router must exist, so all routers agree). Outside
+// process mode the value is unused.
+constexpr std::size_t kAppsPerRouterThread = 4;
+
+std::uint32_t auto_router_threads(const std::vector<int>& keys) {
+  std::map<int, std::size_t> per_node;
+  for (int k : keys) ++per_node[k];
+  std::size_t apps = 1;
+  for (const auto& [key, count] : per_node) apps = std::max(apps, count > 1 ? count - 1 : 1);
+  return static_cast<std::uint32_t>(std::clamp<std::size_t>((apps + kAppsPerRouterThread - 1) / kAppsPerRouterThread, 1, 8));
+}
+
 }  // namespace
 
 Runtime::Runtime(int* argc, char*** argv) : state_(std::make_unique<detail::RuntimeState>()) {
@@ -58,7 +73,7 @@ Runtime::Runtime(int* argc, char*** argv) : state_(std::make_unique<detail::Runt
   // Threads that call MPI: thread mode's progress thread beside the app, or a
   // router process's threads (each has its own communicator).
   const bool threads_call_mpi =
-      st.options.mode == Mode::Thread || (st.options.mode == Mode::Process && st.options.router_threads > 1);
+      st.options.mode == Mode::Thread || (st.options.mode == Mode::Process && st.options.router_threads != 1);
   const int required = threads_call_mpi ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
   int provided = 0;
   if (MPI_Init_thread(argc, argv, required, &provided) != MPI_SUCCESS) throw Error("MPI_Init_thread failed");
@@ -70,6 +85,7 @@ Runtime::Runtime(int* argc, char*** argv) : state_(std::make_unique<detail::Runt
           std::to_string(required) + ", this MPI provides " + std::to_string(provided));
 
   const std::vector<int> keys = all_node_keys(MPI_COMM_WORLD, st.options.node_size);
+  if (st.options.router_threads == 0) st.options.router_threads = auto_router_threads(keys);
   // Pollers per node: every rank, plus a progress thread per rank in thread mode
   // (process mode's routers are ranks already).
   {

@@ -40,6 +40,19 @@ TEST(RouteOptions, FlagsOverrideAndAreStripped) {
   EXPECT_STREQ(p[3], "x");
 }
 
+TEST(RouteOptions, RouterThreadsTakeAutoOrOneToEight) {
+  Options o;
+  o.mode = Mode::Process;
+  o.set("router_threads", "auto");
+  EXPECT_EQ(o.router_threads, 0u);  // the Runtime resolves it from the node sizes
+  EXPECT_NO_THROW(o.validate());
+  EXPECT_NE(o.describe().find("router_threads=auto"), std::string::npos);
+  o.set("router_threads", "8");
+  EXPECT_NO_THROW(o.validate());
+  o.set("router_threads", "9");
+  EXPECT_THROW(o.validate(), Error);
+}
+
 TEST(RouteOptions, EnvironmentIsRead) {
   setenv("FERRY_ROUTE_MODE", "thread", 1);
   setenv("FERRY_ROUTE_FLUSH_US", "7", 1);

@@ -18,9 +18,10 @@
 //   i-th progress_cpus      FERRY_ROUTE_PROGRESS_CPUS           ""      pin thread-mode progress thread i
 //   likewise router_cpus        FERRY_ROUTE_ROUTER_CPUS             ""      pin router i of a host likewise
 //                      (i counts per host, across virtual nodes: they never share a core)
-//   router_threads     FERRY_ROUTE_ROUTER_THREADS          1       threads of each router process (1..8): the
-//                                                                   node's apps are shared among them, as
-//                                                                   among a DPU's cores
+//   router_threads     FERRY_ROUTE_ROUTER_THREADS          1       threads of each router process (1..8, or
+//                                                                   auto: one per 4 applications of the
+//                                                                   largest node): the node's apps are shared
+//                                                                   among them, as among a DPU's cores
 //   stall_timeout_ms   FERRY_ROUTE_STALL_TIMEOUT_MS        60000   a wait that makes no progress this long
 //                                                                   aborts the job with a message
 //   idle_spins         FERRY_ROUTE_IDLE_SPINS              0       pause rounds before an idle wait yields;
@@ -64,7 +65,7 @@ struct Options {
   std::vector<int> app_cpus;
   std::vector<int> progress_cpus;
   std::vector<int> router_cpus;
-  std::uint32_t router_threads = 1;
+  std::uint32_t router_threads = 1;  // 0: auto, resolved by the Runtime
   std::uint32_t stall_timeout_ms = 60'000;
   std::uint32_t idle_spins = 0;
 
