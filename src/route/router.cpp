@@ -157,7 +157,12 @@ void Router::route_runs(const std::uint8_t* data, std::uint32_t size) {
     const int client = cfg_.client_of_app[h.dest];
     const std::uint8_t* payloads = data + off + kRunHeaderBytes;
     if (client >= 0) {
-      deliver(deliveries_[static_cast<std::size_t>(client)], h, payloads, h.count);
+      Delivery& d = deliveries_[static_cast<std::size_t>(client)];
+      // The fast path: into the open chunk (none is open while runs wait).
+      const std::uint32_t n =
+          d.data != nullptr ? d.run.append_payloads(d.data, &d.used, slot_bytes_, h, payloads, h.count) : 0;
+      if (n != h.count) [[unlikely]]
+        deliver(d, h, payloads + std::size_t{n} * h.len(), h.count - n);
       local += h.count;
     } else {
       if (cfg_.transport == nullptr) [[unlikely]]

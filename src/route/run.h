@@ -38,7 +38,9 @@ struct RunHeader {
 static_assert(sizeof(RunHeader) == kRunHeaderBytes);
 static_assert(offsetof(RunHeader, count) == 14);
 
-constexpr std::uint32_t pad8(std::uint32_t n) noexcept { return (n + 7u) & ~7u; }
+constexpr std::uint32_t pad8(std::uint32_t n) noexcept {
+  return (n + 7u) & ~7u;
+}
 
 // Bytes a run of `count` payloads of `len` bytes occupies.
 constexpr std::uint32_t run_bytes(std::uint32_t len, std::uint32_t count) noexcept {
@@ -80,6 +82,18 @@ inline std::uint32_t put_run(std::uint8_t* at, const RunHeader& h, const std::ui
   return run_bytes(h.len(), count);
 }
 
+// Copies payloads; the usual sizes as fixed-size copies the compiler inlines
+// (a router moves runs of one or two small messages most of the time).
+inline void copy_payloads(std::uint8_t* dst, const std::uint8_t* src, std::uint32_t bytes) noexcept {
+  switch (bytes) {
+    case 8: std::memcpy(dst, src, 8); return;
+    case 16: std::memcpy(dst, src, 16); return;
+    case 24: std::memcpy(dst, src, 24); return;
+    case 32: std::memcpy(dst, src, 32); return;
+    default: std::memcpy(dst, src, bytes);
+  }
+}
+
 // Copies `bytes` (a multiple of 8). Short runs, the common case in the ring
 // modes, go by words the compiler keeps inline, instead of a call into memcpy.
 inline void copy_words(std::uint8_t* dst, const std::uint8_t* src, std::uint32_t bytes) noexcept {
@@ -96,49 +110,14 @@ inline void copy_words(std::uint8_t* dst, const std::uint8_t* src, std::uint32_t
 
 // The writer's end of a buffer of runs: where the last run starts and ends, and
 // its key, so that a message with the same key joins it. One per buffer being
-// filled (an aggregation buffer, a request chunk); reset whenever the buffer
-// leaves or bytes are written into it by other means.
+// filled (an aggregation buffer, a request chunk, a router's delivery chunk);
+// reset whenever the buffer leaves or bytes are written into it by other means.
+//
+// The key is the header's first 14 bytes as two words (dest, src | len, magic,
+// handler), compared against the open run's header in the buffer itself.
 class RunCursor {
  public:
-  static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
-
-  void reset() noexcept { header_ = kNone; }
-
-  // Appends up to `count` payloads of run `h` (read from `payloads`) to
-  // base[0, capacity), joining the last run when the key matches, else in new
-  // runs; returns how many fit (the caller lets the buffer leave and appends
-  // the rest to the next). Routers and two-hop forwarding merge runs with it.
-  std::uint32_t append_payloads(std::uint8_t* base, std::uint32_t* used, std::uint32_t capacity,
-                                const RunHeader& h, const std::uint8_t* payloads, std::uint32_t count) noexcept {
-    const std::uint32_t len = h.len();
-    std::uint32_t done = 0;
-    while (done < count) {
-      if (header_ == kNone || h.dest != dest_ || h.handler != handler_ || len != len_ || h.src != src_ ||
-          count_ == kMaxRunCount) {
-        const std::uint32_t start = *used;
-        if (start + kRunHeaderBytes + pad8(len) > capacity) break;
-        write_run_header(base + start, h.dest, h.src, h.handler, len, 0);
-        header_ = start;
-        end_ = start + kRunHeaderBytes;
-        dest_ = h.dest;
-        src_ = h.src;
-        handler_ = h.handler;
-        len_ = len;
-        count_ = 0;
-      }
-      // capacity is a multiple of 8, so the padded end fits when the end does.
-      std::uint32_t n = std::min(count - done, kMaxRunCount - count_);
-      if (len != 0) n = std::min(n, (capacity - end_) / len);
-      if (n == 0) break;
-      std::memcpy(base + end_, payloads + std::size_t{done} * len, std::size_t{n} * len);
-      end_ += n * len;
-      count_ = static_cast<std::uint16_t>(count_ + n);
-      std::memcpy(base + header_ + offsetof(RunHeader, count), &count_, sizeof count_);
-      *used = pad8(end_);
-      done += n;
-    }
-    return done;
-  }
+  void reset() noexcept { open_ = false; }
 
   // Room for one payload of `len` bytes in base[0, capacity), whose content
   // ends at *used (8-aligned): joins the last run when the key matches, else
@@ -146,37 +125,134 @@ class RunCursor {
   // buffer lacks room (the caller lets it leave and resets the cursor).
   std::uint8_t* append(std::uint8_t* base, std::uint32_t* used, std::uint32_t capacity, std::uint32_t dest,
                        std::uint32_t src, std::uint16_t handler, std::uint32_t len) noexcept {
-    if (header_ != kNone && dest == dest_ && handler == handler_ && len == len_ && src == src_ &&
-        count_ < kMaxRunCount) [[likely]] {
+    const std::uint64_t k0 = key0(dest, src), k1 = key1(len | kRunMagic, handler);
+    if (open_ && matches(base, k0, k1) && count_ < kMaxRunCount) [[likely]] {
       const std::uint32_t end = end_ + len;
       if (pad8(end) > capacity) return nullptr;
       std::uint8_t* at = base + end_;
-      end_ = end;
-      *used = pad8(end);
-      ++count_;
-      std::memcpy(base + header_ + offsetof(RunHeader, count), &count_, sizeof count_);
+      grow(base, used, end, 1);
       return at;
     }
     const std::uint32_t start = *used;
     if (start + kRunHeaderBytes + pad8(len) > capacity) return nullptr;
-    write_run_header(base + start, dest, src, handler, len, 1);
-    header_ = start;
-    end_ = start + kRunHeaderBytes + len;
-    *used = pad8(end_);
-    dest_ = dest;
-    src_ = src;
-    handler_ = handler;
-    len_ = len;
-    count_ = 1;
+    open(base, used, start, k0, k1, len, 1);
     return base + start + kRunHeaderBytes;
   }
 
+  // Appends up to `count` payloads of run `h` (read from `payloads`) to
+  // base[0, capacity), joining the last run when the key matches, else in new
+  // runs; returns how many fit (the caller lets the buffer leave and appends
+  // the rest to the next). Routers and two-hop forwarding merge runs with it.
+  // Inline for the common cases, which need no division: all of them join the
+  // last run, or all of them fit one new run.
+  [[gnu::always_inline]] std::uint32_t append_payloads(std::uint8_t* base, std::uint32_t* used,
+                                                       std::uint32_t capacity, const RunHeader& h,
+                                                       const std::uint8_t* payloads,
+                                                       std::uint32_t count) noexcept {
+    const std::uint32_t len = h.len();
+    const std::uint64_t bytes = std::uint64_t{len} * count;
+    std::uint64_t k0, k1;
+    std::memcpy(&k0, &h, 8);
+    std::memcpy(&k1, reinterpret_cast<const std::uint8_t*>(&h) + 8, 8);
+    if (open_ && matches(base, k0, k1)) {
+      if (count_ + count <= kMaxRunCount && end_ + bytes <= capacity) [[likely]] {
+        copy_payloads(base + end_, payloads, static_cast<std::uint32_t>(bytes));
+        grow(base, used, end_ + static_cast<std::uint32_t>(bytes), count);
+        return count;
+      }
+      return append_payloads_in_pieces(base, used, capacity, h, payloads, count);
+    }
+    if (count <= kMaxRunCount && *used + kRunHeaderBytes + bytes <= capacity) [[likely]] {
+      const std::uint32_t start = *used;
+      std::memcpy(base + start, &h, kRunHeaderBytes);  // count is h.count: the whole run
+      if (count != h.count) {
+        const auto c = static_cast<std::uint16_t>(count);
+        std::memcpy(base + start + offsetof(RunHeader, count), &c, sizeof c);
+      }
+      copy_payloads(base + start + kRunHeaderBytes, payloads, static_cast<std::uint32_t>(bytes));
+      open_ = true;
+      header_ = start;
+      end_ = start + kRunHeaderBytes + static_cast<std::uint32_t>(bytes);
+      count_ = count;
+      *used = pad8(end_);
+      return count;
+    }
+    return append_payloads_in_pieces(base, used, capacity, h, payloads, count);
+  }
+
  private:
-  std::uint32_t header_ = kNone;  // offset of the last run's header
-  std::uint32_t end_ = 0;         // its unpadded end
-  std::uint32_t dest_ = 0, src_ = 0, len_ = 0;
-  std::uint16_t handler_ = 0;
-  std::uint16_t count_ = 0;
+  static constexpr std::uint64_t kKey1Mask = 0x0000FFFFFFFFFFFFull;  // the count's bytes left out
+
+  // Whether the open run's header (in cache: the last thing written to this
+  // buffer) has key (k0, k1); k1's count bytes are ignored.
+  bool matches(const std::uint8_t* base, std::uint64_t k0, std::uint64_t k1) const noexcept {
+    std::uint64_t h0, h1;
+    std::memcpy(&h0, base + header_, 8);
+    std::memcpy(&h1, base + header_ + 8, 8);
+    return h0 == k0 && ((h1 ^ k1) & kKey1Mask) == 0;
+  }
+
+  static std::uint64_t key0(std::uint32_t dest, std::uint32_t src) noexcept {
+    return std::uint64_t{dest} | (std::uint64_t{src} << 32);
+  }
+  static std::uint64_t key1(std::uint32_t len_magic, std::uint16_t handler) noexcept {
+    return std::uint64_t{len_magic} | (std::uint64_t{handler} << 32);
+  }
+
+  // Writes a run header at `start` holding `count` payloads (already there or
+  // written next) and makes it the open run.
+  void open(std::uint8_t* base, std::uint32_t* used, std::uint32_t start, std::uint64_t k0, std::uint64_t k1,
+            std::uint32_t len, std::uint32_t count) noexcept {
+    const std::uint64_t w1 = (k1 & kKey1Mask) | (std::uint64_t{count} << 48);
+    std::memcpy(base + start, &k0, 8);
+    std::memcpy(base + start + 8, &w1, 8);
+    open_ = true;
+    header_ = start;
+    end_ = start + kRunHeaderBytes + len * count;
+    count_ = count;
+    *used = pad8(end_);
+  }
+
+  // The open run now ends at `end` and holds `added` more payloads.
+  void grow(std::uint8_t* base, std::uint32_t* used, std::uint32_t end, std::uint32_t added) noexcept {
+    end_ = end;
+    count_ += added;
+    const auto c = static_cast<std::uint16_t>(count_);
+    std::memcpy(base + header_ + offsetof(RunHeader, count), &c, sizeof c);
+    *used = pad8(end);
+  }
+
+  // The rest of append_payloads: runs that fill the buffer or a run's count.
+  [[gnu::noinline]] std::uint32_t append_payloads_in_pieces(std::uint8_t* base, std::uint32_t* used,
+                                                            std::uint32_t capacity, const RunHeader& h,
+                                                            const std::uint8_t* payloads,
+                                                            std::uint32_t count) noexcept {
+    std::uint64_t k0, k1;
+    std::memcpy(&k0, &h, 8);
+    std::memcpy(&k1, reinterpret_cast<const std::uint8_t*>(&h) + 8, 8);
+    const std::uint32_t len = h.len();
+    std::uint32_t done = 0;
+    while (done < count) {
+      if (!open_ || !matches(base, k0, k1) || count_ == kMaxRunCount) {
+        const std::uint32_t start = *used;
+        if (start + kRunHeaderBytes + pad8(len) > capacity) break;
+        open(base, used, start, k0, k1, len, 0);
+      }
+      // capacity is a multiple of 8, so the padded end fits when the end does.
+      std::uint32_t n = std::min(count - done, kMaxRunCount - count_);
+      if (len != 0) n = std::min(n, (capacity - end_) / len);
+      if (n == 0) break;
+      std::memcpy(base + end_, payloads + std::size_t{done} * len, std::size_t{n} * len);
+      grow(base, used, end_ + n * len, n);
+      done += n;
+    }
+    return done;
+  }
+
+  bool open_ = false;
+  std::uint32_t header_ = 0;  // offset of the open run's header (its key)
+  std::uint32_t end_ = 0;     // its unpadded end
+  std::uint32_t count_ = 0;   // its payloads
 };
 
 }  // namespace ferry::route::detail
