@@ -27,7 +27,7 @@ import time
 
 # processK_tT_sS: K routers (as K virtual nodes), T threads each, rings of S
 # slots (default 64); "process" = process1_t1.
-MODE_RE = re.compile(r"^(inline|thread|process(\d*)(?:_t(\d+))?(?:_s(\d+))?)$")
+MODE_RE = re.compile(r"^(inline|thread|process(\d*)(?:_t(\d+|auto))?(?:_s(\d+))?)$")
 
 # Problem sizes per application: `small` for CI-class machines (numbers mean
 # nothing there), `full` for the 16-core machine (about a second per run).
@@ -91,13 +91,15 @@ def scaled_args(app, size, work):
 def plan(mode, ranks, cpus):
     """mpirun -np, route flags, and the cores used, for one mode at `ranks` application ranks."""
     # processK_tT: K routers, as K virtual nodes of ranks/K applications + 1
-    # router, each with T threads.
+    # router, each with T threads (T=auto: as router_threads=auto picks).
     m = MODE_RE.match(mode)
     routers, threads = 0, 1
     if mode.startswith("process"):
-        routers, threads = int(m.group(2) or 1), int(m.group(3) or 1)
+        routers = int(m.group(2) or 1)
         if ranks % routers:
             raise BenchError(f"{mode} needs a rank count divisible by {routers}")
+        # _tauto: what router_threads=auto picks (one thread per 2 applications of a node).
+        threads = -(-(ranks // routers) // 2) if m.group(3) == "auto" else int(m.group(3) or 1)
     flags = [f"--route-mode={'process' if routers else mode}"]
     need, np_ = ranks, ranks
     if mode == "thread":
@@ -106,8 +108,7 @@ def plan(mode, ranks, cpus):
         need, np_ = ranks + routers * threads, ranks + routers
         if routers > 1:
             flags.append(f"--route-node-size={ranks // routers + 1}")
-        if threads > 1:
-            flags.append(f"--route-router-threads={threads}")
+        flags.append(f"--route-router-threads={threads}")  # explicit: the cores below are counted for it
         if m.group(4):  # fewer ring slots: a smaller cache footprint of the rings
             flags.append(f"--route-ring-slots={m.group(4)}")
     pinned = need <= cpus
@@ -195,7 +196,7 @@ def main():
     modes = [m for m in a.modes.split(",") if m]
     for m in modes + a.sweep_modes.split(","):
         if not MODE_RE.match(m):
-            raise BenchError(f"unknown mode {m}: inline, thread, process, processK, processK_tT, processK_tT_sS")
+            raise BenchError(f"unknown mode {m}: inline, thread, process, processK, processK_tT, processK_tauto, processK_tT_sS")
     # Order: the largest rank count first, then the sweep, so that a --deadline
     # cuts the least telling points.
     points = []  # (app, ranks, work, modes)

@@ -18,8 +18,8 @@
 //   i-th progress_cpus      FERRY_ROUTE_PROGRESS_CPUS           ""      pin thread-mode progress thread i
 //   likewise router_cpus        FERRY_ROUTE_ROUTER_CPUS             ""      pin router i of a host likewise
 //                      (i counts per host, across virtual nodes: they never share a core)
-//   router_threads     FERRY_ROUTE_ROUTER_THREADS          1       threads of each router process (1..8, or
-//                                                                   auto: one per 4 applications of the
+//   router_threads     FERRY_ROUTE_ROUTER_THREADS          auto    threads of each router process (1..8, or
+//                                                                   auto: one per 2 applications of the
 //                                                                   largest node): the node's apps are shared
 //                                                                   among them, as among a DPU's cores
 //   stall_timeout_ms   FERRY_ROUTE_STALL_TIMEOUT_MS        60000   a wait that makes no progress this long
@@ -65,7 +65,7 @@ struct Options {
   std::vector<int> app_cpus;
   std::vector<int> progress_cpus;
   std::vector<int> router_cpus;
-  std::uint32_t router_threads = 1;  // 0: auto, resolved by the Runtime
+  std::uint32_t router_threads = 0;  // 0: auto, resolved by the Runtime
   std::uint32_t stall_timeout_ms = 60'000;
   std::uint32_t idle_spins = 0;
 
