@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CUDA_PATH ?= /usr/local/cuda
 export PATH := $(PATH):$(CUDA_PATH)/bin
 
-.PHONY: deps deps-fuzz deps-bench model build python demo test test-gpu sanitize asan tsan fuzz bench-tcp bench-http bench-route format clean
+.PHONY: deps deps-fuzz deps-bench model build python demo test test-gpu sanitize asan tsan fuzz bench-tcp bench-http bench-route bench-route-peers format clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -109,6 +109,12 @@ bench-http: build deps-bench
 # Message routing: every app in every mode (small sizes; scripts/device/route-device.sh runs the full one).
 bench-route: build
 	python3 bench/route/route_bench.py --build-dir $(BUILD) --out $(BUILD)/route-results
+
+# Ferry's route beside YGM and bale's conveyors (docs/bench/route-peers.md): their
+# apps are built where the configure got -DFERRY_YGM_INCLUDE / -DFERRY_CONVEY_PREFIX;
+# missing ones are skipped with a message.
+bench-route-peers: build
+	python3 bench/route/peers_bench.py --build $(BUILD) --json-out $(BUILD)/route-peers.json
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
