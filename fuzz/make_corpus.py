@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed corpora (fuzz/corpus/<target>/): small valid
 messages of each parser, a few broken ones, encoded here by hand from the
-formats (include/ferry/core/wire.h, src/xfer/protocol.h and messages.cpp, RESP).
+formats (include/ferry/core/wire.h, src/xfer/protocol.h and messages.cpp, RESP,
+src/route/run.h).
 Run it again after a format changes: `python3 fuzz/make_corpus.py`."""
 import json
 import os
@@ -210,6 +211,29 @@ def http():
     }
 
 
+# --- route runs (route_run_fuzz): one byte for the writer's capacity, then runs.
+def run(dest, src, handler, payloads, length=None, count=None, magic=0xF7):
+    n = len(payloads[0]) if payloads else 0
+    body = b"".join(payloads)
+    head = struct.pack("<IIIHH", dest, src, (length if length is not None else n) | (magic << 24), handler,
+                       count if count is not None else len(payloads))
+    return head + body + b"\0" * (-len(body) % 8)
+
+
+def route_run():
+    eight = [struct.pack("<Q", v) for v in range(40)]
+    twelve = [struct.pack("<IQ", v, v * 3) for v in range(7)]
+    return {
+        "one_run_of_eight": b"\x00" + run(1, 0, 2, eight[:5]),
+        "two_runs_split_small": b"\x01" + run(1, 0, 2, eight) + run(3, 2, 0, twelve),
+        "unaligned_payloads": b"\x10" + run(0, 1, 7, twelve) + run(0, 1, 7, [b"abcde"]),
+        "empty_payloads": b"\x05" + run(2, 2, 1, [b""] * 9),
+        "bad_magic": b"\x00" + run(1, 0, 2, eight[:3], magic=0x12),
+        "count_zero": b"\x00" + run(1, 0, 2, [], length=8, count=0),
+        "truncated": b"\x00" + run(1, 0, 2, eight[:4])[:40],
+    }
+
+
 def main():
     corpora = {
         "wire_fuzz": wire(),
@@ -218,6 +242,7 @@ def main():
         "resp_fuzz": resp(),
         "json_flags_fuzz": json_flags(),
         "http_fuzz": http(),
+        "route_run_fuzz": route_run(),
     }
     for target, seeds in corpora.items():
         d = os.path.join(HERE, "corpus", target)
