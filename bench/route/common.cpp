@@ -144,17 +144,6 @@ int parse(CLI::App& cli, int argc, char** argv, int rank) {
   return -1;
 }
 
-Work::Work(std::uint64_t table_mib, std::uint64_t seed, std::uint64_t reads_per_message)
-    : reads_(reads_per_message), state_(mix(seed)) {
-  if (reads_ == 0) return;
-  std::uint64_t words = std::max<std::uint64_t>(1, table_mib) * (1 << 20) / 8;
-  std::uint64_t pow2 = 1;
-  while (pow2 * 2 <= words) pow2 *= 2;
-  table_.resize(pow2);
-  for (std::uint64_t i = 0; i < pow2; ++i) table_[i] = mix(i);  // touch every page now, not in the phase
-  mask_ = pow2 - 1;
-}
-
 Bench::Bench(const char* app, Engine& engine, const CommonOptions& options, const Work& work)
     : app_(app), engine_(engine), work_(work), options_(options) {}
 
@@ -318,24 +307,6 @@ int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_by
     if (!f) std::fprintf(stderr, "cannot write %s\n", options_.json_out.c_str());
   }
   return all_verified ? 0 : 1;
-}
-
-std::uint64_t sum_u64(MPI_Comm comm, std::uint64_t v) {
-  std::uint64_t out = 0;
-  MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_SUM, comm);
-  return out;
-}
-
-double sum_f64(MPI_Comm comm, double v) {
-  double out = 0;
-  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, comm);
-  return out;
-}
-
-bool all_true(MPI_Comm comm, bool v) {
-  int in = v ? 1 : 0, out = 0;
-  MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, comm);
-  return out != 0;
 }
 
 }  // namespace ferry::route::bench

@@ -12,7 +12,9 @@
 
 #include "ferry/route/engine.h"
 #include "ferry/route/runtime.h"
+#include "reduce.h"
 #include "rng.h"
+#include "work.h"
 
 namespace ferry::route::bench {
 
@@ -38,36 +40,6 @@ int guarded_main(const char* name, int (*app_main)(int, char**), int argc, char*
 // Parses argv (after the Runtime stripped --route-*). Returns -1 to go on, or
 // the exit status (help, or a bad flag: every rank fails alike).
 int parse(CLI::App& cli, int argc, char** argv, int rank);
-
-// Artificial per-message memory work: random reads of a table much larger than
-// the caches (the application's own memory traffic, which the paper's
-// memory-to-communication ratio measures against its messages).
-class Work {
- public:
-  Work(std::uint64_t table_mib, std::uint64_t seed, std::uint64_t reads_per_message);
-  // The reads for one message; the sum keeps the compiler from dropping them.
-  void run() noexcept {
-    ++calls_;
-    if (reads_ == 0) return;
-    std::uint64_t x = state_;
-    for (std::uint64_t i = 0; i < reads_; ++i) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      sink_ += table_[(x >> 20) & mask_];
-    }
-    state_ = x;
-  }
-  std::uint64_t reads() const noexcept { return reads_; }
-  std::uint64_t calls() const noexcept { return calls_; }  // messages (or segments) worked for
-  std::uint64_t sink() const noexcept { return sink_; }
-
- private:
-  std::vector<std::uint64_t> table_;
-  std::uint64_t mask_ = 0;
-  std::uint64_t reads_;
-  std::uint64_t state_;
-  std::uint64_t sink_ = 0;
-  std::uint64_t calls_ = 0;
-};
 
 // One application run: times the phase between start() and stop() (both
 // collective, barrier-fenced), samples CPU time, and reports.
@@ -108,10 +80,5 @@ class Bench {
   Stats stats0_{}, stats1_{};
   bool have_router_ = false;
 };
-
-// All-reduce helpers over the application ranks.
-std::uint64_t sum_u64(MPI_Comm comm, std::uint64_t v);
-double sum_f64(MPI_Comm comm, double v);
-bool all_true(MPI_Comm comm, bool v);
 
 }  // namespace ferry::route::bench

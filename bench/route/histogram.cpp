@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "checks.h"
 #include "common.h"
 #include "ferry/route/inbox.h"
 
@@ -31,7 +32,8 @@ int run(int argc, char** argv) {
   add_common_flags(cli, common);
   cli.add_option("--updates", updates, "updates per rank");
   cli.add_option("--slots-per-rank", slots_per_rank, "table slots per rank")->check(CLI::PositiveNumber);
-  cli.add_option("--receive", receive, "handler (one call a message), batch (one call a run) or pull (an Inbox)")
+  cli.add_option("--receive", receive,
+                 "handler (one call a message), batch (one call a run) or pull (an Inbox)")
       ->check(CLI::IsMember({"handler", "batch", "pull"}));
   if (const int rc = parse(cli, argc, argv, rt.rank()); rc >= 0) return rc;
 
@@ -73,31 +75,9 @@ int run(int argc, char** argv) {
   }
   bench.stop();
 
-  // Recount: every rank's stream, only the slots this rank owns.
-  std::vector<std::uint64_t> expect(slots_per_rank, 0);
-  for (int r = 0; r < ranks; ++r) {
-    Rng replay(common.seed, static_cast<std::uint64_t>(r));
-    for (std::uint64_t i = 0; i < updates; ++i) {
-      const std::uint64_t slot = replay.next() % total_slots;
-      if (slot / slots_per_rank == static_cast<std::uint64_t>(me)) ++expect[slot - base];
-    }
-  }
-  std::uint64_t wrong = 0, local = 0;
-  for (std::uint64_t s = 0; s < slots_per_rank; ++s) {
-    wrong += counts[s] != expect[s];
-    local += counts[s];
-  }
-  const std::uint64_t total = sum_u64(engine.comm(), local), bad = sum_u64(engine.comm(), wrong);
-  const bool ok = bad == 0 && total == updates * static_cast<std::uint64_t>(ranks);
-  char detail[160];
-  std::snprintf(detail, sizeof detail, "%llu updates counted, %llu slots wrong (sink %llu)",
-                static_cast<unsigned long long>(total), static_cast<unsigned long long>(bad),
-                static_cast<unsigned long long>(work.sink() & 1));
-  char params[200];
-  std::snprintf(params, sizeof params, R"({"updates_per_rank": %llu, "slots_per_rank": %llu, "receive": "%s"})",
-                static_cast<unsigned long long>(updates), static_cast<unsigned long long>(slots_per_rank),
-                receive.c_str());
-  return bench.report(ok, detail, sizeof(Update), params);
+  const Verdict v = check_histogram(engine.comm(), counts, common.seed, me, ranks, updates, slots_per_rank,
+                                    work.sink(), R"(, "receive": ")" + receive + "\"");
+  return bench.report(v.ok, v.detail, sizeof(Update), v.params);
 }
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "checks.h"
 #include "common.h"
 
 using namespace ferry::route;
@@ -19,9 +20,6 @@ struct Reply {
   std::uint64_t value;
   std::uint64_t slot;
 };
-std::uint64_t value_of(std::uint64_t seed, std::uint64_t index) {
-  return mix(index ^ (seed << 40));
-}
 }  // namespace
 
 namespace {
@@ -41,7 +39,7 @@ int run(int argc, char** argv) {
   const std::uint64_t total = entries_per_rank * static_cast<std::uint64_t>(ranks);
   const std::uint64_t base = entries_per_rank * static_cast<std::uint64_t>(me);
   std::vector<std::uint64_t> table(entries_per_rank);
-  for (std::uint64_t i = 0; i < entries_per_rank; ++i) table[i] = value_of(common.seed, base + i);
+  for (std::uint64_t i = 0; i < entries_per_rank; ++i) table[i] = table_value(common.seed, base + i);
   std::vector<std::uint64_t> wanted(requests), got(requests, 0);
   std::uint64_t replies = 0;
 
@@ -65,17 +63,9 @@ int run(int argc, char** argv) {
   }
   bench.stop();
 
-  std::uint64_t wrong = 0;
-  for (std::uint64_t i = 0; i < requests; ++i) wrong += got[i] != value_of(common.seed, wanted[i]);
-  const std::uint64_t bad = sum_u64(engine.comm(), wrong + (replies != requests ? 1 : 0));
-  char detail[160];
-  std::snprintf(detail, sizeof detail, "%llu replies checked, %llu wrong (sink %llu)",
-                static_cast<unsigned long long>(sum_u64(engine.comm(), replies)),
-                static_cast<unsigned long long>(bad), static_cast<unsigned long long>(work.sink() & 1));
-  char params[160];
-  std::snprintf(params, sizeof params, R"({"requests_per_rank": %llu, "entries_per_rank": %llu})",
-                static_cast<unsigned long long>(requests), static_cast<unsigned long long>(entries_per_rank));
-  return bench.report(bad == 0, detail, sizeof(Request), params);
+  const Verdict v =
+      check_index_gather(engine.comm(), wanted, got, replies, common.seed, entries_per_rank, work.sink());
+  return bench.report(v.ok, v.detail, sizeof(Request), v.params);
 }
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "checks.h"
 #include "common.h"
 
 using namespace ferry::route;
@@ -90,20 +91,8 @@ int run(int argc, char** argv) {
   const std::uint64_t count = perm.size();
   for (std::uint64_t v : perm) engine.send(static_cast<int>(v / items_per_rank), on_mark, Mark{v});
   engine.barrier();
-  std::uint64_t wrong = 0;
-  for (std::uint32_t c : seen) wrong += c != 1;
-  const std::uint64_t bad = sum_u64(engine.comm(), wrong);
-  const std::uint64_t total = sum_u64(engine.comm(), count);
-  const bool ok = bad == 0 && total == items_per_rank * static_cast<std::uint64_t>(ranks);
-  char detail[200];
-  std::snprintf(detail, sizeof detail,
-                "permutation of %llu values in %llu rounds, %llu values not seen exactly once (sink %llu)",
-                static_cast<unsigned long long>(total), static_cast<unsigned long long>(rounds),
-                static_cast<unsigned long long>(bad), static_cast<unsigned long long>(work.sink() & 1));
-  char params[120];
-  std::snprintf(params, sizeof params, R"({"items_per_rank": %llu, "rounds": %llu})",
-                static_cast<unsigned long long>(items_per_rank), static_cast<unsigned long long>(rounds));
-  return bench.report(ok, detail, sizeof(Dart), params);
+  const Verdict v = check_randperm(engine.comm(), seen, count, rounds, items_per_rank, ranks, work.sink());
+  return bench.report(v.ok, v.detail, sizeof(Dart), v.params);
 }
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "../checks.h"
 #include "convey_peer.h"
 #include "peer_common.h"
 
@@ -64,31 +65,10 @@ int run(int argc, char** argv) {
   const nlohmann::json stats = convey_stats(conveyor);
   convey_free(conveyor);
 
-  // Recount: every rank's stream, only the slots this rank owns.
-  std::vector<std::uint64_t> expect(slots_per_rank, 0);
-  for (int r = 0; r < ranks; ++r) {
-    Rng replay(common.seed, static_cast<std::uint64_t>(r));
-    for (std::uint64_t k = 0; k < updates; ++k) {
-      const std::uint64_t slot = replay.next() % total_slots;
-      if (slot / slots_per_rank == static_cast<std::uint64_t>(me)) ++expect[slot - base];
-    }
-  }
-  std::uint64_t wrong = 0, local = 0;
-  for (std::uint64_t s = 0; s < slots_per_rank; ++s) {
-    wrong += counts[s] != expect[s];
-    local += counts[s];
-  }
-  const std::uint64_t total = sum_u64(MPI_COMM_WORLD, local), bad = sum_u64(MPI_COMM_WORLD, wrong);
-  const bool ok = bad == 0 && total == updates * static_cast<std::uint64_t>(ranks);
-  char detail[160];
-  std::snprintf(detail, sizeof detail, "%llu updates counted, %llu slots wrong (sink %llu)",
-                static_cast<unsigned long long>(total), static_cast<unsigned long long>(bad),
-                static_cast<unsigned long long>(work.sink() & 1));
-  char params[160];
-  std::snprintf(params, sizeof params, R"({"updates_per_rank": %llu, "slots_per_rank": %llu})",
-                static_cast<unsigned long long>(updates), static_cast<unsigned long long>(slots_per_rank));
+  const Verdict v =
+      check_histogram(MPI_COMM_WORLD, counts, common.seed, me, ranks, updates, slots_per_rank, work.sink());
   const Traffic traffic{updates, received, updates * sizeof(Update)};
-  return bench.report(ok, detail, sizeof(Update), params, updates, traffic, config, stats);
+  return bench.report(v.ok, v.detail, sizeof(Update), v.params, updates, traffic, config, stats);
 }
 }  // namespace
 

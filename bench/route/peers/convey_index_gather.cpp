@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "../checks.h"
 #include "convey_peer.h"
 #include "peer_common.h"
 
@@ -22,9 +23,6 @@ struct Reply {
   std::uint64_t value;
   std::uint64_t slot;
 };
-std::uint64_t value_of(std::uint64_t seed, std::uint64_t index) {
-  return mix(index ^ (seed << 40));
-}
 
 int run(int argc, char** argv) {
   const ConveyMpi mpi(argc, argv);
@@ -41,7 +39,7 @@ int run(int argc, char** argv) {
   const std::uint64_t total = entries_per_rank * static_cast<std::uint64_t>(ranks);
   const std::uint64_t base = entries_per_rank * static_cast<std::uint64_t>(me);
   std::vector<std::uint64_t> table(entries_per_rank);
-  for (std::uint64_t i = 0; i < entries_per_rank; ++i) table[i] = value_of(common.seed, base + i);
+  for (std::uint64_t i = 0; i < entries_per_rank; ++i) table[i] = table_value(common.seed, base + i);
   std::vector<std::uint64_t> wanted(requests), got(requests, 0);
   std::uint64_t replies = 0, served = 0;
 
@@ -92,19 +90,11 @@ int run(int argc, char** argv) {
   convey_free(answers);
   convey_free(asks);
 
-  std::uint64_t wrong = 0;
-  for (std::uint64_t k = 0; k < requests; ++k) wrong += got[k] != value_of(common.seed, wanted[k]);
-  const std::uint64_t bad = sum_u64(MPI_COMM_WORLD, wrong + (replies != requests ? 1 : 0));
-  char detail[160];
-  std::snprintf(detail, sizeof detail, "%llu replies checked, %llu wrong (sink %llu)",
-                static_cast<unsigned long long>(sum_u64(MPI_COMM_WORLD, replies)),
-                static_cast<unsigned long long>(bad), static_cast<unsigned long long>(work.sink() & 1));
-  char params[160];
-  std::snprintf(params, sizeof params, R"({"requests_per_rank": %llu, "entries_per_rank": %llu})",
-                static_cast<unsigned long long>(requests), static_cast<unsigned long long>(entries_per_rank));
+  const Verdict v =
+      check_index_gather(MPI_COMM_WORLD, wanted, got, replies, common.seed, entries_per_rank, work.sink());
   const Traffic traffic{requests + served, served + replies,
                         requests * sizeof(Request) + served * sizeof(Reply)};
-  return bench.report(bad == 0, detail, sizeof(Request), params, requests, traffic, config, stats);
+  return bench.report(v.ok, v.detail, sizeof(Request), v.params, requests, traffic, config, stats);
 }
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "../checks.h"
 #include "convey_peer.h"
 #include "peer_common.h"
 
@@ -123,22 +124,10 @@ int run(int argc, char** argv) {
   convey_check(darts, convey_reset(darts), "convey_reset");
   convey_free(bounces);
   convey_free(darts);
-  std::uint64_t wrong = 0;
-  for (std::uint32_t c : seen) wrong += c != 1;
-  const std::uint64_t bad = sum_u64(MPI_COMM_WORLD, wrong);
-  const std::uint64_t total = sum_u64(MPI_COMM_WORLD, count);
-  const bool ok = bad == 0 && total == items_per_rank * static_cast<std::uint64_t>(ranks);
-  char detail[200];
-  std::snprintf(detail, sizeof detail,
-                "permutation of %llu values in %llu rounds, %llu values not seen exactly once (sink %llu)",
-                static_cast<unsigned long long>(total), static_cast<unsigned long long>(rounds),
-                static_cast<unsigned long long>(bad), static_cast<unsigned long long>(work.sink() & 1));
-  char params[120];
-  std::snprintf(params, sizeof params, R"({"items_per_rank": %llu, "rounds": %llu})",
-                static_cast<unsigned long long>(items_per_rank), static_cast<unsigned long long>(rounds));
+  const Verdict v = check_randperm(MPI_COMM_WORLD, seen, count, rounds, items_per_rank, ranks, work.sink());
   const Traffic traffic{thrown + bounces_sent, darts_received + bounces_received,
                         thrown * sizeof(Dart) + bounces_sent * sizeof(Bounce)};
-  return bench.report(ok, detail, sizeof(Dart), params, items_per_rank, traffic, config, stats);
+  return bench.report(v.ok, v.detail, sizeof(Dart), v.params, items_per_rank, traffic, config, stats);
 }
 }  // namespace
 

@@ -24,7 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "../reduce.h"
 #include "../rng.h"
+#include "../work.h"
 
 namespace ferry::route::bench::peers {
 
@@ -61,54 +63,6 @@ inline int parse(CLI::App& cli, int argc, char** argv, int rank) {
     return e.get_exit_code();
   }
   return -1;
-}
-
-// Ferry's Work (common.h/common.cpp), the same in behaviour: the same LCG over
-// the same table of mix(i), seeded alike, so a message costs the same reads.
-class Work {
- public:
-  Work(std::uint64_t table_mib, std::uint64_t seed, std::uint64_t reads_per_message)
-      : reads_(reads_per_message), state_(mix(seed)) {
-    if (reads_ == 0) return;
-    const std::uint64_t words = std::max<std::uint64_t>(1, table_mib) * (1 << 20) / 8;
-    std::uint64_t pow2 = 1;
-    while (pow2 * 2 <= words) pow2 *= 2;
-    table_.resize(pow2);
-    for (std::uint64_t i = 0; i < pow2; ++i) table_[i] = mix(i);  // touch every page now, not in the phase
-    mask_ = pow2 - 1;
-  }
-  void run() noexcept {
-    ++calls_;
-    if (reads_ == 0) return;
-    std::uint64_t x = state_;
-    for (std::uint64_t i = 0; i < reads_; ++i) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      sink_ += table_[(x >> 20) & mask_];
-    }
-    state_ = x;
-  }
-  std::uint64_t calls() const noexcept { return calls_; }
-  std::uint64_t sink() const noexcept { return sink_; }
-
- private:
-  std::vector<std::uint64_t> table_;
-  std::uint64_t mask_ = 0;
-  std::uint64_t reads_;
-  std::uint64_t state_;
-  std::uint64_t sink_ = 0;
-  std::uint64_t calls_ = 0;
-};
-
-inline std::uint64_t sum_u64(MPI_Comm comm, std::uint64_t v) {
-  std::uint64_t out = 0;
-  MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_SUM, comm);
-  return out;
-}
-
-inline bool all_true(MPI_Comm comm, bool v) {
-  int in = v ? 1 : 0, out = 0;
-  MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, comm);
-  return out != 0;
 }
 
 inline double now_s() {

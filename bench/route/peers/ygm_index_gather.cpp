@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "../checks.h"
 #include "peer_common.h"
 #include "ygm_peer.h"
 
@@ -22,9 +23,6 @@ struct Reply {
   std::uint64_t value;
   std::uint64_t slot;
 };
-std::uint64_t value_of(std::uint64_t seed, std::uint64_t index) {
-  return mix(index ^ (seed << 40));
-}
 
 struct State {
   std::vector<std::uint64_t> table;  // this rank's entries
@@ -49,7 +47,7 @@ int run(int argc, char** argv) {
   const std::uint64_t base = entries_per_rank * static_cast<std::uint64_t>(me);
   State st;
   st.table.resize(entries_per_rank);
-  for (std::uint64_t i = 0; i < entries_per_rank; ++i) st.table[i] = value_of(common.seed, base + i);
+  for (std::uint64_t i = 0; i < entries_per_rank; ++i) st.table[i] = table_value(common.seed, base + i);
   st.base = base;
   st.got.assign(requests, 0);
   ygm::ygm_ptr<State> pst = world.make_ygm_ptr(st);
@@ -79,19 +77,11 @@ int run(int argc, char** argv) {
   world.barrier();  // every request answered, every reply stored
   bench.stop();
 
-  std::uint64_t wrong = 0;
-  for (std::uint64_t i = 0; i < requests; ++i) wrong += st.got[i] != value_of(common.seed, wanted[i]);
-  const std::uint64_t bad = sum_u64(MPI_COMM_WORLD, wrong + (st.replies != requests ? 1 : 0));
-  char detail[160];
-  std::snprintf(detail, sizeof detail, "%llu replies checked, %llu wrong (sink %llu)",
-                static_cast<unsigned long long>(sum_u64(MPI_COMM_WORLD, st.replies)),
-                static_cast<unsigned long long>(bad), static_cast<unsigned long long>(work.sink() & 1));
-  char params[160];
-  std::snprintf(params, sizeof params, R"({"requests_per_rank": %llu, "entries_per_rank": %llu})",
-                static_cast<unsigned long long>(requests), static_cast<unsigned long long>(entries_per_rank));
+  const Verdict v = check_index_gather(MPI_COMM_WORLD, wanted, st.got, st.replies, common.seed,
+                                       entries_per_rank, work.sink());
   const Traffic traffic{requests + st.served, st.served + st.replies,
                         requests * sizeof(Request) + st.served * sizeof(Reply)};
-  return bench.report(bad == 0, detail, sizeof(Request), params, requests, traffic, config);
+  return bench.report(v.ok, v.detail, sizeof(Request), v.params, requests, traffic, config);
 }
 }  // namespace
 
