@@ -263,7 +263,7 @@ int Bench::report(bool verified, const std::string& detail, std::uint32_t msg_by
     for (std::size_t i = 0; i < rnames.size(); ++i) e[rnames[i]] = v[i];
     router_cpu += static_cast<double>(e["cpu_ns"].get<std::uint64_t>()) / 1e9;
     if (!options_.quiet)
-      std::printf("router (world rank %llu): %llu frames routed, %llu MPI buffers sent, cpu %.2f ms\n",
+      std::printf("router (world rank %llu): %llu messages routed, %llu MPI buffers sent, cpu %.2f ms\n",
                   static_cast<unsigned long long>(v[0]),
                   static_cast<unsigned long long>(e["frames_routed"].get<std::uint64_t>()),
                   static_cast<unsigned long long>(e["wire_buffers_sent"].get<std::uint64_t>()),

@@ -1,7 +1,7 @@
 #pragma once
 // What the Engine delegates to: one implementation per mode family. The
 // Engine keeps the handler table and the argument checks; a backend moves
-// frames and counts.
+// runs and counts.
 
 #include <cstdint>
 #include <stdexcept>

@@ -1,6 +1,6 @@
 #pragma once
 // Fixed-size, 64-byte aligned buffers for aggregation, MPI receives and the
-// frames a router holds for an app whose delivery ring is full. get() reuses a
+// runs a router holds for an app whose delivery ring is full. get() reuses a
 // returned buffer; it allocates only when none is free (the pool grows to what
 // the traffic needs, then the data path stops allocating). Single-threaded:
 // each sender owns its pool.

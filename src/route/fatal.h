@@ -1,6 +1,6 @@
 #pragma once
 // Errors the router cannot recover from once messages are moving (a peer died,
-// a wait stalled, a frame is corrupt, MPI failed): log one clear line naming the
+// a wait stalled, a run is corrupt, MPI failed): log one clear line naming the
 // rank and the cause, then abort the whole MPI job, so that no rank is left
 // waiting for a message that will never come.
 

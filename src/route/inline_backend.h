@@ -1,5 +1,5 @@
 #pragma once
-// Inline mode: the application thread does everything: it appends frames to
+// Inline mode: the application thread does everything: it appends messages to
 // runs in per-destination buffers, calls MPI, and runs handlers in progress()/barrier().
 
 #include <mpi.h>

@@ -2,8 +2,8 @@
 // The mailbox: the memory an application rank and its router share (process
 // mode: a POSIX shared-memory object per node; thread mode: heap memory of one
 // process). For every application rank of the node it holds a request ring
-// (app -> router: chunks of frames to send) and one delivery ring per router
-// thread (router thread k -> app: chunks of frames to handle; one producer per
+// (app -> router: chunks of runs to send) and one delivery ring per router
+// thread (router thread k -> app: chunks of runs to handle; one producer per
 // ring keeps every ring SPSC), all core SlotRings, plus the words of the
 // barrier handshake. The layout is an ABI between processes.
 //

@@ -175,8 +175,8 @@ void Options::validate() const {
     throw Error("route recv_buffers must be in 1..4096, got " + std::to_string(recv_buffers));
   if (!pow2(ring_slots) || ring_slots < 2 || ring_slots > 65536)
     throw Error("route ring_slots must be a power of two in 2..65536, got " + std::to_string(ring_slots));
-  // A frame waiting for room in a full delivery ring is copied into a router
-  // buffer, so a slot (the largest frame) must fit a buffer; inline mode has no rings.
+  // A run waiting for room in a full delivery ring is copied into a router
+  // buffer, so a slot (the largest run that waits) must fit a buffer; inline mode has no rings.
   if (mode != Mode::Inline &&
       (ring_slot_bytes < 256 || ring_slot_bytes % 64 != 0 || ring_slot_bytes > buffer_bytes))
     throw Error("route ring_slot_bytes " + std::to_string(ring_slot_bytes) +

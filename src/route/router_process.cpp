@@ -117,7 +117,7 @@ int run_router_process(const RouterProcessPlan& plan) {
   for (std::thread& t : threads) t.join();
   const RouterStats s = load_router_stats(mailbox);
   ferry::log::app().info(
-      "ferry route: router of node {} (world rank {}, {} threads): {} clients, {} frames routed, {} chunks "
+      "ferry route: router of node {} (world rank {}, {} threads): {} clients, {} messages routed, {} chunks "
       "in, "
       "{} out, {} MPI buffers sent ({} bytes), {} received, cpu {:.3f} s",
       plan.node, plan.world_rank, shards, s.clients, s.frames_routed, s.chunks_in, s.chunks_out,

@@ -11,7 +11,7 @@
 //   sender flush_us           FERRY_ROUTE_FLUSH_US                200     a partly filled buffer leaves after
 //   this recv_buffers       FERRY_ROUTE_RECV_BUFFERS            8       receives kept posted ring_slots
 //   FERRY_ROUTE_RING_SLOTS              64      slots per app<->router ring ring_slot_bytes
-//   FERRY_ROUTE_RING_SLOT_BYTES         16384   bytes per ring slot (one chunk of frames) node_size
+//   FERRY_ROUTE_RING_SLOT_BYTES         16384   bytes per ring slot (one chunk of runs) node_size
 //   FERRY_ROUTE_NODE_SIZE               0       0: MPI's shared-memory split; k: virtual
 //                                                                   nodes of k consecutive world ranks
 //   app_cpus           FERRY_ROUTE_APP_CPUS                ""      pin application rank i of a host to the
@@ -85,7 +85,7 @@ struct Options {
   // Throws ferry::Error when the settings cannot work together.
   void validate() const;
 
-  // Largest payload one message may carry: a frame must fit a buffer and a ring slot.
+  // Largest payload one message may carry: a run of one must fit a buffer and a ring slot.
   std::uint32_t max_payload() const noexcept;
 
   // One line, for logs and the benchmark's JSON.

@@ -48,7 +48,7 @@ struct RouterStats {
   std::uint64_t chunks_in = 0;   // request chunks read from the apps' rings
   std::uint64_t chunks_out = 0;  // delivery chunks written to the apps' rings
   std::uint64_t frames_routed = 0;
-  std::uint64_t pending_max = 0;  // most buffers of frames held for apps whose delivery ring was full
+  std::uint64_t pending_max = 0;  // most buffers of runs held for apps whose delivery ring was full
   std::uint64_t busy_loops = 0;
   std::uint64_t idle_loops = 0;
   std::uint64_t cpu_ns = 0;      // the router process's CPU time (user + system) at the last barrier
