@@ -37,7 +37,8 @@ void read_back(const std::vector<std::vector<std::uint8_t>>& buffers, const RunH
       FUZZ_CHECK(rb != 0);
       FUZZ_CHECK(h.dest == key.dest && h.src == key.src && h.handler == key.handler && h.len() == key.len());
       const std::size_t n = std::size_t{h.len()} * h.count;
-      out->bytes.insert(out->bytes.end(), b.data() + off + kRunHeaderBytes, b.data() + off + kRunHeaderBytes + n);
+      out->bytes.insert(out->bytes.end(), b.data() + off + kRunHeaderBytes,
+                        b.data() + off + kRunHeaderBytes + n);
       out->count += h.count;
       off += rb;
     }
@@ -78,8 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& blk : blocks) {
       std::uint32_t done = 0;
       while (done < blk[1]) {
-        const std::uint32_t n = cursor.append_payloads(cur.data(), &used, capacity, h,
-                                                       payloads + std::size_t{blk[0] + done} * h.len(), blk[1] - done);
+        const std::uint32_t n = cursor.append_payloads(
+            cur.data(), &used, capacity, h, payloads + std::size_t{blk[0] + done} * h.len(), blk[1] - done);
         FUZZ_CHECK(used <= capacity && used % 8 == 0);
         done += n;
         if (done < blk[1]) {

@@ -9,8 +9,8 @@
 
 #include "route/backend.h"
 #include "route/buffer_pool.h"
-#include "route/run.h"
 #include "route/quiescence.h"
+#include "route/run.h"
 #include "route/topology.h"
 #include "route/transport.h"
 
@@ -21,8 +21,8 @@ class InlineBackend final : public Backend {
   InlineBackend(Engine& engine, MPI_Comm comm, const Options& options, const Topology& topology);
 
   void send(int dest, std::uint16_t handler, const void* payload, std::uint32_t len) override {
-    std::uint8_t* at =
-        transport_.append(next_hop_[static_cast<std::size_t>(dest)], static_cast<std::uint32_t>(dest), me_, handler, len);
+    std::uint8_t* at = transport_.append(next_hop_[static_cast<std::size_t>(dest)],
+                                         static_cast<std::uint32_t>(dest), me_, handler, len);
     std::memcpy(at, payload, len);
     ++stats_.msgs_sent;
     stats_.bytes_sent += len;

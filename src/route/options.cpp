@@ -204,7 +204,8 @@ std::string Options::describe() const {
     << " ring_slots=" << ring_slots << " ring_slot_bytes=" << ring_slot_bytes << " node_size=" << node_size
     << " app_cpus=" << join(app_cpus) << " progress_cpus=" << join(progress_cpus)
     << " router_cpus=" << join(router_cpus) << " stall_timeout_ms=" << stall_timeout_ms
-    << " idle_spins=" << idle_spins << " router_threads=" << (router_threads == 0 ? std::string("auto") : std::to_string(router_threads));
+    << " idle_spins=" << idle_spins
+    << " router_threads=" << (router_threads == 0 ? std::string("auto") : std::to_string(router_threads));
   return s.str();
 }
 

@@ -10,8 +10,8 @@
 #include "ferry/route/options.h"
 #include "route/backend.h"
 #include "route/client_port.h"
-#include "route/run.h"
 #include "route/mailbox.h"
+#include "route/run.h"
 
 namespace ferry::route::detail {
 

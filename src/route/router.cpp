@@ -8,8 +8,8 @@
 
 #include "ferry/core/status.h"
 #include "route/fatal.h"
-#include "route/run.h"
 #include "route/idle.h"
+#include "route/run.h"
 
 namespace ferry::route::detail {
 namespace {
@@ -42,6 +42,8 @@ Router::Router(RouterConfig config, BufferPool* pool, WireStats* wire)
 // ring has no room for waits in router memory. Runs wait while older ones for
 // the same app do (per-destination order).
 void Router::deliver(Delivery& d, const RunHeader& h, const std::uint8_t* payloads, std::uint32_t count) {
+  if (run_bytes(h.len(), 1) > slot_bytes_) [[unlikely]]  // an empty slot would never take it
+    too_large_for_slot(h.len());
   while (count != 0) {
     if (!d.waiting.empty()) {
       wait_for_room(d, h, payloads, count);
@@ -83,15 +85,15 @@ bool Router::try_deliver(Delivery& d, const std::uint8_t* run, std::uint32_t byt
 
 // Keeps payloads for an app whose ring is full, as runs of at most a slot (so
 // each later fits a slot whole), in pool buffers queued per app.
-void Router::wait_for_room(Delivery& d, const RunHeader& h, const std::uint8_t* payloads, std::uint32_t count) {
+void Router::wait_for_room(Delivery& d, const RunHeader& h, const std::uint8_t* payloads,
+                           std::uint32_t count) {
   const std::uint32_t per_run = items_that_fit(h.len(), slot_bytes_);
   if (per_run == 0) [[unlikely]]
-    fatal(std::string(cfg_.name) + ": a " + std::to_string(h.len()) + "-byte message does not fit a " +
-          std::to_string(slot_bytes_) + "-byte delivery slot (ranks disagree on ring_slot_bytes?)");
+    too_large_for_slot(h.len());
   if (d.waiting.empty()) ++clients_waiting_;
   while (count != 0) {
     const std::uint32_t k = std::min(per_run, count);
-    const std::uint32_t bytes = run_bytes(h.len(), k);
+    const auto bytes = static_cast<std::uint32_t>(run_bytes(h.len(), k));
     if (d.waiting.empty() || d.waiting.back().tail + bytes > pool_->buffer_bytes()) {
       d.waiting.push_back({pool_->get(), 0, 0});  // a slot fits a buffer: validate() checks slot <= buffer
       if (++waiting_buffers_ > stats_.pending_max) stats_.pending_max = waiting_buffers_;
@@ -175,6 +177,11 @@ void Router::route_runs(const std::uint8_t* data, std::uint32_t size) {
   wire_->frames_local += local;
   wire_->frames_forwarded += forwarded;
   stats_.frames_routed += local + forwarded;
+}
+
+void Router::too_large_for_slot(std::uint32_t len) const {
+  fatal(std::string(cfg_.name) + ": a " + std::to_string(len) + "-byte message does not fit a " +
+        std::to_string(slot_bytes_) + "-byte delivery slot (ranks disagree on ring_slot_bytes?)");
 }
 
 void Router::corrupt(std::uint32_t off, std::uint32_t size) const {

@@ -90,6 +90,7 @@ class Router {
   void wait_for_room(Delivery& d, const RunHeader& h, const std::uint8_t* payloads, std::uint32_t count);
   bool drain_waiting(Delivery& d);
   [[noreturn]] void corrupt(std::uint32_t off, std::uint32_t size) const;
+  [[noreturn]] void too_large_for_slot(std::uint32_t len) const;
   [[noreturn]] void unserved(std::uint32_t dest) const;
   void publish_delivery(Delivery& d);
   bool drain_waiting();
@@ -105,9 +106,9 @@ class Router {
   std::vector<ClientSlot> clients_;
   std::vector<int> own_;                // the clients whose request rings this shard reads
   std::vector<RingConsumer> requests_;  // indexed by client (only own_ ones are used)
-  std::vector<Delivery> deliveries_;  // indexed by client
-  std::uint32_t clients_waiting_ = 0;  // deliveries with waiting runs
-  std::uint64_t waiting_buffers_ = 0;  // pool buffers holding them
+  std::vector<Delivery> deliveries_;    // indexed by client
+  std::uint32_t clients_waiting_ = 0;   // deliveries with waiting runs
+  std::uint64_t waiting_buffers_ = 0;   // pool buffers holding them
   std::uint32_t slot_bytes_;
   std::uint64_t flush_ns_;
 

@@ -43,8 +43,8 @@ constexpr std::uint32_t pad8(std::uint32_t n) noexcept {
 }
 
 // Bytes a run of `count` payloads of `len` bytes occupies.
-constexpr std::uint32_t run_bytes(std::uint32_t len, std::uint32_t count) noexcept {
-  return kRunHeaderBytes + pad8(len * count);
+constexpr std::uint64_t run_bytes(std::uint32_t len, std::uint32_t count) noexcept {
+  return kRunHeaderBytes + ((std::uint64_t{len} * count + 7u) & ~std::uint64_t{7});
 }
 
 // Payloads of `len` bytes that fit one run in `room` bytes (at most kMaxRunCount).
@@ -79,7 +79,7 @@ inline std::uint32_t put_run(std::uint8_t* at, const RunHeader& h, const std::ui
                              std::uint32_t count) noexcept {
   write_run_header(at, h.dest, h.src, h.handler, h.len(), count);
   if (count != 0) std::memcpy(at + kRunHeaderBytes, payloads, std::size_t{h.len()} * count);
-  return run_bytes(h.len(), count);
+  return static_cast<std::uint32_t>(run_bytes(h.len(), count));  // at most the room the caller had
 }
 
 // Copies payloads; the usual sizes as fixed-size copies the compiler inlines

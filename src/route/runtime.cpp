@@ -3,10 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <map>
 #include <string>
 
@@ -48,9 +48,9 @@ void install_sigterm_message(int world_rank) {
 
 // router_threads=auto: one router thread for every kAppsPerRouterThread
 // applications of the largest node (at 8 applications on the H100 host, 4
-// threads kept up with inline mode where 1 and 2 did not: docs/bench/route.md) (every rank computes the same from the
-// keys; shard k of every router must exist, so all routers agree). Outside
-// process mode the value is unused.
+// threads kept up with inline mode where 1 and 2 did not: docs/bench/route.md) (every rank computes the same
+// from the keys; shard k of every router must exist, so all routers agree). Outside process mode the value is
+// unused.
 constexpr std::size_t kAppsPerRouterThread = 2;
 
 std::uint32_t auto_router_threads(const std::vector<int>& keys) {
@@ -58,7 +58,8 @@ std::uint32_t auto_router_threads(const std::vector<int>& keys) {
   for (int k : keys) ++per_node[k];
   std::size_t apps = 1;
   for (const auto& [key, count] : per_node) apps = std::max(apps, count > 1 ? count - 1 : 1);
-  return static_cast<std::uint32_t>(std::clamp<std::size_t>((apps + kAppsPerRouterThread - 1) / kAppsPerRouterThread, 1, 8));
+  return static_cast<std::uint32_t>(
+      std::clamp<std::size_t>((apps + kAppsPerRouterThread - 1) / kAppsPerRouterThread, 1, 8));
 }
 
 }  // namespace
@@ -81,12 +82,21 @@ Runtime::Runtime(int* argc, char*** argv) : state_(std::make_unique<detail::Runt
   MPI_Comm_rank(MPI_COMM_WORLD, &st.world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &st.world_size);
   install_sigterm_message(st.world_rank);
-  if (provided < required)
+  // router_threads=auto asks for MPI_THREAD_MULTIPLE and settles for one
+  // router thread without it; every rank must settle alike (the lowest level
+  // any rank got decides).
+  const bool auto_threads = st.options.mode == Mode::Process && st.options.router_threads == 0;
+  int lowest = provided;
+  if (auto_threads)
+    FERRY_MPI_CHECK(MPI_Allreduce(&provided, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
+                    "agreeing on the MPI thread level");
+  if (lowest < required && !auto_threads)
     fatal(std::string("route mode ") + to_string(st.options.mode) + " needs MPI thread level " +
           std::to_string(required) + ", this MPI provides " + std::to_string(provided));
 
   const std::vector<int> keys = all_node_keys(MPI_COMM_WORLD, st.options.node_size);
-  if (st.options.router_threads == 0) st.options.router_threads = auto_router_threads(keys);
+  if (st.options.router_threads == 0)
+    st.options.router_threads = lowest < MPI_THREAD_MULTIPLE ? 1 : auto_router_threads(keys);
   // Pollers per node: every rank, plus a progress thread per rank in thread mode
   // (process mode's routers are ranks already).
   {

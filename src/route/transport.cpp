@@ -73,6 +73,12 @@ void Transport::open_buffer(int peer) {
   open_.push_back(peer);
 }
 
+void Transport::too_large(std::uint32_t len) const {
+  fatal("rank " + std::to_string(rank_) + " of the transport: a " + std::to_string(len) +
+        "-byte message does not fit a " + std::to_string(capacity_) +
+        "-byte buffer (ranks disagree on buffer_bytes?)");
+}
+
 int Transport::acquire_send_slot(int peer) {
   if (free_send_slots_.empty()) {
     ++stats_->send_slot_waits;

@@ -59,11 +59,15 @@ class Transport {
   // peer's last run when the key matches; the buffer leaves when full.
   void append_run(int peer, const RunHeader& h, const std::uint8_t* payloads, std::uint32_t count) {
     Outbox& o = out_[static_cast<std::size_t>(peer)];
-    std::uint32_t done = o.buf == nullptr ? 0 : o.run.append_payloads(o.buf, &o.used, capacity_, h, payloads, count);
+    std::uint32_t done =
+        o.buf == nullptr ? 0 : o.run.append_payloads(o.buf, &o.used, capacity_, h, payloads, count);
     while (done < count) {
       open_buffer(peer);
-      done += o.run.append_payloads(o.buf, &o.used, capacity_, h, payloads + std::size_t{done} * h.len(),
-                                    count - done);
+      const std::uint32_t n = o.run.append_payloads(o.buf, &o.used, capacity_, h,
+                                                    payloads + std::size_t{done} * h.len(), count - done);
+      if (n == 0) [[unlikely]]  // an empty buffer took nothing: it never will
+        too_large(h.len());
+      done += n;
     }
   }
   // Completes sends and receives; true when anything completed.
@@ -101,6 +105,7 @@ class Transport {
 
   // Sends peer's buffer when it holds runs, then opens an empty one.
   void open_buffer(int peer);
+  [[noreturn]] void too_large(std::uint32_t len) const;
   void flush(int peer, Why why);
   int acquire_send_slot(int peer);
   void post_receive(int k);

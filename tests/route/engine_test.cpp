@@ -176,7 +176,8 @@ TEST_F(RouteEngine, SmallMessagesAreAggregated) {
   const std::uint64_t bytes = after.flush_bytes - before.flush_bytes;
   EXPECT_GE(bytes, kCount * sizeof(Ping));
   if (after.wire.frames_forwarded == before.wire.frames_forwarded) {  // two-hop routing adds others' runs
-    EXPECT_LE(bytes, kCount * sizeof(Ping) + flushes * 2 * 16) << bytes << " bytes in " << flushes << " buffers";
+    EXPECT_LE(bytes, kCount * sizeof(Ping) + flushes * 2 * 16)
+        << bytes << " bytes in " << flushes << " buffers";
   }
   EXPECT_EQ(g->pings_from[static_cast<std::size_t>((e().rank() + e().size() - 1) % e().size())], kCount);
 }

@@ -20,10 +20,10 @@
 
 #include "ferry/core/detail/backoff.h"
 #include "route/client_port.h"
-#include "route/run.h"
 #include "route/idle.h"
 #include "route/mailbox.h"
 #include "route/router.h"
+#include "route/run.h"
 
 namespace ferry::route::detail {
 namespace {
@@ -211,8 +211,8 @@ void run_fuzz(std::uint32_t shards) {
   EXPECT_EQ(routers[0]->epoch(), static_cast<std::uint32_t>(kPhases));
   const RouterStats rs = load_router_stats(mailbox);
   EXPECT_EQ(rs.frames_routed, sent);  // every shard published its share
-  std::printf("%u router thread(s) moved %llu messages in %d phases; held up to %llu buffers of runs\n", shards,
-              static_cast<unsigned long long>(sent), kPhases,
+  std::printf("%u router thread(s) moved %llu messages in %d phases; held up to %llu buffers of runs\n",
+              shards, static_cast<unsigned long long>(sent), kPhases,
               static_cast<unsigned long long>(rs.pending_max));
 }
 

@@ -12,10 +12,10 @@
 #include "ferry/core/status.h"
 #include "ferry/route/options.h"
 #include "route/client_port.h"
-#include "route/run.h"
 #include "route/mailbox.h"
 #include "route/quiescence.h"
 #include "route/router.h"
+#include "route/run.h"
 #include "route/topology.h"
 
 namespace ferry::route::detail {
@@ -97,7 +97,7 @@ TEST(RouteRun, MessagesWithOneKeyShareARunAndAnotherKeyStartsOne) {
   const std::uint64_t a = 11, b = 22, c = 33;
   ASSERT_TRUE(put(3, 9, &a, 8));
   ASSERT_TRUE(put(3, 9, &b, 8));
-  EXPECT_EQ(used, run_bytes(8, 2));  // one header for both: 16 + 16
+  EXPECT_EQ(used, run_bytes(8, 2));    // one header for both: 16 + 16
   ASSERT_TRUE(put(3, 9, "hello", 5));  // another size: a new run
   ASSERT_TRUE(put(4, 9, &c, 8));       // another destination: a new run
   EXPECT_EQ(used % 8, 0u);
@@ -290,8 +290,8 @@ struct Loopback {
     for (std::uint32_t i = 0; i < 2; ++i) ports.emplace_back(mailbox.client(i), mailbox.header(), o);
   }
   void send(int from, int to, std::uint64_t value) {
-    std::uint8_t* at =
-        ports[static_cast<std::size_t>(from)].append(static_cast<std::uint32_t>(to), static_cast<std::uint32_t>(from), 0, 8);
+    std::uint8_t* at = ports[static_cast<std::size_t>(from)].append(static_cast<std::uint32_t>(to),
+                                                                    static_cast<std::uint32_t>(from), 0, 8);
     std::memcpy(at, &value, 8);
     ports[static_cast<std::size_t>(from)].count_sent();
   }

@@ -172,7 +172,8 @@ Handler<Msg> Engine::register_handler(F&& f) {
   Entry e;
   e.callable = std::make_shared<Callable>(std::forward<F>(f));
   e.fixed_len = sizeof(Msg);
-  e.fn = [](void* c, Engine& engine, int from, const std::uint8_t* payloads, std::uint32_t, std::uint32_t count) {
+  e.fn = [](void* c, Engine& engine, int from, const std::uint8_t* payloads, std::uint32_t,
+            std::uint32_t count) {
     Callable& f = *static_cast<Callable*>(c);
     for (std::uint32_t i = 0; i < count; ++i) {
       // Copy out rather than cast: a payload is aligned only to its size, and
@@ -193,7 +194,8 @@ Handler<Msg> Engine::register_batch_handler(F&& f) {
   Entry e;
   e.callable = std::make_shared<Callable>(std::forward<F>(f));
   e.fixed_len = sizeof(Msg);
-  e.fn = [](void* c, Engine& engine, int from, const std::uint8_t* payloads, std::uint32_t, std::uint32_t count) {
+  e.fn = [](void* c, Engine& engine, int from, const std::uint8_t* payloads, std::uint32_t,
+            std::uint32_t count) {
     // A run starts 8-byte aligned and its payloads follow each other, so each
     // is aligned to alignof(Msg), which divides both 8 and sizeof(Msg).
     (*static_cast<Callable*>(c))(engine, from,

@@ -20,9 +20,11 @@
 // A message counts as handled when it enters the inbox, so barrier() returns
 // once every message is in an inbox, not once it was pulled. Applications
 // whose pulled messages send more (request/reply) repeat "pull everything,
-// barrier()" until no rank pulled anything in a round.
+// barrier()" until no rank pulled anything in a round (an all-reduce over
+// engine.comm() tells).
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -35,11 +37,14 @@ class Inbox {
  public:
   // Registers the inbox's handler: every rank creates its inboxes in the same
   // order as its other handlers.
-  explicit Inbox(Engine& engine)
-      : engine_(engine),
-        handler_(engine.register_batch_handler<Msg>([this](Engine&, int from, std::span<const Msg> msgs) {
-          for (const Msg& m : msgs) queue_.push_back(Item{m, from});
-        })) {}
+  explicit Inbox(Engine& engine) : engine_(engine), queue_(std::make_shared<Queue>()) {
+    // The handler owns the queue with the inbox: the engine keeps handlers to
+    // its end (its last barrier may deliver after an inbox declared after it
+    // is gone), and those late messages land in a queue nobody reads.
+    handler_ = engine.register_batch_handler<Msg>([q = queue_](Engine&, int from, std::span<const Msg> msgs) {
+      for (const Msg& m : msgs) q->items.push_back(Item{m, from});
+    });
+  }
   Inbox(const Inbox&) = delete;
   Inbox& operator=(const Inbox&) = delete;
 
@@ -48,12 +53,13 @@ class Inbox {
 
   // The next queued message, without progressing the engine; false when none.
   bool try_pull(Msg* msg, int* from) {
-    if (head_ == queue_.size()) {
-      queue_.clear();
-      head_ = 0;
+    Queue& q = *queue_;
+    if (q.head == q.items.size()) {
+      q.items.clear();
+      q.head = 0;
       return false;
     }
-    const Item& it = queue_[head_++];
+    const Item& it = q.items[q.head++];
     *msg = it.msg;
     if (from != nullptr) *from = it.from;
     return true;
@@ -68,17 +74,20 @@ class Inbox {
   }
 
   // Messages queued and not yet pulled.
-  std::size_t queued() const noexcept { return queue_.size() - head_; }
+  std::size_t queued() const noexcept { return queue_->items.size() - queue_->head; }
 
  private:
   struct Item {
     Msg msg;
     int from;
   };
+  struct Queue {
+    std::vector<Item> items;
+    std::size_t head = 0;
+  };
   Engine& engine_;
-  std::vector<Item> queue_;
-  std::size_t head_ = 0;
-  Handler<Msg> handler_;  // last: registered once the queue exists
+  std::shared_ptr<Queue> queue_;
+  Handler<Msg> handler_;
 };
 
 }  // namespace ferry::route
