@@ -80,7 +80,7 @@ tsan: deps model
 # first; inputs that found new coverage go to $(BUILD)-fuzz/corpus/TARGET, a
 # crashing input to $(BUILD)-fuzz/artifacts. Fails at the first crash, leak,
 # broken property or input slower than 10 s.
-FUZZ_TARGETS := wire_fuzz control_link_fuzz xfer_protocol_fuzz json_flags_fuzz resp_fuzz http_fuzz infer_api_fuzz safetensors_fuzz tokenizer_fuzz route_run_fuzz
+FUZZ_TARGETS := wire_fuzz control_link_fuzz xfer_protocol_fuzz json_flags_fuzz resp_fuzz redis_info_fuzz http_fuzz infer_api_fuzz safetensors_fuzz tokenizer_fuzz route_run_fuzz
 FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?= 1000000
 fuzz: deps-fuzz

@@ -168,6 +168,22 @@ def resp():
     }
 
 
+# --- INFO memory (redis_info_fuzz): the reply's text, as Redis 7 writes it.
+def redis_info():
+    real = (b"# Memory\r\nused_memory:1046560\r\nused_memory_human:1022.03K\r\n"
+            b"used_memory_rss:13606912\r\nused_memory_peak:1046560\r\nmaxmemory:67108864\r\n"
+            b"maxmemory_human:64.00M\r\nmaxmemory_policy:noeviction\r\n")
+    return {
+        "redis7": real,
+        "no_maxmemory": real.replace(b"maxmemory:67108864", b"maxmemory:0"),
+        "lf_only": b"used_memory:5\nmaxmemory:7\n",
+        "missing_max": b"# Memory\r\nused_memory:10\r\n",
+        "twice": b"used_memory:1\r\nmaxmemory:0\r\nused_memory:2\r\n",
+        "overflow": b"used_memory:18446744073709551616\r\nmaxmemory:0\r\n",
+        "signed": b"used_memory:10\r\nmaxmemory:-1\r\n",
+    }
+
+
 # --- JSON flags (json_flags_fuzz): the file's text, for the target's options
 # -p/--port (int), -n/--name (string, on the command line), --text, -s (string),
 # --list (repeatable), --flag, --ratio (double).
@@ -240,6 +256,7 @@ def main():
         "control_link_fuzz": control_link(),
         "xfer_protocol_fuzz": xfer_protocol(),
         "resp_fuzz": resp(),
+        "redis_info_fuzz": redis_info(),
         "json_flags_fuzz": json_flags(),
         "http_fuzz": http(),
         "route_run_fuzz": route_run(),

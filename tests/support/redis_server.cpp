@@ -71,7 +71,8 @@ std::string RedisServer::find_binary() {
   return {};
 }
 
-RedisServer::RedisServer() : bin_(find_binary()) {
+RedisServer::RedisServer(std::vector<std::string> options)
+    : bin_(find_binary()), options_(std::move(options)) {
   if (bin_.empty())
     throw std::runtime_error(
         "redis-server not found on PATH (scripts/install-deps.sh installs redis-server)");
@@ -110,25 +111,26 @@ void RedisServer::launch() {
       std::to_string(getpid()) +
       " 2>/dev/null && kill -0 $r 2>/dev/null; do sleep 0.1; done; "
       "kill -9 $r 2>/dev/null; wait $r";
-  const std::vector<std::string> argv = {"/bin/sh",
-                                         "-c",
-                                         watchdog,
-                                         dir_ + "/redis.log",
-                                         bin_,
-                                         "--port",
-                                         std::to_string(port_),
-                                         "--bind",
-                                         "127.0.0.1",
-                                         "--save",
-                                         "",
-                                         "--appendonly",
-                                         "no",
-                                         "--dir",
-                                         dir_,
-                                         "--daemonize",
-                                         "no",
-                                         "--protected-mode",
-                                         "no"};
+  std::vector<std::string> argv = {"/bin/sh",
+                                   "-c",
+                                   watchdog,
+                                   dir_ + "/redis.log",
+                                   bin_,
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--dir",
+                                   dir_,
+                                   "--daemonize",
+                                   "no",
+                                   "--protected-mode",
+                                   "no"};
+  argv.insert(argv.end(), options_.begin(), options_.end());
   proc_ = Subprocess::spawn(argv);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/subprocess.h"
 
@@ -17,7 +18,8 @@ class RedisServer {
   // Throws std::runtime_error when redis-server cannot be found or does not start.
   // FERRY_REDIS_SERVER in the environment names the binary; else it is looked up
   // on PATH.
-  RedisServer();
+  // `options`: more redis-server flags, e.g. {"--maxmemory", "64mb"}.
+  explicit RedisServer(std::vector<std::string> options = {});
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -37,6 +39,7 @@ class RedisServer {
   void launch();
 
   std::string bin_;
+  std::vector<std::string> options_;
   std::string dir_;
   std::uint16_t port_ = 0;
   Subprocess proc_;

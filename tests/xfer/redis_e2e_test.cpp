@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "support/ferry_processes.h"
 #include "support/redis_server.h"
 #include "xfer_test_env.h"
@@ -48,7 +50,8 @@ TEST(XferRedis, RedisStoppedMidRunGivesClearErrorsAndTheAgentRecovers) {
   const auto data = random_bytes(1 << 20, 2);
   buf.write(0, data.data(), data.size());
   agent.register_memory(buf);
-  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 4, 256 << 10), keys_of("a/", 4)), XferStatus::Ok);
+  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 4, 256 << 10), keys_of("a/", 4)),
+            XferStatus::Ok);
 
   redis.stop();
   std::vector<xfer::DescResult> results;
@@ -59,12 +62,42 @@ TEST(XferRedis, RedisStoppedMidRunGivesClearErrorsAndTheAgentRecovers) {
   EXPECT_TRUE(agent_proc.process().running()) << agent_proc.log();
 
   redis.start();  // empty again: persistence is off, as after a real crash
-  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 4, 256 << 10), keys_of("c/", 4)), XferStatus::Ok);
+  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 4, 256 << 10), keys_of("c/", 4)),
+            XferStatus::Ok);
   buf.write(0, std::vector<std::uint8_t>(data.size(), 0).data(), data.size());
   ASSERT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 4, 256 << 10), keys_of("c/", 4)), XferStatus::Ok);
   std::vector<std::uint8_t> back(data.size());
   buf.read(0, back.data(), back.size());
   EXPECT_EQ(back, data);
+}
+
+// LMCache sizes its cache by the capacity the agent reports: for Redis, the
+// tier's bytes plus the room left under maxmemory.
+TEST(XferRedis, StatsReportRedisCapacityUnderMaxmemory) {
+  RedisServer redis({"--maxmemory", "64mb", "--maxmemory-policy", "noeviction"});
+  FerryAgent agent_proc({redis.url()});
+  Agent agent(config_for(agent_proc.endpoint()));
+  const auto redis_tier = [&] {
+    const auto stats = nlohmann::json::parse(agent.stats_json());
+    return stats.at("tiers").at(0);
+  };
+  const auto empty = redis_tier();
+  ASSERT_TRUE(empty.contains("capacity_bytes")) << empty.dump();
+  EXPECT_FALSE(empty.at("capacity_bounded").get<bool>()) << "Redis's bound is its own, not the chain's";
+  const auto room = empty.at("capacity_bytes").get<std::uint64_t>();
+  EXPECT_LT(room, 64ull << 20);
+  EXPECT_GT(room, 32ull << 20);
+
+  Buffer buf = Buffer::allocate(xfer_env().mem, 4 << 20);
+  const auto data = random_bytes(4 << 20, 5);
+  buf.write(0, data.data(), data.size());
+  agent.register_memory(buf);
+  ASSERT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 4, 1 << 20), keys_of("cap/", 4)),
+            XferStatus::Ok);
+  const auto used = redis_tier();
+  EXPECT_EQ(used.at("used_bytes").get<std::uint64_t>(), 4ull << 20) << used.dump();
+  EXPECT_LE(used.at("capacity_bytes").get<std::uint64_t>(), room + (256u << 10)) << used.dump();
+  EXPECT_GE(used.at("capacity_bytes").get<std::uint64_t>(), 4ull << 20) << used.dump();
 }
 
 // A read into a block smaller than the object is TooLarge with the object's
@@ -92,11 +125,13 @@ TEST(XferRedis, ATooSmallBlockIsTooLargeWithTheObjectsSizeFromFileAndRedis) {
     EXPECT_EQ(where[keys[0]].rfind("redis://", 0), 0u) << where[keys[0]];
     EXPECT_EQ(where[keys[1]].rfind("file:", 0), 0u) << where[keys[1]];
     std::vector<xfer::DescResult> results;
-    EXPECT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 2, 4096), keys, &results), XferStatus::TooLarge);
+    EXPECT_EQ(run_request(agent, XferOp::Read, blocks_of(buf, 2, 4096), keys, &results),
+              XferStatus::TooLarge);
     ASSERT_EQ(results.size(), 2u);
     for (std::size_t i = 0; i < 2; ++i) {
       EXPECT_EQ(results[i].status, XferStatus::TooLarge) << keys[i] << ": " << results[i].error;
-      EXPECT_EQ(results[i].size, kObject) << keys[i] << " (in " << where[keys[i]] << "): " << results[i].error;
+      EXPECT_EQ(results[i].size, kObject)
+          << keys[i] << " (in " << where[keys[i]] << "): " << results[i].error;
     }
   }
   std::filesystem::remove_all(dir);

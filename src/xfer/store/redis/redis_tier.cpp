@@ -9,6 +9,7 @@
 #include "ferry/core/status.h"
 #include "xfer/checksum/checksum.h"
 #include "xfer/store/quote_key.h"
+#include "xfer/store/redis/redis_info.h"
 #include "xfer/store/redis/resp_io.h"
 
 namespace ferry::xfer::store {
@@ -186,6 +187,30 @@ std::string RedisTier::full_key(std::string_view key) const {
 std::uint64_t RedisTier::used() const {
   std::lock_guard lock(mu_);
   return used_;
+}
+
+std::uint64_t RedisTier::capacity_now() const {
+  Fault fault;  // an outage is logged by its raise; the answer is then "nobody can say"
+  auto lease = pool_->lease();
+  redisContext* c = lease.connect(fault);
+  if (c == nullptr) return kUnbounded;
+  Reply r(static_cast<redisReply*>(redisCommand(c, "INFO memory")));
+  if (!r) {
+    (void)fault.raise(XferStatus::Unavailable, "redis " + pool_->address() + ": INFO memory: " + c->errstr +
+                                                   "; the tier reconnects on its next call");
+    lease.drop();
+    return kUnbounded;
+  }
+  const std::optional<RedisMemory> m =
+      r->type == REDIS_REPLY_STRING ? parse_info_memory(std::string_view(r->str, r->len)) : std::nullopt;
+  if (!m) {
+    (void)fault.raise(XferStatus::IoError, "redis " + pool_->address() +
+                                               ": INFO memory has no used_memory and maxmemory figures; "
+                                               "the tier's capacity is reported as unknown");
+    return kUnbounded;
+  }
+  if (m->max == 0) return kUnbounded;
+  return used() + (m->max > m->used ? m->max - m->used : 0);
 }
 
 void RedisTier::touch(std::string_view key, std::uint64_t size) noexcept {

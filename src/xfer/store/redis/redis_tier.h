@@ -19,8 +19,12 @@
 // time limit) and "MASTERDOWN ..." are Unavailable: Redis is there, but cannot
 // answer yet.
 //
-// LRU: Redis is normally the last, unbounded tier (capacity() is kUnbounded; its
-// own maxmemory is the bound), so victims are rarely asked for. The tier keeps the
+// Capacity: Redis's own maxmemory is the bound, so capacity() is kUnbounded (the
+// chain never evicts from Redis to make room) and capacity_now() asks Redis
+// ("INFO memory"): the bytes of this tier plus Redis's free room under
+// maxmemory, or kUnbounded where Redis has no maxmemory or cannot be asked.
+//
+// LRU: Redis is normally the last tier, so victims are rarely asked for. The tier keeps the
 // order of last use, in memory, for the keys this process put or got; keys it has
 // not touched (stored before a restart, or by another agent) count as older than
 // all of those. It does not use OBJECT IDLETIME: any command on a key (stat's
@@ -64,6 +68,7 @@ class RedisTier final : public Tier {
   std::string_view kind() const override { return "redis"; }
   std::string describe() const override { return spec_; }
   std::uint64_t capacity() const override { return kUnbounded; }
+  std::uint64_t capacity_now() const override;
   std::uint64_t used() const override;
 
   void put(std::span<PutItem> items, Fault& fault) noexcept override;

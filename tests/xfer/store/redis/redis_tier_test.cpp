@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "support/redis_server.h"
+#include "xfer/store/redis/redis_info.h"
 #include "xfer/store/store_test_util.h"
 
 namespace ferry::xfer::store {
@@ -276,6 +277,59 @@ TEST_F(RedisTierTest, FullRedisIsNoSpace) {
     s = put_one(t, "big" + std::to_string(i), random_bytes(1 << 20, i), &error);
   EXPECT_EQ(s, XferStatus::NoSpace) << error;
   EXPECT_EQ(error, "") << "a full tier is an answer (the chain moves on), not a fault";
+}
+
+TEST(RedisInfo, ReadsUsedAndMaxMemoryFromTheReply) {
+  const auto m = parse_info_memory(
+      "# Memory\r\nused_memory:1046560\r\nused_memory_human:1022.03K\r\nused_memory_rss:13606912\r\n"
+      "used_memory_peak:1046560\r\nmaxmemory:67108864\r\nmaxmemory_human:64.00M\r\n"
+      "maxmemory_policy:noeviction\r\n");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->used, 1046560u);
+  EXPECT_EQ(m->max, 67108864u);
+  const auto none = parse_info_memory("used_memory:5\nmaxmemory:0\n");  // LF alone ends a line too
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->max, 0u) << "no maxmemory";
+}
+
+TEST(RedisInfo, RefusesAReplyWithoutBothPlainFigures) {
+  EXPECT_FALSE(parse_info_memory(""));
+  EXPECT_FALSE(parse_info_memory("# Memory\r\nused_memory:10\r\n")) << "no maxmemory";
+  EXPECT_FALSE(parse_info_memory("maxmemory:10\r\n")) << "no used_memory";
+  EXPECT_FALSE(parse_info_memory("used_memory:10\r\nmaxmemory:-1\r\n"));
+  EXPECT_FALSE(parse_info_memory("used_memory:1e6\r\nmaxmemory:0\r\n"));
+  EXPECT_FALSE(parse_info_memory("used_memory:\r\nmaxmemory:0\r\n"));
+  EXPECT_FALSE(parse_info_memory("used_memory:18446744073709551616\r\nmaxmemory:0\r\n")) << "2^64";
+  EXPECT_FALSE(parse_info_memory("used_memory:1\r\nmaxmemory:0\r\nused_memory:2\r\n")) << "twice";
+  EXPECT_TRUE(parse_info_memory("used_memory:18446744073709551615\r\nmaxmemory:0\r\n")) << "2^64 - 1";
+}
+
+TEST_F(RedisTierTest, CapacityIsItsBytesPlusTheRoomUnderMaxmemory) {
+  RedisTier t(opts(redis.port()));
+  RawRedis raw(redis.port());
+  freeReplyObject(redisCommand(raw.c, "CONFIG SET maxmemory 0"));
+  EXPECT_EQ(t.capacity_now(), kUnbounded) << "without maxmemory nobody can say";
+
+  freeReplyObject(redisCommand(raw.c, "CONFIG SET maxmemory-policy noeviction"));
+  freeReplyObject(redisCommand(raw.c, "CONFIG SET maxmemory 64mb"));
+  constexpr std::uint64_t kMax = 64ull << 20;
+  const std::uint64_t empty = t.capacity_now();
+  EXPECT_LT(empty, kMax) << "Redis's own memory is not room for objects";
+  EXPECT_GT(empty, kMax / 2);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(put_one(t, "k" + std::to_string(i), random_bytes(4 << 20, i)), XferStatus::Ok);
+  EXPECT_EQ(t.used(), 16ull << 20);
+  const std::uint64_t with_objects = t.capacity_now();
+  EXPECT_GE(with_objects, t.used());
+  // The objects moved room from "free" to "this tier's": the total stays,
+  // less what Redis spends on them beyond their bytes (its allocator's size
+  // classes, 1 MiB apart at this size, and the connections' query buffers
+  // that took them: 9 MiB for these 16 MiB on Redis 7), give or take.
+  EXPECT_LE(with_objects, empty + (256u << 10));
+  EXPECT_GT(with_objects + t.used(), empty) << empty << " before, " << with_objects << " after";
+
+  redis.stop();
+  EXPECT_EQ(t.capacity_now(), kUnbounded) << "a Redis that cannot be asked gives no figure";
 }
 
 TEST_F(RedisTierTest, UnavailableWhileDownThenWorksAgain) {
