@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "xfer/checksum/checksum.h"
@@ -82,9 +83,9 @@ struct DirectPiece {
   std::size_t slot = 0;
   std::byte* buf = nullptr;  // the slot's buffer, once one was needed (buffer())
   std::byte* io = nullptr;   // where the piece moves to or from: buf, or lent memory
-  std::uint64_t at = 0;  // in the object
-  std::size_t n = 0;     // the object's bytes in it
-  std::size_t len = 0;   // bytes to move: n, padded to a page
+  std::uint64_t at = 0;      // in the object
+  std::size_t n = 0;         // the object's bytes in it
+  std::size_t len = 0;       // bytes to move: n, padded to a page
   std::size_t done = 0;
 };
 
@@ -92,7 +93,8 @@ struct DirectPiece {
 // of buffer()), so an agent's lanes, which stream lent memory, keep none.
 std::vector<DirectPiece> direct_slots(std::uint64_t size, unsigned ring_entries) {
   const std::uint64_t pieces = (size + kPiece - 1) / kPiece;
-  std::vector<DirectPiece> slots(std::max<std::uint64_t>(1, std::min<std::uint64_t>({kDirectInFlight, pieces, ring_entries})));
+  std::vector<DirectPiece> slots(
+      std::max<std::uint64_t>(1, std::min<std::uint64_t>({kDirectInFlight, pieces, ring_entries})));
   for (std::size_t s = 0; s < slots.size(); ++s) slots[s].slot = s;
   return slots;
 }
@@ -103,7 +105,8 @@ std::byte* buffer(DirectPiece& p) {
 }
 
 // The leaves of bytes [at, at + n) of an object, into their places in `leaves`.
-void hash_leaves(const std::byte* piece, std::uint64_t at, std::size_t n, std::vector<std::uint64_t>& leaves) {
+void hash_leaves(const std::byte* piece, std::uint64_t at, std::size_t n,
+                 std::vector<std::uint64_t>& leaves) {
   leaf_checksums({reinterpret_cast<const std::uint8_t*>(piece), n}, &leaves[at / kChecksumLeafBytes]);
 }
 
@@ -164,7 +167,8 @@ class Progress {
   void give_up() noexcept { advance(kGaveUp); }
   // Waits until more than `at` bytes are written; false when the writer gave up.
   bool wait_past(std::uint64_t at) const noexcept {
-    for (std::uint64_t seen = done_.load(std::memory_order_acquire);; seen = done_.load(std::memory_order_acquire)) {
+    for (std::uint64_t seen = done_.load(std::memory_order_acquire);;
+         seen = done_.load(std::memory_order_acquire)) {
       if (seen == kGaveUp) return false;
       if (seen > at) return true;
       done_.wait(seen, std::memory_order_acquire);
@@ -175,6 +179,43 @@ class Progress {
   static constexpr std::uint64_t kGaveUp = ~std::uint64_t{0};
   std::atomic<std::uint64_t> done_{0};
 };
+
+// An object's `size` bytes in buffered pieces: copy(at, n) on one helper, in
+// order, while a second helper runs hash(at, n) on each piece the copy has
+// passed. Each returns a status; the first failure stops the other side at
+// its next piece. nullopt: two helpers were not free, and nothing was done.
+template <class Copy, class Hash>
+std::optional<XferStatus> copy_with_hash_behind(HelperThreads& helpers, std::uint64_t size, Copy&& copy,
+                                                Hash&& hash) noexcept {
+  FirstFailure failure;
+  Progress copied;
+  const auto piece_len = [size](std::uint64_t at) {
+    return static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, size - at));
+  };
+  const auto copier = [&] {
+    for (std::uint64_t at = 0; at < size; at += kBufferedPiece) {
+      XferStatus s = failure.status();
+      if (s == XferStatus::Ok) s = copy(at, piece_len(at));
+      if (s != XferStatus::Ok) {
+        failure.set(s);
+        copied.give_up();
+        return;
+      }
+      copied.advance(at + piece_len(at));
+    }
+  };
+  const auto hasher = [&] {
+    for (std::uint64_t at = 0; at < size; at += kBufferedPiece) {
+      if (!copied.wait_past(at)) return;
+      if (const XferStatus s = hash(at, piece_len(at)); s != XferStatus::Ok) {
+        failure.set(s);  // the copier stops at its next piece
+        return;
+      }
+    }
+  };
+  if (!helpers.try_run(2, [&](unsigned role) { role == 0 ? copier() : hasher(); })) return std::nullopt;
+  return failure.status();
+}
 
 }  // namespace
 
@@ -188,7 +229,8 @@ void FileTier::stream_parts(std::uint64_t size, unsigned max_parts,
     // and aligned, and no leaf spans two parts.
     const std::uint64_t pieces = (size + kPiece - 1) / kPiece;
     const auto start = [&](std::uint64_t p) { return std::min(size, pieces * p / parts * kPiece); };
-    if (helpers_->try_run(static_cast<unsigned>(parts), [&](unsigned p) { fn(start(p), start(p + 1)); })) return;
+    if (helpers_->try_run(static_cast<unsigned>(parts), [&](unsigned p) { fn(start(p), start(p + 1)); }))
+      return;
   }
   fn(0, size);
 }
@@ -220,7 +262,8 @@ XferStatus FileTier::write_pieces(ObjectWrite& op, std::uint64_t size, const Pie
         return;
       }
       if (const int err = pwrite_all(op.fd, from, n, kFileHeaderSize + at); err != 0) {
-        failure.set(err == EFAULT ? source_gone(op.item->key, at, n, fault) : files_.write_failed(op, -err, fault));
+        failure.set(err == EFAULT ? source_gone(op.item->key, at, n, fault)
+                                  : files_.write_failed(op, -err, fault));
         return;
       }
     }
@@ -228,7 +271,8 @@ XferStatus FileTier::write_pieces(ObjectWrite& op, std::uint64_t size, const Pie
   if (lent)
     write_range(0, size, kBufferedPiece);
   else
-    stream_parts(size, kPutParts, [&](std::uint64_t first, std::uint64_t end) { write_range(first, end, kPiece); });
+    stream_parts(size, kPutParts,
+                 [&](std::uint64_t first, std::uint64_t end) { write_range(first, end, kPiece); });
   return failure.status();
 }
 
@@ -237,43 +281,24 @@ bool FileTier::may_hash_beside(std::uint64_t size) const noexcept {
   return calls_running_.load(std::memory_order_relaxed) + helpers_->busy() < cores_;
 }
 
-std::optional<XferStatus> FileTier::write_hashed_behind(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
-                                                        std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
+std::optional<XferStatus> FileTier::write_hashed_behind(ObjectWrite& op, std::uint64_t size,
+                                                        const PieceSource& source,
+                                                        std::vector<std::uint64_t>& leaves,
+                                                        Fault& fault) noexcept {
   if (!may_hash_beside(size)) return std::nullopt;
-  FirstFailure failure;
-  Progress written;
-  const auto write = [&] {
-    for (std::uint64_t at = 0; at < size; at += kBufferedPiece) {
-      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, size - at));
-      // Lent at the start: a piece that is not lent now went away since.
-      const auto* from = source.in_place(at, n);
-      XferStatus s = failure.status();
-      if (s == XferStatus::Ok && from == nullptr) s = source_gone(op.item->key, at, n, fault);
-      if (s == XferStatus::Ok) {
-        if (const int err = pwrite_all(op.fd, reinterpret_cast<const std::byte*>(from), n, kFileHeaderSize + at);
-            err != 0)
-          s = err == EFAULT ? source_gone(op.item->key, at, n, fault) : files_.write_failed(op, -err, fault);
-      }
-      if (s != XferStatus::Ok) {
-        failure.set(s);
-        written.give_up();
-        return;
-      }
-      written.advance(at + n);
-    }
-  };
-  const auto hash = [&] {
-    for (std::uint64_t at = 0; at < size; at += kBufferedPiece) {
-      if (!written.wait_past(at)) return;
-      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, size - at));
-      if (const XferStatus s = source.leaf_sums(at, n, &leaves[at / kChecksumLeafBytes], fault); s != XferStatus::Ok) {
-        failure.set(s);  // the writer stops at its next piece
-        return;
-      }
-    }
-  };
-  if (!helpers_->try_run(2, [&](unsigned role) { role == 0 ? write() : hash(); })) return std::nullopt;
-  return failure.status();
+  return copy_with_hash_behind(
+      *helpers_, size,
+      [&](std::uint64_t at, std::size_t n) {
+        // Lent at the start: a piece that is not lent now went away since.
+        const auto* from = source.in_place(at, n);
+        if (from == nullptr) return source_gone(op.item->key, at, n, fault);
+        const int err = pwrite_all(op.fd, reinterpret_cast<const std::byte*>(from), n, kFileHeaderSize + at);
+        if (err == 0) return XferStatus::Ok;
+        return err == EFAULT ? source_gone(op.item->key, at, n, fault) : files_.write_failed(op, -err, fault);
+      },
+      [&](std::uint64_t at, std::size_t n) {
+        return source.leaf_sums(at, n, &leaves[at / kChecksumLeafBytes], fault);
+      });
 }
 
 XferStatus FileTier::write_pieces_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
@@ -328,45 +353,28 @@ XferStatus FileTier::write_pieces_direct(ObjectWrite& op, std::uint64_t size, co
   return status;
 }
 
-std::optional<XferStatus> FileTier::read_hashed_behind(const Piecewise& r, std::string_view key, const PieceSink& sink,
-                                                       std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
+std::optional<XferStatus> FileTier::read_hashed_behind(const Piecewise& r, std::string_view key,
+                                                       const PieceSink& sink,
+                                                       std::vector<std::uint64_t>& leaves,
+                                                       Fault& fault) noexcept {
   if (!may_hash_beside(r.size)) return std::nullopt;
-  FirstFailure failure;
-  Progress read;
-  const auto copy = [&] {
-    for (std::uint64_t at = 0; at < r.size; at += kBufferedPiece) {
-      const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, r.size - at));
-      // Lent at the start: a piece that is not lent now went away since.
-      auto* into = reinterpret_cast<std::byte*>(sink.in_place(at, len));
-      XferStatus s = failure.status();
-      if (s == XferStatus::Ok && into == nullptr) s = sink_gone(key, at, len, fault);
-      if (s == XferStatus::Ok) {
+  return copy_with_hash_behind(
+      *helpers_, r.size,
+      [&](std::uint64_t at, std::size_t len) {
+        // Lent at the start: a piece that is not lent now went away since.
+        auto* into = reinterpret_cast<std::byte*>(sink.in_place(at, len));
+        if (into == nullptr) return sink_gone(key, at, len, fault);
         const ssize_t got = pread_all(r.fd, into, len, r.data_at + at);
         if (got < 0)
-          s = got == -EFAULT ? sink_gone(key, at, len, fault) : read_error(r, key, static_cast<int>(-got), fault);
-        else if (static_cast<std::size_t>(got) < len)
-          s = truncated(r, key, at + static_cast<std::uint64_t>(got), fault);
-      }
-      if (s != XferStatus::Ok) {
-        failure.set(s);
-        read.give_up();
-        return;
-      }
-      read.advance(at + len);
-    }
-  };
-  const auto hash = [&] {
-    for (std::uint64_t at = 0; at < r.size; at += kBufferedPiece) {
-      if (!read.wait_past(at)) return;
-      const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, r.size - at));
-      if (const XferStatus s = sink.leaf_sums(at, len, &leaves[at / kChecksumLeafBytes], fault); s != XferStatus::Ok) {
-        failure.set(s);  // the reader stops at its next piece
-        return;
-      }
-    }
-  };
-  if (!helpers_->try_run(2, [&](unsigned role) { role == 0 ? copy() : hash(); })) return std::nullopt;
-  return failure.status();
+          return got == -EFAULT ? sink_gone(key, at, len, fault)
+                                : read_error(r, key, static_cast<int>(-got), fault);
+        if (static_cast<std::size_t>(got) < len)
+          return truncated(r, key, at + static_cast<std::uint64_t>(got), fault);
+        return XferStatus::Ok;
+      },
+      [&](std::uint64_t at, std::size_t len) {
+        return sink.leaf_sums(at, len, &leaves[at / kChecksumLeafBytes], fault);
+      });
 }
 
 XferStatus FileTier::read_pieces(const Piecewise& r, std::string_view key, const PieceSink& sink,
@@ -397,9 +405,9 @@ XferStatus FileTier::read_pieces(const Piecewise& r, std::string_view key, const
         failure.set(truncated(r, key, at + static_cast<std::uint64_t>(got), fault));
         return;
       }
-      const XferStatus s =
-          lent ? sink.leaf_sums(at, len, &leaves[at / kChecksumLeafBytes], fault)
-               : (hash_leaves(buf, at, len, leaves), sink.write(at, {reinterpret_cast<const std::uint8_t*>(buf), len}, fault));
+      const XferStatus s = lent ? sink.leaf_sums(at, len, &leaves[at / kChecksumLeafBytes], fault)
+                                : (hash_leaves(buf, at, len, leaves),
+                                   sink.write(at, {reinterpret_cast<const std::uint8_t*>(buf), len}, fault));
       if (s != XferStatus::Ok) {
         failure.set(s);
         return;
@@ -419,7 +427,8 @@ XferStatus FileTier::read_pieces_direct(const Piecewise& r, std::string_view key
   // Whole pages: the last one comes back short at the file's end.
   const auto queue = [&](DirectPiece& p) {
     io_uring_sqe* sqe = next_sqe(**ring);
-    io_uring_prep_read(sqe, r.fd, p.io + p.done, static_cast<unsigned>(p.len - p.done), r.data_at + p.at + p.done);
+    io_uring_prep_read(sqe, r.fd, p.io + p.done, static_cast<unsigned>(p.len - p.done),
+                       r.data_at + p.at + p.done);
     io_uring_sqe_set_data64(sqe, p.slot);
   };
   run_batch(
@@ -439,7 +448,8 @@ XferStatus FileTier::read_pieces_direct(const Piecewise& r, std::string_view key
       [&](DirectPiece& p, int res) {
         if (status != XferStatus::Ok) return false;
         if (res < 0) {
-          status = res == -EFAULT && p.io != p.buf ? sink_gone(key, p.at, p.n, fault) : read_error(r, key, -res, fault);
+          status = res == -EFAULT && p.io != p.buf ? sink_gone(key, p.at, p.n, fault)
+                                                   : read_error(r, key, -res, fault);
           return false;
         }
         p.done += static_cast<std::size_t>(res);
@@ -463,28 +473,34 @@ XferStatus FileTier::read_pieces_direct(const Piecewise& r, std::string_view key
 }
 
 XferStatus FileTier::read_error(const Piecewise& r, std::string_view key, int err, Fault& fault) noexcept {
-  return fault.raise(XferStatus::IoError,
-                     "file tier: reading " + r.where + " for key " + quote_key(key) + ": " + std::strerror(err), key);
+  return fault.raise(
+      XferStatus::IoError,
+      "file tier: reading " + r.where + " for key " + quote_key(key) + ": " + std::strerror(err), key);
 }
 
-XferStatus FileTier::source_gone(std::string_view key, std::uint64_t at, std::size_t len, Fault& fault) noexcept {
+XferStatus FileTier::source_gone(std::string_view key, std::uint64_t at, std::size_t len,
+                                 Fault& fault) noexcept {
   return fault.raise(XferStatus::IoError,
-                     "file tier: storing " + quote_key(key) + ": " + std::to_string(len) + " bytes at offset " +
-                         std::to_string(at) + " of the application's memory went away while being written",
+                     "file tier: storing " + quote_key(key) + ": " + std::to_string(len) +
+                         " bytes at offset " + std::to_string(at) +
+                         " of the application's memory went away while being written",
                      key);
 }
 
-XferStatus FileTier::sink_gone(std::string_view key, std::uint64_t at, std::size_t len, Fault& fault) noexcept {
+XferStatus FileTier::sink_gone(std::string_view key, std::uint64_t at, std::size_t len,
+                               Fault& fault) noexcept {
   return fault.raise(XferStatus::IoError,
-                     "file tier: reading " + quote_key(key) + ": " + std::to_string(len) + " bytes at offset " +
-                         std::to_string(at) + " of the application's memory went away while being filled",
+                     "file tier: reading " + quote_key(key) + ": " + std::to_string(len) +
+                         " bytes at offset " + std::to_string(at) +
+                         " of the application's memory went away while being filled",
                      key);
 }
 
-XferStatus FileTier::truncated(const Piecewise& r, std::string_view key, std::uint64_t there, Fault& fault) noexcept {
+XferStatus FileTier::truncated(const Piecewise& r, std::string_view key, std::uint64_t there,
+                               Fault& fault) noexcept {
   return fault.raise(XferStatus::ChecksumMismatch,
-                     "file tier: key " + quote_key(key) + " in " + r.where + ": truncated: " + std::to_string(r.size) +
-                         " bytes expected, " + std::to_string(there) + " there",
+                     "file tier: key " + quote_key(key) + " in " + r.where + ": truncated: " +
+                         std::to_string(r.size) + " bytes expected, " + std::to_string(there) + " there",
                      key);
 }
 
@@ -549,10 +565,11 @@ std::optional<XferStatus> FileTier::get_streamed(std::string_view key, std::uint
     files_.release(op);
     return std::nullopt;
   }
-  const std::string where = op.pack ? "pack " + opts_.dir + "/" + op.pack->name : "file " + opts_.dir + "/" + op.name;
+  const std::string where =
+      op.pack ? "pack " + opts_.dir + "/" + op.pack->name : "file " + opts_.dir + "/" + op.name;
   const auto corrupt = [&](const std::string& why) {
-    return fault.raise(XferStatus::ChecksumMismatch, "file tier: key " + quote_key(key) + " in " + where + ": " + why,
-                       key);
+    return fault.raise(XferStatus::ChecksumMismatch,
+                       "file tier: key " + quote_key(key) + " in " + where + ": " + why, key);
   };
   std::uint64_t n = op.hint, sum = op.sum, data_at = op.base;
   bool whole_sum = op.whole_sum;
@@ -578,7 +595,8 @@ std::optional<XferStatus> FileTier::get_streamed(std::string_view key, std::uint
     if (h.key != key) {
       files_.release(op);
       return fault.raise(XferStatus::IoError,
-                         "file tier: " + where + " holds key " + quote_key(h.key) + ", not " + quote_key(key), key);
+                         "file tier: " + where + " holds key " + quote_key(h.key) + ", not " + quote_key(key),
+                         key);
     }
     n = h.size;
     sum = h.checksum;
@@ -593,8 +611,8 @@ std::optional<XferStatus> FileTier::get_streamed(std::string_view key, std::uint
   if (n > capacity) {
     files_.release(op);
     return fault.raise(XferStatus::TooLarge,
-                       "file tier: object " + quote_key(key) + " has " + std::to_string(n) + " bytes, the buffer holds " +
-                           std::to_string(capacity),
+                       "file tier: object " + quote_key(key) + " has " + std::to_string(n) +
+                           " bytes, the buffer holds " + std::to_string(capacity),
                        key);
   }
 
@@ -605,7 +623,8 @@ std::optional<XferStatus> FileTier::get_streamed(std::string_view key, std::uint
   files_.release(op);
   if (s != XferStatus::Ok) return s;
   if (const std::uint64_t got = sum_of_leaves(n, leaves); got != sum)
-    return corrupt("checksum mismatch (stored " + checksum_hex(sum) + ", computed " + checksum_hex(got) + ")");
+    return corrupt("checksum mismatch (stored " + checksum_hex(sum) + ", computed " + checksum_hex(got) +
+                   ")");
   return XferStatus::Ok;
 }
 
