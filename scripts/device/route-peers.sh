@@ -6,7 +6,8 @@
 #           (inline and process) and both peers, 3 repeats, median (~5 min)
 #   ab      Ferry before and after a change, same run, every app at 8 ranks in
 #           inline and process mode with 1, 2 and 4 router threads (needs the
-#           "before" binaries in .carry/before/bench/route; ~2 min)
+#           "before" binaries in .carry/before/bench/route; ~2 min);
+#           AB_RANKS and AB_MODES change the ranks and modes
 #   sweep   transpose and qs-mini over --work-per-message, inline against
 #           process mode with one router thread and with the default (auto:
 #           one per 2 applications), 3 repeats (~3 min)
@@ -43,8 +44,9 @@ case "$PART" in
       [ -d "$C/$side/bench/route" ] || { echo "missing $C/$side/bench/route" >&2; exit 2; }
       log "ab: $side"
       python3 bench/route/route_bench.py --build-dir "$C/$side" --size full --cpus "$CPUS" \
-        --out "$FINAL/ab-$side" --ranks 8 --apps histogram,index_gather,randperm,transpose,qs_mini \
-        --modes inline,process,process_t2,process_t4 --works 0 --sweep-apps "" --timeout 60 2>&1 | tee "$FINAL/ab-$side.txt"
+        --out "$FINAL/ab-$side" --ranks "${AB_RANKS:-8}" --apps histogram,index_gather,randperm,transpose,qs_mini \
+        --modes "${AB_MODES:-inline,process,process_t2,process_t4}" --works 0 --sweep-apps "" --timeout 60 \
+        ${AB_ARGS:-} 2>&1 | tee "$FINAL/ab-$side.txt"
       [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     done ;;
   sweep)
