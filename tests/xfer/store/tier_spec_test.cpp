@@ -73,6 +73,10 @@ TEST(TierSpec, File) {
   EXPECT_NE(error_of("file:/x,pack=1GiB").find("larger than a pack file"), std::string::npos);
   EXPECT_EQ(parse_tier_spec("file:/x,threads=1").file.threads, 1u);
   EXPECT_NE(error_of("file:/x,threads=0").find("outside 1..64"), std::string::npos);
+  EXPECT_EQ(parse_tier_spec("file:/x").file.cores, 0u) << "the machine's";
+  EXPECT_EQ(parse_tier_spec("file:/x,threads=8,cores=12").file.cores, 12u);
+  EXPECT_NE(error_of("file:/x,cores=0").find("outside 1..4096"), std::string::npos);
+  EXPECT_NE(error_of("file:/x,cores=some").find("'some' is not a whole number"), std::string::npos);
   EXPECT_NE(error_of("file:/x,pack=big").find("'big'"), std::string::npos);
   EXPECT_NE(error_of("file:/x,packs=1").find("pack=<size>"), std::string::npos);
 }
