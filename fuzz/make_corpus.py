@@ -181,6 +181,8 @@ def redis_info():
         "twice": b"used_memory:1\r\nmaxmemory:0\r\nused_memory:2\r\n",
         "overflow": b"used_memory:18446744073709551616\r\nmaxmemory:0\r\n",
         "signed": b"used_memory:10\r\nmaxmemory:-1\r\n",
+        "leading_zero": b"used_memory:0046560\r\nmaxmemory:0\r\n",
+        "cr_at_end": b"used_memory:10\r\nmaxmemory:0\r",
     }
 
 

@@ -3,8 +3,9 @@
 namespace ferry::xfer::store {
 namespace {
 
+// A decimal number as Redis writes one: digits, no sign, no leading zero.
 std::optional<std::uint64_t> parse_u64(std::string_view s) noexcept {
-  if (s.empty()) return std::nullopt;
+  if (s.empty() || (s.size() > 1 && s[0] == '0')) return std::nullopt;
   std::uint64_t v = 0;
   for (const char c : s) {
     if (c < '0' || c > '9') return std::nullopt;
@@ -22,7 +23,7 @@ std::optional<RedisMemory> parse_info_memory(std::string_view info) noexcept {
     const std::size_t nl = info.find('\n');
     std::string_view line = info.substr(0, nl);
     info = nl == std::string_view::npos ? std::string_view() : info.substr(nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (nl != std::string_view::npos && !line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;  // a "# Memory" header or a blank line
     const std::string_view field = line.substr(0, colon);

@@ -16,7 +16,8 @@ struct RedisMemory {
 };
 
 // used_memory and maxmemory from the reply; nullopt when either is missing, not
-// a plain decimal number, out of 64-bit range, or given twice.
+// a plain decimal number (no sign, no leading zero), out of 64-bit range, or
+// given twice. Lines end in LF or CRLF.
 std::optional<RedisMemory> parse_info_memory(std::string_view info) noexcept;
 
 }  // namespace ferry::xfer::store

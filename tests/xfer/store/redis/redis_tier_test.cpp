@@ -299,6 +299,8 @@ TEST(RedisInfo, RefusesAReplyWithoutBothPlainFigures) {
   EXPECT_FALSE(parse_info_memory("used_memory:10\r\nmaxmemory:-1\r\n"));
   EXPECT_FALSE(parse_info_memory("used_memory:1e6\r\nmaxmemory:0\r\n"));
   EXPECT_FALSE(parse_info_memory("used_memory:\r\nmaxmemory:0\r\n"));
+  EXPECT_FALSE(parse_info_memory("used_memory:010\r\nmaxmemory:0\r\n")) << "not as Redis writes numbers";
+  EXPECT_FALSE(parse_info_memory("used_memory:10\r\nmaxmemory:0\r")) << "a CR is a line's end only before LF";
   EXPECT_FALSE(parse_info_memory("used_memory:18446744073709551616\r\nmaxmemory:0\r\n")) << "2^64";
   EXPECT_FALSE(parse_info_memory("used_memory:1\r\nmaxmemory:0\r\nused_memory:2\r\n")) << "twice";
   EXPECT_TRUE(parse_info_memory("used_memory:18446744073709551615\r\nmaxmemory:0\r\n")) << "2^64 - 1";
