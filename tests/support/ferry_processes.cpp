@@ -54,21 +54,34 @@ bool can_run_as_other_users() { return geteuid() == 0 && std::filesystem::exists
 namespace {
 
 // The build tree may lie where other users cannot reach (a clone under /root):
-// they run a copy in a directory everyone can read.
+// they run a copy in a directory everyone can read, removed when the test exits.
+class BinaryForEveryone {
+ public:
+  BinaryForEveryone() : dir_(std::filesystem::temp_directory_path() / ("ferry-shared-bin-" + unique_suffix())) {
+    std::filesystem::create_directories(dir_);
+    std::filesystem::permissions(dir_, std::filesystem::perms::all & ~std::filesystem::perms::group_write &
+                                           ~std::filesystem::perms::others_write);
+    std::filesystem::copy_file(ferry_bin(), path(), std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::permissions(path(), std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                             std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                             std::filesystem::perms::others_exec);
+  }
+  BinaryForEveryone(const BinaryForEveryone&) = delete;
+  BinaryForEveryone& operator=(const BinaryForEveryone&) = delete;
+  ~BinaryForEveryone() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  std::string path() const { return (dir_ / "ferry").string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
 const std::string& ferry_bin_for_everyone() {
-  static const std::string copy = [] {
-    const auto dir = std::filesystem::temp_directory_path() / ("ferry-shared-bin-" + unique_suffix());
-    std::filesystem::create_directories(dir);
-    std::filesystem::permissions(dir, std::filesystem::perms::all & ~std::filesystem::perms::group_write &
-                                          ~std::filesystem::perms::others_write);
-    const auto bin = dir / "ferry";
-    std::filesystem::copy_file(ferry_bin(), bin, std::filesystem::copy_options::overwrite_existing);
-    std::filesystem::permissions(bin, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
-                                          std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
-                                          std::filesystem::perms::others_exec);
-    return bin.string();
-  }();
-  return copy;
+  static const BinaryForEveryone copy;
+  static const std::string bin = copy.path();
+  return bin;
 }
 
 // The argv that runs ferry: as this process's user, or as uid and gid
