@@ -68,6 +68,10 @@ def parse_args():
                    help="first write this much anonymous memory once and free it again: a fresh virtual machine's "
                         "first use of a page costs more than the copy into it, and the page cache's first pages "
                         "would otherwise pay that inside the measured batches")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="threads for the benchmark's own torch work (filling chunks before a store, checking them "
+                        "after a load; 0: torch's default, one per core). After a parallel fill, OpenMP's threads "
+                        "spin on the cores for a while, which the store that starts next pays for")
     p.add_argument("--json-out", default="l2_bench.json")
     return p.parse_args()
 
@@ -169,6 +173,8 @@ def main():
     args = parse_args()
     import torch
     import lmcache
+    if args.torch_threads > 0:
+        torch.set_num_threads(args.torch_threads)
     backends = args.backends.split(",")
     batches = [int(b) for b in args.batches.split(",")]
     nbytes = 2 * max(batches) * args.chunk_bytes
@@ -267,7 +273,7 @@ def main():
     for q in ratios:
         print(f"{q['ferry']:<20} {q['baseline']:<20} {q['chunks_per_batch']:>6} {q['store_ratio']:>8.2f} {q['load_ratio']:>8.2f}")
     json.dump({"lmcache_version": lmcache.__version__ if hasattr(lmcache, "__version__") else "?",
-               "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "repeats": args.repeats, "pretouch_gib": args.pretouch_gib, "dir": args.dir,
+               "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "repeats": args.repeats, "torch_threads": args.torch_threads, "pretouch_gib": args.pretouch_gib, "dir": args.dir,
                "workers": args.workers, "lmcache_workers": args.lmcache_workers or args.workers,
                "rows": rows, "ratios": ratios}, open(args.json_out, "w"), indent=2)
     print(f"wrote {args.json_out}")

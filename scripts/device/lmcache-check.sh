@@ -49,7 +49,10 @@ case "$PART" in tests|all)
   kill $AG; wait $AG; rm -rf /var/tmp/ferry-kv ;;
 esac
 case "$PART" in probe)
-  step machine sh -c 'lscpu; free -g; cat /sys/kernel/mm/transparent_hugepage/shmem_enabled; df -h /var/tmp /dev/shm'
+  # Free page reporting (virtio-balloon feature bit 5) hands a guest's resting free pages back to its host.
+  step machine sh -c 'lscpu; free -g; cat /sys/kernel/mm/transparent_hugepage/shmem_enabled; df -h /var/tmp /dev/shm;
+    uname -r; grep -H . /sys/module/page_reporting/parameters/* 2>&1;
+    for d in /sys/bus/virtio/devices/*; do echo "$d device=$(cat $d/device) features=$(cat $d/features)"; done'
   TAIL=90 step stream_probe .carry/build/bench/xfer/store/ferry-stream-probe --dir /var/tmp/ferry-stream-probe \
     ${PROBE_ARGS:-} --json-out "$OUT/stream_probe.json" ;;
 esac

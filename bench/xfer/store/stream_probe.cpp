@@ -16,6 +16,9 @@
 //
 //   ferry-stream-probe --dir /var/tmp/probe --threads 1,8,16 --pieces 128KiB,256KiB,1MiB
 //
+// --pages MS asks instead where a store's pages come from: pages freed just
+// before, pages that rested MS ms after being freed, or a file already cached.
+//
 // Each point is the median wall time over --rounds of the whole set of threads.
 
 #include <fcntl.h>
@@ -209,6 +212,30 @@ struct Probe {
     check(std::rename(tmp.c_str(), file(t).c_str()) == 0, "rename");
   }
 
+  // A temporary allocated whole and already in the page cache (its unwritten
+  // extents read back as zeros), untimed: what a store would find if spare
+  // files were kept ready, so that it allocates no page.
+  void prepare(unsigned t) const {
+    const std::string tmp = file(t) + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0644);
+    check(fd >= 0, "open " + tmp);
+    check(::fallocate(fd, 0, 0, static_cast<off_t>(chunk)) == 0, "fallocate " + tmp);
+    std::vector<std::uint8_t> scratch(1 << 20);
+    for (std::size_t at = 0; at < chunk; at += scratch.size())
+      read_all(fd, scratch.data(), std::min(scratch.size(), chunk - at), static_cast<off_t>(at), true);
+    ::close(fd);
+  }
+
+  // The chunk written whole into the prepared temporary, then renamed.
+  void store_prepared(unsigned t) const {
+    const std::string tmp = file(t) + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
+    check(fd >= 0, "open " + tmp);
+    write_all(fd, pool->at(t * chunk), chunk, 0, false);
+    ::close(fd);
+    check(std::rename(tmp.c_str(), file(t).c_str()) == 0, "rename");
+  }
+
   void load_plain(unsigned t, unsigned threads, std::size_t piece, Hash how) const {
     const int fd = ::open(file(t).c_str(), O_RDONLY | O_CLOEXEC);
     check(fd >= 0, "open " + file(t));
@@ -308,6 +335,12 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", chunk_text, "bytes per thread");
   app.add_option("--rounds", rounds, "runs per point (the median is kept)")->check(CLI::PositiveNumber);
   app.add_option("--json-out", json_out, "also write the results here");
+  int settle_ms = 0;
+  app.add_option("--pages", settle_ms,
+                 "instead of the pieces: where a store's page-cache pages come from. write(2) and the tier into pages "
+                 "freed just before, the same after the freed pages have rested this many ms (a virtual machine may "
+                 "hand resting free pages back to its host), and write(2) into a file already allocated and cached")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -337,10 +370,10 @@ int main(int argc, char** argv) {
     if (probe.tier == nullptr) throw std::runtime_error("the file tier does not stream");
 
     nlohmann::json rows = nlohmann::json::array();
-    std::printf("%-8s %-20s %8s %10s %10s\n", "op", "how", "threads", "ms", "GB/s");
+    std::printf("%-8s %-36s %8s %10s %10s\n", "op", "how", "threads", "ms", "GB/s");
     const auto report = [&](const char* op, const std::string& how, unsigned threads, double s) {
       const double gbps = static_cast<double>(threads) * static_cast<double>(chunk) / s / 1e9;
-      std::printf("%-8s %-20s %8u %10.2f %10.2f\n", op, how.c_str(), threads, s * 1e3, gbps);
+      std::printf("%-8s %-36s %8u %10.2f %10.2f\n", op, how.c_str(), threads, s * 1e3, gbps);
       std::fflush(stdout);
       rows.push_back({{"op", op}, {"how", how}, {"threads", threads}, {"ms", s * 1e3}, {"gbps", gbps}});
     };
@@ -349,6 +382,23 @@ int main(int argc, char** argv) {
     for (const unsigned n : thread_counts) {
       const auto forget = [&] { probe.forget(n, false); };
       using Hash = Probe::Hash;
+      if (settle_ms > 0) {
+        const auto rest = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms)); };
+        const auto store_write = [&](unsigned t) { probe.store_plain(t, 0, Hash::None); };
+        const auto store_tier = [&](unsigned t) { probe.store_tier(t); };
+        const std::string rested = ", rested " + std::to_string(settle_ms) + "ms";
+        report("store", "write", n, timed(n, rounds, store_write, forget));
+        report("store", "write" + rested, n, timed(n, rounds, store_write, [&] { forget(); rest(); }));
+        report("store", "tier", n, timed(n, rounds, store_tier, [&] { probe.forget(n, true); }));
+        report("store", "tier" + rested, n, timed(n, rounds, store_tier, [&] { probe.forget(n, true); rest(); }));
+        report("store", "write into cached" + rested, n,
+               timed(n, rounds, [&](unsigned t) { probe.store_prepared(t); }, [&] {
+                 forget();
+                 for (unsigned t = 0; t < n; ++t) probe.prepare(t);
+                 rest();
+               }));
+        continue;
+      }
       report("store", "write", n, timed(n, rounds, [&](unsigned t) { probe.store_plain(t, 0, Hash::None); }, forget));
       report("store", "tier", n,
              timed(n, rounds, [&](unsigned t) { probe.store_tier(t); }, [&] { probe.forget(n, true); }));
