@@ -18,6 +18,7 @@
 //
 // --pages MS asks instead where a store's pages come from: pages freed just
 // before, pages that rested MS ms after being freed, or a file already cached.
+// --mapped K,.. has K threads write each chunk through a shared mapping of its file.
 //
 // Each point is the median wall time over --rounds of the whole set of threads.
 
@@ -236,6 +237,43 @@ struct Probe {
     check(std::rename(tmp.c_str(), file(t).c_str()) == 0, "rename");
   }
 
+  // One chunk written by `copiers` threads at once through a shared mapping of
+  // its file (allocated whole first): buffered write(2)s of one file take its
+  // lock in turn, page faults on its mapping do not. populate: each copier
+  // faults its range in writable (MADV_POPULATE_WRITE) before copying; hash:
+  // each hashes its pieces of 256 KiB as it copies them.
+  void store_mapped(unsigned t, unsigned copiers, bool populate, bool hash_pieces) const {
+    const std::string tmp = file(t) + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0644);
+    check(fd >= 0, "open " + tmp);
+    check(::fallocate(fd, 0, 0, static_cast<off_t>(chunk)) == 0, "fallocate " + tmp);
+    void* m = ::mmap(nullptr, chunk, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    check(m != MAP_FAILED, "mmap " + tmp);
+    auto* dst = static_cast<std::uint8_t*>(m);
+    const std::uint8_t* src = pool->at(t * chunk);
+    std::vector<std::uint64_t> leaves(chunk / ferry::xfer::kChecksumLeafBytes + 1);
+    const std::size_t share = (chunk / copiers + 4095) & ~std::size_t{4095};
+    const auto copy = [&](unsigned c) {
+      const std::size_t from = std::min(chunk, c * share), to = std::min(chunk, from + share);
+      if (from == to) return;
+      if (populate) check(::madvise(dst + from, to - from, MADV_POPULATE_WRITE) == 0, "madvise");
+      constexpr std::size_t kPiece = 256 << 10;
+      for (std::size_t at = from; at < to; at += kPiece) {
+        const std::size_t n = std::min(kPiece, to - at);
+        std::memcpy(dst + at, src + at, n);
+        if (hash_pieces) hash(src, at, n, leaves);
+      }
+    };
+    {
+      std::vector<std::jthread> others;
+      for (unsigned c = 1; c < copiers; ++c) others.emplace_back(copy, c);
+      copy(0);
+    }
+    ::munmap(m, chunk);
+    ::close(fd);
+    check(std::rename(tmp.c_str(), file(t).c_str()) == 0, "rename");
+  }
+
   void load_plain(unsigned t, unsigned threads, std::size_t piece, Hash how) const {
     const int fd = ::open(file(t).c_str(), O_RDONLY | O_CLOEXEC);
     check(fd >= 0, "open " + file(t));
@@ -335,6 +373,10 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", chunk_text, "bytes per thread");
   app.add_option("--rounds", rounds, "runs per point (the median is kept)")->check(CLI::PositiveNumber);
   app.add_option("--json-out", json_out, "also write the results here");
+  std::string mapped_text;
+  app.add_option("--mapped", mapped_text,
+                 "instead of the pieces: each chunk written through a shared mapping of its file by this many "
+                 "threads (comma-separated counts), beside write(2) and the tier");
   int settle_ms = 0;
   app.add_option("--pages", settle_ms,
                  "instead of the pieces: where a store's page-cache pages come from. write(2) and the tier into pages "
@@ -382,6 +424,23 @@ int main(int argc, char** argv) {
     for (const unsigned n : thread_counts) {
       const auto forget = [&] { probe.forget(n, false); };
       using Hash = Probe::Hash;
+      if (!mapped_text.empty()) {
+        report("store", "write", n, timed(n, rounds, [&](unsigned t) { probe.store_plain(t, 0, Hash::None); }, forget));
+        report("store", "fallocate+write", n,
+               timed(n, rounds, [&](unsigned t) { probe.store_plain(t, 0, Hash::None, true); }, forget));
+        report("store", "tier", n,
+               timed(n, rounds, [&](unsigned t) { probe.store_tier(t); }, [&] { probe.forget(n, true); }));
+        for (const auto& k : split(mapped_text)) {
+          const unsigned copiers = static_cast<unsigned>(std::stoul(k));
+          for (const bool populate : {false, true})
+            for (const bool hash_pieces : {false, true})
+              report("store",
+                     "mapped x" + k + (populate ? " populate" : "") + (hash_pieces ? " +hash" : ""), n,
+                     timed(n, rounds, [&](unsigned t) { probe.store_mapped(t, copiers, populate, hash_pieces); },
+                           forget));
+        }
+        continue;
+      }
       if (settle_ms > 0) {
         const auto rest = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms)); };
         const auto store_write = [&](unsigned t) { probe.store_plain(t, 0, Hash::None); };
