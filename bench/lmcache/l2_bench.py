@@ -59,6 +59,8 @@ def parse_args():
     p.add_argument("--lmcache-workers", type=int, default=0,
                    help="LMCache's num_workers alone (0: --workers), e.g. 4, fs_native's default, to compare "
                         "each side at its defaults")
+    p.add_argument("--ferry-stripes", type=int, default=0,
+                   help="objects per chunk in Ferry's connector (its adapter_params' stripes; 0: its default)")
     p.add_argument("--agent-args", default="", help="more flags for ferry agent, comma-separated: -c,auto")
     p.add_argument("--agent-log", default="", help="append the agents' output (their phase times) here")
     p.add_argument("--l1", choices=["shm", "pinned"], default="shm",
@@ -97,8 +99,11 @@ class Agent:
 
 def adapter_json(backend, ctx):
     if backend.startswith("ferry-"):
+        params = {"endpoint": ctx["agent"].endpoint}
+        if ctx["stripes"]:
+            params["stripes"] = ctx["stripes"]
         return {"type": "native_plugin", "module_path": "ferry.lmcache", "class_name": "FerryL2Connector",
-                "adapter_params": {"endpoint": ctx["agent"].endpoint}}
+                "adapter_params": params}
     if backend.startswith("lmcache-fs-aio"):  # LMCache's "fs" adapter (Python, aiofiles), no worker count
         return {"type": "fs", "base_path": ctx["path"], "use_odirect": backend.endswith("direct")}
     if backend.startswith("lmcache-fs"):
@@ -209,7 +214,8 @@ def main():
                 path = os.path.join(args.dir, backend)
                 shutil.rmtree(path, ignore_errors=True)
                 os.makedirs(path)
-                ctx = {"path": path, "redis_port": redis_port, "workers": args.lmcache_workers or args.workers}
+                ctx = {"path": path, "redis_port": redis_port, "workers": args.lmcache_workers or args.workers,
+                       "stripes": args.ferry_stripes}
                 if backend.startswith("ferry-"):
                     tier = {"ferry-file-direct": f"file:{path},direct{args.ferry_file_opts}",
                             "ferry-file": f"file:{path}{args.ferry_file_opts}",
@@ -273,7 +279,7 @@ def main():
     for q in ratios:
         print(f"{q['ferry']:<20} {q['baseline']:<20} {q['chunks_per_batch']:>6} {q['store_ratio']:>8.2f} {q['load_ratio']:>8.2f}")
     json.dump({"lmcache_version": lmcache.__version__ if hasattr(lmcache, "__version__") else "?",
-               "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "repeats": args.repeats, "torch_threads": args.torch_threads, "pretouch_gib": args.pretouch_gib, "dir": args.dir,
+               "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "repeats": args.repeats, "torch_threads": args.torch_threads, "ferry_stripes": args.ferry_stripes, "pretouch_gib": args.pretouch_gib, "dir": args.dir,
                "workers": args.workers, "lmcache_workers": args.lmcache_workers or args.workers,
                "rows": rows, "ratios": ratios}, open(args.json_out, "w"), indent=2)
     print(f"wrote {args.json_out}")

@@ -16,6 +16,10 @@ every later chunk in it is only a descriptor. The agent reaches an L1 pool in
 POSIX shm (LMCache's default) through the file, other host memory by
 cross-memory attach, GPU memory by CUDA IPC. A chunk that is missing,
 fails its checksum, or is shorter than its buffer is a miss, never data.
+
+Each chunk is stored as `stripes` objects (KEY#i/n), so that the agent's
+lanes write and read one chunk at once: a file tier's buffered writes to one
+file take its lock in turn. A chunk counts only when every stripe does.
 """
 
 from __future__ import annotations
@@ -75,10 +79,16 @@ class FerryL2Connector:
       connect_timeout  seconds for one connection attempt (default 1)
       retry_interval   once the agent is lost, seconds between reconnection attempts;
                        calls in between fail at once rather than stall LMCache (default 1)
+      stripes          objects per chunk, written and read at once by the agent's lanes;
+                       1 stores each chunk whole, under LMCache's key (default 2).
+                       Chunks stored with another count are misses.
     """
 
     def __init__(self, endpoint: str = "unix:ferry.agent", key_prefix: str = "", connect_timeout: float = 1.0,
-                 retry_interval: float = 1.0, name: str = "lmcache"):
+                 retry_interval: float = 1.0, name: str = "lmcache", stripes: int = 2):
+        if isinstance(stripes, bool) or not isinstance(stripes, int) or not 1 <= stripes <= 64:
+            raise ValueError(f"stripes must be a whole number from 1 to 64, not {stripes!r}")
+        self._stripes = stripes
         self._endpoint = endpoint
         self._prefix = key_prefix
         self._connect_timeout = float(connect_timeout)
@@ -187,10 +197,11 @@ class FerryL2Connector:
                 agent = self._session()
                 if len(keys) != len(views):
                     raise ValueError(f"{len(keys)} keys but {len(views)} buffers")
-                memories = [_ferry.Memory(v, op == ferry.Op.READ) for v in views]
+                pieces = [piece for v in views for piece in self._stripes_of(v)]
+                memories = [_ferry.Memory(v, op == ferry.Op.READ) for v in pieces]
                 for m in memories:
                     self._ensure_registered(agent, m)
-                transfer = agent._post_memories(op, [self._prefix + k for k in keys], memories, "")
+                transfer = agent._post_memories(op, self._agent_keys(keys), memories, "")
             except (ferry.Error, ValueError, TypeError, OSError) as e:
                 self._done.append((fid, False, str(e), [False] * len(keys)))
                 self._raise()
@@ -204,14 +215,59 @@ class FerryL2Connector:
         fid = next(self._ids)
         with self._lock:
             try:
-                answers = call(self._session(), [self._prefix + k for k in keys])
-                self._done.append((fid, True, "", list(answers)))
+                answers = call(self._session(), self._agent_keys(keys))
+                self._done.append((fid, True, "", self._per_chunk(list(answers))))
             except ferry.Error as e:
                 if self._agent is not None:
                     self._lose(str(e))
                 self._done.append((fid, False, str(e), None))
             self._raise()
         return fid
+
+    # -- stripes ------------------------------------------------------------------
+    def _agent_keys(self, keys: List[str]) -> List[str]:
+        """The agent's keys for LMCache's, every chunk's stripes in order."""
+        n = self._stripes
+        if n == 1:
+            return [self._prefix + k for k in keys]
+        return [f"{self._prefix}{k}#{i}/{n}" for k in keys for i in range(n)]
+
+    def chunk_keys(self, agent_keys: List[str]) -> List[str]:
+        """LMCache's keys for the chunks among the agent's keys (as list()
+        returns them) whose stripes are all there, in the order first seen."""
+        n, found = self._stripes, {}
+        for key in agent_keys:
+            if not key.startswith(self._prefix):
+                continue
+            key = key[len(self._prefix):]
+            if n == 1:
+                found[key] = 1
+                continue
+            chunk, _, stripe = key.rpartition("#")
+            if chunk and stripe.endswith(f"/{n}") and stripe[:-len(f"/{n}")].isdigit():
+                found[chunk] = found.get(chunk, 0) + 1
+        return [chunk for chunk, stripes in found.items() if stripes == n]
+
+    def _per_chunk(self, per_object: List[bool]) -> List[bool]:
+        """A chunk's answer from its stripes': true only when all of theirs are."""
+        n = self._stripes
+        return [all(per_object[i:i + n]) for i in range(0, len(per_object), n)]
+
+    def _stripes_of(self, view: memoryview) -> List[memoryview]:
+        """The chunk's buffer cut into its stripes, without a copy: equal parts,
+        of whole pages where every part still gets some of the chunk."""
+        n, size = self._stripes, view.nbytes
+        if n == 1:
+            return [view]
+        if size < n:
+            raise ValueError(f"a chunk of {size} bytes cannot be cut into {n} stripes")
+        flat = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        part = -(-size // (n * 4096)) * 4096
+        if (n - 1) * part < size:
+            return [flat[i * part:min(size, (i + 1) * part)] for i in range(n)]
+        q, r = divmod(size, n)
+        bounds = [i * q + min(i, r) for i in range(n + 1)]
+        return [flat[bounds[i]:bounds[i + 1]] for i in range(n)]
 
     def _ensure_registered(self, agent: ferry.Agent, memory: _ferry.Memory) -> None:
         lo, hi = memory.addr, memory.addr + memory.nbytes
@@ -263,22 +319,21 @@ class FerryL2Connector:
         if lost is not None:
             self._lose(lost)
 
-    @staticmethod
-    def _completion(fid: int, transfer: ferry.Transfer) -> Completion:
-        """(future id, ok, error, per-key success). A get's key counts only when
-        its whole buffer was filled with verified bytes."""
+    def _completion(self, fid: int, transfer: ferry.Transfer) -> Completion:
+        """(future id, ok, error, per-chunk success). A get's chunk counts only
+        when its whole buffer was filled with verified bytes, every stripe's."""
         if not transfer.done():
-            return fid, False, "the agent did not answer", [False] * len(transfer.keys)
+            return fid, False, "the agent did not answer", [False] * (len(transfer.keys) // self._stripes)
         results = transfer.results()
         reading = transfer.op == ferry.Op.READ
-        per_key = [r.status == ferry.Status.OK and (not reading or r.size == n)
-                   for r, n in zip(results, transfer.sizes)]
+        per_object = [r.status == ferry.Status.OK and (not reading or r.size == n)
+                      for r, n in zip(results, transfer.sizes)]
         failed = next((r for r in results if r.status != ferry.Status.OK), None)
         if failed is not None:
             error = failed.error or f"'{failed.key}': {failed.status.name}"
-        elif not all(per_key):
-            short = next(r for r, ok in zip(results, per_key) if not ok)
+        elif not all(per_object):
+            short = next(r for r, ok in zip(results, per_object) if not ok)
             error = f"'{short.key}' holds {short.size} bytes, fewer than its buffer"
         else:
             error = ""
-        return fid, all(per_key), error, per_key
+        return fid, all(per_object), error, self._per_chunk(per_object)

@@ -12,6 +12,7 @@
       remote_storage_plugin.ferry.key_prefix: ""                 # optional, put before every key
       remote_storage_plugin.ferry.connect_timeout: 1             # optional, seconds
       remote_storage_plugin.ferry.retry_interval: 1              # optional, seconds
+      remote_storage_plugin.ferry.stripes: 2                     # optional, objects per chunk
 
 LMCache 0.5.6 makes one RemoteBackend per name in remote_storage_plugins
 (storage_backend/__init__.py:259-271); its plugin launcher imports module_path,
@@ -27,8 +28,8 @@ fails its checksum, is shorter than a full chunk, or cannot be read because the
 agent is gone is a miss (get returns None, its buffer goes back to the pool),
 never data; so keep save_unfull_chunk false and remote_serde naive (both
 LMCache's defaults), or partial and compressed chunks are stored but always
-miss. list() returns the agent's keys under key_prefix (every key the agent
-holds when the prefix is empty). An unreachable agent at start-up makes
+miss. list() returns the chunks under key_prefix whose stripes are all there
+(every chunk the agent holds when the prefix is empty). An unreachable agent at start-up makes
 LMCache log the reason and run without this backend (remote_backend.py:156-161).
 """
 
@@ -239,12 +240,13 @@ class FerryRemoteConnector(RemoteConnector):
         self.key_prefix = str(param("key_prefix", "") or "")
         self.connect_timeout = float(param("connect_timeout", 1.0))
         self.retry_interval = float(param("retry_interval", 1.0))
+        self.stripes = int(param("stripes", 2))
         self.loop = loop
         self.local_cpu_backend = local_cpu_backend
         # Connects now: an unreachable agent fails here, and RemoteBackend logs why (remote_backend.py:156-161).
         self._native = FerryL2Connector(endpoint=self.endpoint, key_prefix=self.key_prefix,
                                         connect_timeout=self.connect_timeout, retry_interval=self.retry_interval,
-                                        name=f"lmcache-{self.plugin_name}")
+                                        name=f"lmcache-{self.plugin_name}", stripes=self.stripes)
         self.client = FerryClient(self._native, loop)
         if getattr(config, "save_unfull_chunk", False):
             logger.warning("Ferry plugin %s: save_unfull_chunk is on, but a chunk shorter than a full one "
@@ -295,7 +297,7 @@ class FerryRemoteConnector(RemoteConnector):
         def scan() -> List[str]:
             with ferry.Agent(self.endpoint, name=f"lmcache-{self.plugin_name}-list",
                              connect_timeout=self.connect_timeout) as agent:
-                return [o.key[len(self.key_prefix):] for o in agent.list(self.key_prefix)]
+                return self._native.chunk_keys([o.key for o in agent.list(self.key_prefix)])
         try:
             return await self.loop.run_in_executor(None, scan)
         except ferry.Error as e:

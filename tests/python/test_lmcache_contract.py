@@ -157,29 +157,106 @@ def test_future_ids_are_unique_across_kinds_and_threads(connector):
         assert ok, error
 
 
-def test_a_corrupt_chunk_is_a_miss_never_data(tmp_path):
+@pytest.mark.parametrize("stripes", [1, 2])
+def test_a_corrupt_chunk_is_a_miss_never_data(tmp_path, stripes):
     store = tmp_path / "store"
     store.mkdir()
     agent = AgentProcess(tmp_path, [f"file:{store}"])
+    size = 2 * CHUNK  # every stripe an object file of its own
     try:
-        c = FerryL2Connector(endpoint=agent.endpoint)
-        arena = L1Arena(2)
+        c = FerryL2Connector(endpoint=agent.endpoint, stripes=stripes)
+        arena = L1Arena(2, size=size)
         arena.array[0] = 7
         demux = Demux(c)
         key = keys_for(1)
         assert demux.wait(c.submit_batch_set(key, [arena.view(0)]))[0]
-        files = [p for p in pathlib.Path(store).rglob("*") if p.is_file() and p.stat().st_size >= CHUNK]
-        assert len(files) == 1, files
-        with open(files[0], "r+b") as f:
-            f.seek(CHUNK // 2)
+        files = sorted(p for p in pathlib.Path(store).rglob("*") if p.is_file() and p.stat().st_size >= size // stripes)
+        assert len(files) == stripes, files
+        with open(files[-1], "r+b") as f:  # one stripe's byte
+            f.seek(size // stripes // 2)
             f.write(b"\x08")
         ok, error, loaded = demux.wait(c.submit_batch_get(key, [arena.view(1)]))
         assert not ok and loaded == [False]
         assert "checksum" in error.lower(), error
-        assert not arena.array[1].any() or not (arena.array[1] == 7).all()
         c.close()
     finally:
         agent.stop()
+
+
+def stored_objects(endpoint, prefix=""):
+    import ferry
+    with ferry.Agent(endpoint, name="pytest-list") as a:
+        return {o.key: o.size for o in a.list(prefix)}
+
+
+@pytest.mark.parametrize("stripes, size", [(2, CHUNK), (3, CHUNK), (3, CHUNK + 5), (4, 4097), (2, 3)])
+def test_a_chunk_is_stored_as_its_stripes_and_read_back_whole(agent_process, stripes, size):
+    c = FerryL2Connector(endpoint=agent_process.endpoint, key_prefix="lmc/", stripes=stripes)
+    try:
+        arena = L1Arena(2, size=size)
+        arena.array[0] = np.random.default_rng(stripes).integers(0, 256, size=size, dtype=np.uint8)
+        demux = Demux(c)
+        key = keys_for(1)
+        assert demux.wait(c.submit_batch_set(key, [arena.view(0)]))[0]
+        objects = stored_objects(agent_process.endpoint, "lmc/")
+        names = [f"lmc/{key[0]}#{i}/{stripes}" for i in range(stripes)]
+        assert sorted(objects) == sorted(names)
+        sizes = [objects[n] for n in names]
+        assert sum(sizes) == size and min(sizes) > 0
+        if size >= stripes * 4096:  # whole pages, so that O_DIRECT tiers take them as they are
+            assert all(s % 4096 == 0 for s in sizes[:-1]), sizes
+        assert c.chunk_keys(list(objects) + ["lmc/other#0/9", "elsewhere"]) == key
+        ok, error, loaded = demux.wait(c.submit_batch_get(key, [arena.view(1)]))
+        assert ok and loaded == [True], error
+        np.testing.assert_array_equal(arena.array[1], arena.array[0])
+    finally:
+        c.close()
+
+
+def test_a_missing_stripe_makes_the_chunk_a_miss(agent_process):
+    import ferry
+    c = FerryL2Connector(endpoint=agent_process.endpoint, stripes=2)
+    try:
+        arena = L1Arena(2)
+        arena.array[0] = 5
+        demux = Demux(c)
+        keys = keys_for(2)
+        assert demux.wait(c.submit_batch_set(keys, [arena.view(0), arena.view(0)]))[0]
+        with ferry.Agent(agent_process.endpoint, name="pytest") as a:
+            assert a.delete([f"{keys[0]}#1/2"]) == [True]
+        ok, _, found = demux.wait(c.submit_batch_exists(keys))
+        assert ok and found == [False, True]
+        ok, error, loaded = demux.wait(c.submit_batch_get(keys, [arena.view(1), arena.view(1)]))
+        assert not ok and loaded == [False, True] and f"{keys[0]}#1/2" in error
+        assert c.chunk_keys(list(stored_objects(agent_process.endpoint))) == keys[1:]
+        _, _, deleted = demux.wait(c.submit_batch_delete(keys))
+        assert deleted == [False, True] and stored_objects(agent_process.endpoint) == {}
+    finally:
+        c.close()
+
+
+def test_one_stripe_keeps_lmcaches_keys(agent_process):
+    c = FerryL2Connector(endpoint=agent_process.endpoint, stripes=1)
+    try:
+        arena = L1Arena(1)
+        key = keys_for(1)
+        assert Demux(c).wait(c.submit_batch_set(key, [arena.view(0)]))[0]
+        assert stored_objects(agent_process.endpoint) == {key[0]: CHUNK}
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("stripes", [0, 65, "2", True, 1.5])
+def test_stripes_must_be_a_whole_number_from_1_to_64(agent_process, stripes):
+    with pytest.raises(ValueError, match="stripes"):
+        FerryL2Connector(endpoint=agent_process.endpoint, stripes=stripes)
+
+
+def test_a_chunk_too_small_for_its_stripes_fails_its_store(connector):
+    arena = L1Arena(1, size=4096)
+    demux = Demux(connector)
+    ok, error, result = demux.wait(connector.submit_batch_set(keys_for(1), [arena.view(0, 1)]))
+    assert not ok and result == [False] and "stripes" in error
 
 
 def test_a_shorter_object_is_a_miss(connector):

@@ -134,7 +134,8 @@ def test_connector_from_lmcache_plugin_loader(lmcache_side, agent):
         s.run(connector.put(keys[0], chunks[0][0]))
         s.run(connector.batched_put(keys[1:], [obj for obj, _ in chunks[1:]]))
         assert [obj.get_ref_count() for obj, _ in chunks] == [1] * 4
-        assert agent.exists([PREFIX + k.to_string() for k in keys]) == [True] * 4
+        stripes = [f"{PREFIX}{k.to_string()}#{i}/{inner.stripes}" for k in keys for i in range(inner.stripes)]
+        assert inner.stripes == 2 and agent.exists(stripes) == [True] * len(stripes)  # each chunk as its stripes
 
         for k in keys:
             assert s.run(connector.exists(k))
