@@ -152,13 +152,14 @@ class FileTier final : public Tier, public Streamable {
   bool moved_or_gone(ObjectRead& op, const std::shared_ptr<PackFile>& pack, Fault& fault) noexcept;
   void forget_vanished(std::string_view key, std::uint64_t generation) noexcept;
   // Runs fn(first, end) over [0, size) in up to max_parts parts of whole
-  // pieces: on the helper threads too when this is the only call running and
-  // the object is large enough, else on the caller's thread alone.
-  void stream_parts(std::uint64_t size, unsigned max_parts,
-                    const std::function<void(std::uint64_t first, std::uint64_t end)>& fn);
+  // pieces, on the caller and its share of the helper threads (all of them
+  // when this is the only call running); false, having run nothing, where
+  // the object is too small to split or no helper of its share is free.
+  bool try_stream_parts(std::uint64_t size, unsigned max_parts,
+                        const std::function<void(std::uint64_t first, std::uint64_t end)>& fn);
   // A streamed object's data, piece by piece: into op's temporary, or out of
   // an open object file or pack (the Piecewise), hashing the leaves on the way.
-  // Buffered (pwrite/pread, split by stream_parts) or O_DIRECT (io_uring, a
+  // Buffered (pwrite/pread, split by try_stream_parts) or O_DIRECT (io_uring, a
   // few pieces in flight).
   struct Piecewise {
     int fd;

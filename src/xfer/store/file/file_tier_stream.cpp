@@ -1,14 +1,16 @@
 // The file tier's streaming (streaming.h): an object file written and read
 // piece by piece, each piece hashed while it sits in a buffer.
 // - Buffered: pwrite and pread of pieces that stay in cache. Large objects
-//   take helper threads:
-//   - alone in the tier, a read runs on all of them, each part of the file;
-//   - a write of lent memory, and beside other calls a read into lent
-//     memory, is copied by one thread while a helper hashes each piece the
+//   take helper threads, each call its share of them (all of them alone in
+//   the tier, half each beside one other call, none beside as many calls as
+//   there are helpers):
+//   - a read runs on the caller and its share, each reading part of the file;
+//   - a write of lent memory, and a read into lent memory whose share is no
+//     helper, is copied by one thread while a helper hashes each piece the
 //     copy has passed; only while cores are idle, so that the hash takes
 //     time no copy would have used (the page cache takes one buffered writer
 //     of a file at a time);
-//   - alone, a write of copied pieces has two threads, each reading, hashing
+//   - a write of copied pieces has up to two threads, each reading, hashing
 //     and writing its half.
 // - O_DIRECT: through io_uring, a few pieces in flight, so that the disk
 //   writes (or reads) one piece while the next is filled (or checked). Whole
@@ -219,20 +221,27 @@ std::optional<XferStatus> copy_with_hash_behind(HelperThreads& helpers, std::uin
 
 }  // namespace
 
-void FileTier::stream_parts(std::uint64_t size, unsigned max_parts,
-                            const std::function<void(std::uint64_t first, std::uint64_t end)>& fn) {
-  std::uint64_t parts = 1;
-  if (helpers_ && calls_running_.load(std::memory_order_relaxed) == 1)
-    parts = std::min<std::uint64_t>({helpers_->helpers() + 1, size / kMinPartBytes, max_parts});
-  if (parts >= 2) {
+bool FileTier::try_stream_parts(std::uint64_t size, unsigned max_parts,
+                                const std::function<void(std::uint64_t first, std::uint64_t end)>& fn) {
+  if (!helpers_) return false;
+  // The caller and its share of the helpers. Calls that start together may
+  // count each other only after the first has taken more than its share: the
+  // next then takes what is left of its own.
+  const unsigned calls = std::max(1u, calls_running_.load(std::memory_order_relaxed));
+  const unsigned share = helpers_->helpers() / calls;
+  if (share == 0) return false;
+  const std::uint64_t most = std::min<std::uint64_t>(size / kMinPartBytes, max_parts);
+  for (const unsigned helpers : {share, std::min(share, helpers_->helpers() - helpers_->busy())}) {
+    const std::uint64_t parts = std::min<std::uint64_t>(std::uint64_t{helpers} + 1, most);
+    if (parts < 2) continue;
     // Parts of whole pieces, so that every piece but the object's last is full
     // and aligned, and no leaf spans two parts.
     const std::uint64_t pieces = (size + kPiece - 1) / kPiece;
     const auto start = [&](std::uint64_t p) { return std::min(size, pieces * p / parts * kPiece); };
     if (helpers_->try_run(static_cast<unsigned>(parts), [&](unsigned p) { fn(start(p), start(p + 1)); }))
-      return;
+      return true;
   }
-  fn(0, size);
+  return false;
 }
 
 XferStatus FileTier::write_pieces(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
@@ -270,9 +279,9 @@ XferStatus FileTier::write_pieces(ObjectWrite& op, std::uint64_t size, const Pie
   };
   if (lent)
     write_range(0, size, kBufferedPiece);
-  else
-    stream_parts(size, kPutParts,
-                 [&](std::uint64_t first, std::uint64_t end) { write_range(first, end, kPiece); });
+  else if (!try_stream_parts(size, kPutParts,
+                             [&](std::uint64_t first, std::uint64_t end) { write_range(first, end, kPiece); }))
+    write_range(0, size, kPiece);
   return failure.status();
 }
 
@@ -379,14 +388,10 @@ std::optional<XferStatus> FileTier::read_hashed_behind(const Piecewise& r, std::
 
 XferStatus FileTier::read_pieces(const Piecewise& r, std::string_view key, const PieceSink& sink,
                                  std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
-  // Alone in the tier, an object is read by several threads at once
-  // (stream_parts); beside other calls, a lent one may still get a helper
-  // to hash behind the read.
-  if (calls_running_.load(std::memory_order_relaxed) != 1 && sink.in_place(0, r.size) != nullptr) {
-    if (const auto s = read_hashed_behind(r, key, sink, leaves, fault)) return *s;
-  }
+  // Read by the caller and its share of the helpers at once; where that share
+  // is none, a lent one may still get a helper to hash behind the read.
   FirstFailure failure;
-  stream_parts(r.size, ~0u, [&](std::uint64_t first, std::uint64_t end) {
+  const auto read_range = [&](std::uint64_t first, std::uint64_t end) {
     std::byte* buf = piece_buffer(kBufferedPiece);
     for (std::uint64_t at = first; at < end && !failure.failed(); at += kBufferedPiece) {
       const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferedPiece, end - at));
@@ -413,7 +418,12 @@ XferStatus FileTier::read_pieces(const Piecewise& r, std::string_view key, const
         return;
       }
     }
-  });
+  };
+  if (try_stream_parts(r.size, ~0u, read_range)) return failure.status();
+  if (sink.in_place(0, r.size) != nullptr) {
+    if (const auto s = read_hashed_behind(r, key, sink, leaves, fault)) return *s;
+  }
+  read_range(0, r.size);
   return failure.status();
 }
 

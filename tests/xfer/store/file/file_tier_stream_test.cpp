@@ -462,6 +462,34 @@ TEST(FileTierStreamSplit, BesideAnotherCallLentObjectsAreHashedByAHelper) {
   other.join();
 }
 
+// Beside one other call, a large get is read by its caller and half the
+// helpers: two stripes of one chunk, read at once, each get half.
+TEST(FileTierStreamSplit, BesideOneOtherCallAGetTakesHalfTheHelpers) {
+  TempDir dir;
+  FileTierOptions o = opts(dir.path());
+  o.threads = 5;
+  FileTier t(o);
+  const auto data = random_bytes((40 << 20) + 4321, 23);
+  MemorySource source(data);
+  Fault fault;
+  std::uint64_t sum = 0;
+  ASSERT_EQ(t.put_streamed("large", data.size(), source, &sum, fault), XferStatus::Ok) << fault.detail();
+  const auto small = random_bytes(1 << 20, 24);
+  WaitingSource waiting(small);
+  std::thread other([&] { EXPECT_EQ(put_streamed_from(t, "other", small.size(), waiting), XferStatus::Ok); });
+  while (!waiting.entered) std::this_thread::yield();
+  std::vector<std::uint8_t> back(data.size());
+  MemorySink sink(back, true);
+  std::uint64_t size = 0;
+  ASSERT_EQ(t.get_streamed("large", back.size(), sink, &size, fault), XferStatus::Ok) << fault.detail();
+  EXPECT_EQ(back, data);
+  EXPECT_EQ(sink.threads(), 3u) << "the caller and 2 of the 4 helpers";
+  flip_byte(dir.sub(object_file_name("large")), kFileHeaderSize + (30 << 20) + 3);
+  EXPECT_EQ(t.get_streamed("large", back.size(), sink, &size, fault), XferStatus::ChecksumMismatch);
+  waiting.release = true;
+  other.join();
+}
+
 // With every core busy, a streamed object is copied and hashed by its caller
 // alone: the hash would only take turns with the copies on those cores.
 TEST(FileTierStreamSplit, WithEveryCoreBusyNoHelperIsTaken) {
