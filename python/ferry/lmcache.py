@@ -236,17 +236,18 @@ class FerryL2Connector:
         """LMCache's keys for the chunks among the agent's keys (as list()
         returns them) whose stripes are all there, in the order first seen."""
         n, found = self._stripes, {}
+        names = {f"{i}/{n}": i for i in range(n)}
         for key in agent_keys:
             if not key.startswith(self._prefix):
                 continue
             key = key[len(self._prefix):]
             if n == 1:
-                found[key] = 1
+                found[key] = {0}
                 continue
             chunk, _, stripe = key.rpartition("#")
-            if chunk and stripe.endswith(f"/{n}") and stripe[:-len(f"/{n}")].isdigit():
-                found[chunk] = found.get(chunk, 0) + 1
-        return [chunk for chunk, stripes in found.items() if stripes == n]
+            if chunk and stripe in names:
+                found.setdefault(chunk, set()).add(names[stripe])
+        return [chunk for chunk, stripes in found.items() if len(stripes) == n]
 
     def _per_chunk(self, per_object: List[bool]) -> List[bool]:
         """A chunk's answer from its stripes': true only when all of theirs are."""

@@ -205,7 +205,8 @@ def test_a_chunk_is_stored_as_its_stripes_and_read_back_whole(agent_process, str
         assert sum(sizes) == size and min(sizes) > 0
         if size >= stripes * 4096:  # whole pages, so that O_DIRECT tiers take them as they are
             assert all(s % 4096 == 0 for s in sizes[:-1]), sizes
-        assert c.chunk_keys(list(objects) + ["lmc/other#0/9", "elsewhere"]) == key
+        strays = ["lmc/other#0/9", "elsewhere", f"lmc/partial#0/{stripes}", f"lmc/partial#{stripes}/{stripes}"]
+        assert c.chunk_keys(list(objects) + strays) == key
         ok, error, loaded = demux.wait(c.submit_batch_get(key, [arena.view(1)]))
         assert ok and loaded == [True], error
         np.testing.assert_array_equal(arena.array[1], arena.array[0])
