@@ -5,7 +5,7 @@
 # module against the C++ API. Carried: .carry (ferry, the xfer GPU tests, their .so files,
 # redis-server: CARRY_FILES="apps/ferry/ferry tests/xfer/xfer_e2e_test tests/xfer/agent/xfer_mover_test"
 # scripts/device/carry-build.sh) and .carry-py (the ferry wheel for Python 3.12, the lmcache
-# wheel and the dependencies the machine lacks). Results go to $OUT.
+# wheel and the dependencies the machine lacks: scripts/device/carry-py.sh). Results go to $OUT.
 # probe: the machine's CPU and memory, and ferry-stream-probe (a chunk's trip between shm and
 # the page cache taken apart; carry bench/xfer/store/ferry-stream-probe too).
 # Usage (from the device tool): bash scripts/device/lmcache-check.sh [gpu|tests|l2|binding|probe|bench|all]
