@@ -240,7 +240,7 @@ class FerryRemoteConnector(RemoteConnector):
         self.key_prefix = str(param("key_prefix", "") or "")
         self.connect_timeout = float(param("connect_timeout", 1.0))
         self.retry_interval = float(param("retry_interval", 1.0))
-        self.stripes = int(param("stripes", 2))
+        self.stripes = param("stripes", 2)  # FerryL2Connector refuses anything but a whole number from 1 to 64
         self.loop = loop
         self.local_cpu_backend = local_cpu_backend
         # Connects now: an unreachable agent fails here, and RemoteBackend logs why (remote_backend.py:156-161).
