@@ -19,6 +19,9 @@
 // --pages MS asks instead where a store's pages come from: pages freed just
 // before, pages that rested MS ms after being freed, or a file already cached.
 // --mapped K,.. has K threads write each chunk through a shared mapping of its file.
+// --compare interleaves the ways that matter to the tier round by round, and
+// gives each one's time as a ratio to fs_native's within the same round: this
+// machine's speed drifts by more within a call than the differences sought.
 //
 // Each point is the median wall time over --rounds of the whole set of threads.
 
@@ -50,6 +53,13 @@
 #include "xfer/store/sizes.h"
 #include "xfer/store/streaming.h"
 #include "xfer/store/tier_spec.h"
+
+namespace ferry::xfer {
+// checksum_avx2.cpp, checksum_avx512.cpp: XXH3-64 built for one instruction set
+// each (leaf_checksums takes the widest the CPU runs).
+std::uint64_t checksum_avx2(const void* data, std::size_t size) noexcept;
+std::uint64_t checksum_avx512(const void* data, std::size_t size) noexcept;
+}  // namespace ferry::xfer
 
 namespace store = ferry::xfer::store;
 using ferry::xfer::Fault;
@@ -160,15 +170,32 @@ struct Probe {
   store::Tier* tier_itself = nullptr;
   store::Streamable* tier = nullptr;
 
-  std::string file(unsigned t) const { return dir + "/chunk-" + std::to_string(t); }
+  // Chunks that start at `base` in their files have files of their own.
+  std::string file(unsigned t, std::size_t base = 0) const {
+    return dir + "/chunk-" + std::to_string(t) + (base != 0 ? "@" + std::to_string(base) : "");
+  }
+  static constexpr std::size_t kHeaderBase = 4096;  // the tier's header
 
   // Where a piece's hash runs: not at all, on this thread before or after its
-  // copy, or on a second thread beside the copying one (a store's hasher reads
-  // the source on its own; a load's follows the pieces the copier has read).
-  enum class Hash { None, Before, After, Beside };
+  // copy, on a second thread beside the copying one, following the pieces
+  // the copier has passed, or (stores only) on a second thread that reads the
+  // whole source on its own from the start.
+  enum class Hash { None, Before, After, Beside, Alongside };
 
-  static void hash(const std::uint8_t* p, std::size_t at, std::size_t n, std::vector<std::uint64_t>& leaves) {
-    ferry::xfer::leaf_checksums({p + at, n}, &leaves[at / ferry::xfer::kChecksumLeafBytes]);
+  // The instruction set of the leaves' XXH3: the file tier's (the widest), or one named.
+  enum class Isa { Tier, Avx2, Avx512 };
+  Isa isa = Isa::Tier;
+
+  void hash(const std::uint8_t* p, std::size_t at, std::size_t n, std::vector<std::uint64_t>& leaves) const {
+    constexpr std::size_t kLeaf = ferry::xfer::kChecksumLeafBytes;
+    std::uint64_t* out = &leaves[at / kLeaf];
+    if (isa == Isa::Tier) {
+      ferry::xfer::leaf_checksums({p + at, n}, out);
+      return;
+    }
+    for (std::size_t i = 0; i < n; i += kLeaf)
+      *out++ = isa == Isa::Avx2 ? ferry::xfer::checksum_avx2(p + at + i, std::min(kLeaf, n - i))
+                                : ferry::xfer::checksum_avx512(p + at + i, std::min(kLeaf, n - i));
   }
 
   // Hashes each piece once `done` has passed it.
@@ -185,24 +212,26 @@ struct Probe {
   // fs_native's store: a temporary written whole (piece 0) or in pieces, then renamed.
   // allocate: fallocate(2) the whole chunk first, so that the writes land in
   // allocated (unwritten) extents rather than reserving blocks page by page.
-  void store_plain(unsigned t, std::size_t piece, Hash how, bool allocate = false) const {
-    const std::string tmp = file(t) + ".tmp";
+  // base: where the chunk starts in its file (the tier's files start with a 4 KiB header).
+  void store_plain(unsigned t, std::size_t piece, Hash how, bool allocate = false, std::size_t base = 0) const {
+    const std::string tmp = file(t, base) + ".tmp";
     const int fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
     check(fd >= 0, "open " + tmp);
-    if (allocate) check(::fallocate(fd, 0, 0, static_cast<off_t>(chunk)) == 0, "fallocate " + tmp);
+    if (allocate) check(::fallocate(fd, 0, 0, static_cast<off_t>(base + chunk)) == 0, "fallocate " + tmp);
     const std::uint8_t* src = pool->at(t * chunk);
     std::vector<std::uint64_t> leaves(chunk / ferry::xfer::kChecksumLeafBytes + 1);
     std::atomic<std::size_t> written_to{0};
     std::jthread beside;
     if (how == Hash::Beside)  // behind the writes, so the pieces come from the writer's cache
       beside = std::jthread([&] { follow(written_to, src, piece, leaves); });
+    if (how == Hash::Alongside) beside = std::jthread([&] { hash(src, 0, chunk, leaves); });
     if (piece == 0) {
-      write_all(fd, src, chunk, 0, false);
+      write_all(fd, src, chunk, static_cast<off_t>(base), base != 0);
     } else {
       for (std::size_t at = 0; at < chunk; at += piece) {
         const std::size_t n = std::min(piece, chunk - at);
         if (how == Hash::Before) hash(src, at, n, leaves);
-        write_all(fd, src + at, n, static_cast<off_t>(at), true);
+        write_all(fd, src + at, n, static_cast<off_t>(base + at), true);
         if (how == Hash::After) hash(src, at, n, leaves);
         written_to.store(at + n, std::memory_order_release);
         written_to.notify_one();
@@ -210,7 +239,7 @@ struct Probe {
     }
     if (beside.joinable()) beside.join();
     ::close(fd);
-    check(std::rename(tmp.c_str(), file(t).c_str()) == 0, "rename");
+    check(std::rename(tmp.c_str(), file(t, base).c_str()) == 0, "rename");
   }
 
   // A temporary allocated whole and already in the page cache (its unwritten
@@ -274,20 +303,20 @@ struct Probe {
     check(std::rename(tmp.c_str(), file(t).c_str()) == 0, "rename");
   }
 
-  void load_plain(unsigned t, unsigned threads, std::size_t piece, Hash how) const {
-    const int fd = ::open(file(t).c_str(), O_RDONLY | O_CLOEXEC);
-    check(fd >= 0, "open " + file(t));
+  void load_plain(unsigned t, unsigned threads, std::size_t piece, Hash how, std::size_t base = 0) const {
+    const int fd = ::open(file(t, base).c_str(), O_RDONLY | O_CLOEXEC);
+    check(fd >= 0, "open " + file(t, base));
     std::uint8_t* dst = pool->at((threads + t) * chunk);
     std::vector<std::uint64_t> leaves(chunk / ferry::xfer::kChecksumLeafBytes + 1);
     std::atomic<std::size_t> read_to{0};
     std::jthread beside;
     if (how == Hash::Beside) beside = std::jthread([&] { follow(read_to, dst, piece, leaves); });
     if (piece == 0) {
-      read_all(fd, dst, chunk, 0, false);
+      read_all(fd, dst, chunk, static_cast<off_t>(base), base != 0);
     } else {
       for (std::size_t at = 0; at < chunk; at += piece) {
         const std::size_t n = std::min(piece, chunk - at);
-        read_all(fd, dst + at, n, static_cast<off_t>(at), true);
+        read_all(fd, dst + at, n, static_cast<off_t>(base + at), true);
         if (how == Hash::After) hash(dst, at, n, leaves);
         read_to.store(at + n, std::memory_order_release);
         read_to.notify_one();
@@ -305,7 +334,7 @@ struct Probe {
       if (in_tier)
         (void)tier_itself->remove("chunk-" + std::to_string(t), fault);  // absent at first
       else
-        ::unlink(file(t).c_str());
+        for (const std::size_t base : {std::size_t{0}, kHeaderBase}) ::unlink(file(t, base).c_str());
     }
   }
 
@@ -326,37 +355,85 @@ struct Probe {
   }
 };
 
-// Median seconds of `rounds` runs of fn(t) on `threads` threads started
-// together, each run after an untimed before(), and after one untimed run: a
-// fresh virtual machine's first touch of a page costs more than the copy
-// into it (measured: a first write(2) of 32 MiB into the page cache, 104 ms
-// against 6.7 ms once warm). A run lasts from the first
-// thread's start to the last one's end: a barrier's waiters wake at different
-// times, so the main thread's clock would miss part of it.
+// Seconds of one run of fn(t) on `threads` threads started together: from
+// the first thread's start to the last one's end (a barrier's waiters wake at
+// different times, so the main thread's clock would miss part of it).
+double run_once(unsigned threads, const std::function<void(unsigned)>& fn) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> starts(threads), ends(threads);
+  std::barrier start(static_cast<std::ptrdiff_t>(threads));
+  {
+    std::vector<std::jthread> pool;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        start.arrive_and_wait();
+        starts[t] = Clock::now();
+        fn(t);
+        ends[t] = Clock::now();
+      });
+  }  // joined
+  const auto first = *std::min_element(starts.begin(), starts.end());
+  const auto last = *std::max_element(ends.begin(), ends.end());
+  return std::chrono::duration<double>(last - first).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median seconds of `rounds` runs, each after an untimed before(), and after
+// one untimed run: a fresh virtual machine's first touch of a page costs more
+// than the copy into it (measured: a first write(2) of 32 MiB into the page
+// cache, 104 ms against 6.7 ms once warm).
 double timed(unsigned threads, int rounds, const std::function<void(unsigned)>& fn,
              const std::function<void()>& before = [] {}) {
-  using Clock = std::chrono::steady_clock;
   std::vector<double> times;
   for (int r = -1; r < rounds; ++r) {
     before();
-    std::vector<Clock::time_point> starts(threads), ends(threads);
-    std::barrier start(static_cast<std::ptrdiff_t>(threads));
-    {
-      std::vector<std::jthread> pool;
-      for (unsigned t = 0; t < threads; ++t)
-        pool.emplace_back([&, t] {
-          start.arrive_and_wait();
-          starts[t] = Clock::now();
-          fn(t);
-          ends[t] = Clock::now();
-        });
-    }  // joined
-    const auto first = *std::min_element(starts.begin(), starts.end());
-    const auto last = *std::max_element(ends.begin(), ends.end());
-    if (r >= 0) times.push_back(std::chrono::duration<double>(last - first).count());
+    const double s = run_once(threads, fn);
+    if (r >= 0) times.push_back(s);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return median(std::move(times));
+}
+
+// One way of moving the chunks, for --compare.
+struct Variant {
+  std::string how;
+  std::function<void(unsigned)> fn;
+  std::function<void()> before = [] {};
+  Probe::Isa isa = Probe::Isa::Tier;
+};
+
+struct Compared {
+  double seconds;   // the median run
+  double vs_first;  // the median over rounds of this run's time over the first variant's in the same round
+};
+
+// Every round runs each variant once, starting one further along the list
+// each round, so that a machine that slows down or speeds up during the
+// rounds moves every variant alike; the ratio to the first variant is taken
+// within each round. One untimed round first.
+std::vector<Compared> compare(Probe& probe, unsigned threads, int rounds, const std::vector<Variant>& variants) {
+  const std::size_t n = variants.size();
+  std::vector<std::vector<double>> times(n);
+  for (int r = -1; r < rounds; ++r) {
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t i = (k + static_cast<std::size_t>(r + 1)) % n;
+      variants[i].before();
+      probe.isa = variants[i].isa;
+      const double s = run_once(threads, variants[i].fn);
+      if (r >= 0) times[i].push_back(s);
+    }
+  }
+  probe.isa = Probe::Isa::Tier;
+  std::vector<Compared> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::vector<double> ratios;
+    for (std::size_t r = 0; r < times[i].size(); ++r) ratios.push_back(times[i][r] / times[0][r]);
+    out.push_back({median(times[i]), median(std::move(ratios))});
+  }
+  return out;
 }
 
 }  // namespace
@@ -383,6 +460,11 @@ int main(int argc, char** argv) {
                  "freed just before, the same after the freed pages have rested this many ms (a virtual machine may "
                  "hand resting free pages back to its host), and write(2) into a file already allocated and cached")
       ->check(CLI::PositiveNumber);
+  bool compare_mode = false;
+  app.add_flag("--compare", compare_mode,
+               "instead of one point after another: the ways that matter to the file tier (fs_native's, the tier's, "
+               "and hashing behind or beside the copy in each piece size, with the tier's XXH3 and with AVX2's) "
+               "interleaved round by round, each also as its median ratio to fs_native's within a round");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -412,18 +494,71 @@ int main(int argc, char** argv) {
     if (probe.tier == nullptr) throw std::runtime_error("the file tier does not stream");
 
     nlohmann::json rows = nlohmann::json::array();
-    std::printf("%-8s %-36s %8s %10s %10s\n", "op", "how", "threads", "ms", "GB/s");
-    const auto report = [&](const char* op, const std::string& how, unsigned threads, double s) {
+    std::printf("%-8s %-36s %8s %10s %10s%s\n", "op", "how", "threads", "ms", "GB/s",
+                compare_mode ? " time/fs_native" : "");
+    const auto report = [&](const char* op, const std::string& how, unsigned threads, double s,
+                            double vs_first = 0) {
       const double gbps = static_cast<double>(threads) * static_cast<double>(chunk) / s / 1e9;
-      std::printf("%-8s %-36s %8u %10.2f %10.2f\n", op, how.c_str(), threads, s * 1e3, gbps);
-      std::fflush(stdout);
+      std::printf("%-8s %-36s %8u %10.2f %10.2f", op, how.c_str(), threads, s * 1e3, gbps);
       rows.push_back({{"op", op}, {"how", how}, {"threads", threads}, {"ms", s * 1e3}, {"gbps", gbps}});
+      if (vs_first > 0) {
+        std::printf(" %9.3f", vs_first);
+        rows.back()["time_vs_fs_native"] = vs_first;
+      }
+      std::printf("\n");
+      std::fflush(stdout);
     };
     // The page cache's first pages of a fresh machine, untimed (see timed()).
     timed(most, 3, [&](unsigned t) { probe.store_plain(t, 0, Probe::Hash::None); }, [&] { probe.forget(most, false); });
     for (const unsigned n : thread_counts) {
       const auto forget = [&] { probe.forget(n, false); };
       using Hash = Probe::Hash;
+      if (compare_mode) {
+        using Isa = Probe::Isa;
+        const auto kib = [](std::size_t p) { return std::to_string(p >> 10) + "KiB"; };
+        const auto forget_tier = [&] { probe.forget(n, true); };
+        std::vector<Variant> stores = {
+            {"write", [&](unsigned t) { probe.store_plain(t, 0, Hash::None); }, forget},
+            {"fallocate+write", [&](unsigned t) { probe.store_plain(t, 0, Hash::None, true); }, forget},
+            {"tier", [&](unsigned t) { probe.store_tier(t); }, forget_tier},
+            {"fallocate+write||hash", [&](unsigned t) { probe.store_plain(t, 0, Hash::Alongside, true); }, forget}};
+        std::vector<Variant> loads = {{"read", [&](unsigned t) { probe.load_plain(t, n, 0, Hash::None); }},
+                                      {"tier", [&](unsigned t) { probe.load_tier(t, n); }}};
+        for (const std::size_t p : pieces) {
+          stores.push_back({"fallocate+pwrite/" + kib(p),
+                            [&, p](unsigned t) { probe.store_plain(t, p, Hash::None, true); }, forget});
+          stores.push_back({"fallocate+hash+pwrite/" + kib(p),
+                            [&, p](unsigned t) { probe.store_plain(t, p, Hash::Before, true); }, forget});
+          for (const auto& [how, name] : {std::pair{Hash::Beside, "|"}, std::pair{Hash::After, "+"}}) {
+            stores.push_back({std::string("fallocate+pwrite") + name + "hash/" + kib(p),
+                              [&, p, how](unsigned t) { probe.store_plain(t, p, how, true); }, forget});
+            loads.push_back({std::string("pread") + name + "hash/" + kib(p),
+                             [&, p, how](unsigned t) { probe.load_plain(t, n, p, how); }});
+            if (p != pieces.front()) continue;
+            stores.push_back({stores.back().how + " avx2", stores.back().fn, forget, Isa::Avx2});
+            loads.push_back({loads.back().how + " avx2", loads.back().fn, [] {}, Isa::Avx2});
+            // Where the tier's data starts, after its header.
+            stores.push_back({std::string("fallocate+pwrite") + name + "hash/" + kib(p) + " @4KiB",
+                              [&, p, how](unsigned t) { probe.store_plain(t, p, how, true, Probe::kHeaderBase); },
+                              forget});
+            loads.push_back({std::string("pread") + name + "hash/" + kib(p) + " @4KiB",
+                             [&, p, how](unsigned t) { probe.load_plain(t, n, p, how, Probe::kHeaderBase); }});
+          }
+        }
+        const auto show = [&](const char* op, const std::vector<Variant>& variants) {
+          const auto got = compare(probe, n, rounds, variants);
+          for (std::size_t i = 0; i < variants.size(); ++i) report(op, variants[i].how, n, got[i].seconds, got[i].vs_first);
+        };
+        show("store", stores);
+        // Every file and object the loads read, as the stores write them.
+        run_once(n, [&](unsigned t) {
+          probe.store_plain(t, 0, Hash::None);
+          probe.store_plain(t, pieces.front(), Hash::None, true, Probe::kHeaderBase);
+          probe.store_tier(t);
+        });
+        show("load", loads);
+        continue;
+      }
       if (!mapped_text.empty()) {
         report("store", "write", n, timed(n, rounds, [&](unsigned t) { probe.store_plain(t, 0, Hash::None); }, forget));
         report("store", "fallocate+write", n,

@@ -178,6 +178,9 @@ class FileTier final : public Tier, public Streamable {
   // may_hash_beside() says no or no helper is free after all.
   std::optional<XferStatus> write_hashed_behind(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
                                                 std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
+  // A lent object copied and hashed by this thread alone.
+  XferStatus write_lent(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
+                        std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
   std::optional<XferStatus> read_hashed_behind(const Piecewise& r, std::string_view key, const PieceSink& sink,
                                                std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
   XferStatus write_pieces_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
