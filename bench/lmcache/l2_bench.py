@@ -51,8 +51,10 @@ def parse_args():
                         "lasts about 20 ms, so a point needs several to hold still")
     p.add_argument("--chunk-bytes", type=int, default=CHUNK)
     p.add_argument("--backends", default="ferry-file-direct,lmcache-fs-direct,ferry-file,lmcache-fs,ferry-redis,lmcache-resp")
-    p.add_argument("--ferry-file-opts", default=",threads=8",
-                   help="appended to the Ferry file tier's spec; threads=8 matches fs_native's num_workers=8")
+    p.add_argument("--ferry-file-opts", default=f",threads={os.cpu_count() or 8}",
+                   help="appended to the Ferry file tier's spec. Default: threads= the machine's cores, so that the "
+                        "tier's helper threads (which hash beside a lane's copy, or read part of an object, only "
+                        "while cores are idle) may use every core; ,threads=8 gives it as many as fs_native's workers")
     p.add_argument("--workers", type=int, default=8,
                    help="threads on each side: LMCache's num_workers, and the agent's lanes (-q, with a staging "
                         "slot of one chunk each)")
@@ -279,7 +281,7 @@ def main():
     for q in ratios:
         print(f"{q['ferry']:<20} {q['baseline']:<20} {q['chunks_per_batch']:>6} {q['store_ratio']:>8.2f} {q['load_ratio']:>8.2f}")
     json.dump({"lmcache_version": lmcache.__version__ if hasattr(lmcache, "__version__") else "?",
-               "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "repeats": args.repeats, "torch_threads": args.torch_threads, "ferry_stripes": args.ferry_stripes, "pretouch_gib": args.pretouch_gib, "dir": args.dir,
+               "torch": torch.__version__, "l1": args.l1, "pinned_l1": pinned, "rounds": args.rounds, "repeats": args.repeats, "torch_threads": args.torch_threads, "ferry_stripes": args.ferry_stripes, "ferry_file_opts": args.ferry_file_opts, "pretouch_gib": args.pretouch_gib, "dir": args.dir,
                "workers": args.workers, "lmcache_workers": args.lmcache_workers or args.workers,
                "rows": rows, "ratios": ratios}, open(args.json_out, "w"), indent=2)
     print(f"wrote {args.json_out}")

@@ -460,6 +460,9 @@ int main(int argc, char** argv) {
                  "freed just before, the same after the freed pages have rested this many ms (a virtual machine may "
                  "hand resting free pages back to its host), and write(2) into a file already allocated and cached")
       ->check(CLI::PositiveNumber);
+  unsigned tier_threads = 0;
+  app.add_option("--tier-threads", tier_threads,
+                 "the tier's helper threads (its threads=); default: the most --threads");
   bool compare_mode = false;
   app.add_flag("--compare", compare_mode,
                "instead of one point after another: the ways that matter to the file tier (fs_native's, the tier's, "
@@ -489,7 +492,7 @@ int main(int argc, char** argv) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir + "/plain");
     ShmPool pool(2 * most * chunk);
-    auto tier = store::make_tier("file:" + dir + "/tier,threads=" + std::to_string(most));
+    auto tier = store::make_tier("file:" + dir + "/tier,threads=" + std::to_string(tier_threads != 0 ? tier_threads : most));
     Probe probe{dir + "/plain", chunk, &pool, tier.get(), tier->streamable()};
     if (probe.tier == nullptr) throw std::runtime_error("the file tier does not stream");
 
