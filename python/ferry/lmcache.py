@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 import time
 from typing import List, NamedTuple, Optional, Tuple
@@ -36,6 +37,9 @@ from ferry import _ferry
 __all__ = ["FerryL2Connector"]
 
 Completion = Tuple[int, bool, str, Optional[List[bool]]]
+
+# The end of a stripe's key, "#i/n", as a connector with stripes=n (2 or more) names it.
+_STRIPE = re.compile(r"(0|[1-9][0-9]*)/([2-9]|[1-9][0-9]+)")
 
 # A transfer that ends with one of these lost its agent: reconnect next time.
 _SESSION_LOST = (ferry.Status.UNAVAILABLE, ferry.Status.CANCELLED, ferry.Status.PROTOCOL_ERROR)
@@ -241,10 +245,11 @@ class FerryL2Connector:
             if not key.startswith(self._prefix):
                 continue
             key = key[len(self._prefix):]
-            if n == 1:
-                found[key] = {0}
-                continue
             chunk, _, stripe = key.rpartition("#")
+            if n == 1:
+                if not (chunk and _STRIPE.fullmatch(stripe)):  # a stripe stored with another count: no chunk
+                    found[key] = {0}
+                continue
             if chunk and stripe in names:
                 found.setdefault(chunk, set()).add(names[stripe])
         return [chunk for chunk, stripes in found.items() if len(stripes) == n]
@@ -317,8 +322,28 @@ class FerryL2Connector:
                 self._done.append(self._completion(fid, transfer))
                 if transfer.status in _SESSION_LOST:
                     lost = transfer.results()[0].error or transfer.status.name
+                else:
+                    self._drop_stray_stripes(agent, transfer)
         if lost is not None:
             self._lose(lost)
+
+    def _drop_stray_stripes(self, agent: ferry.Agent, transfer: ferry.Transfer) -> None:
+        """Removes the stored stripes of chunks whose store failed in part (a
+        full tier took some of their stripes, not all). They are no chunk, and
+        LMCache, told that the store failed, would never delete them."""
+        n = self._stripes
+        if n == 1 or transfer.op != ferry.Op.WRITE or transfer.status == ferry.Status.OK:
+            return
+        stored = [r.status == ferry.Status.OK for r in transfer.results()]
+        stray = []
+        for i in range(0, len(stored), n):
+            if any(stored[i:i + n]) and not all(stored[i:i + n]):
+                stray += [key for key, ok in zip(transfer.keys[i:i + n], stored[i:i + n]) if ok]
+        if stray:
+            try:
+                agent.delete(stray)
+            except ferry.Error:
+                pass  # the agent went away; the next call finds out and reconnects
 
     def _completion(self, fid: int, transfer: ferry.Transfer) -> Completion:
         """(future id, ok, error, per-chunk success). A get's chunk counts only

@@ -236,6 +236,27 @@ def test_a_missing_stripe_makes_the_chunk_a_miss(agent_process):
         c.close()
 
 
+def test_a_store_that_fails_in_part_leaves_no_stripes(tmp_path):
+    # Room for three stripes of 1 MiB: the second chunk's second stripe finds the tier full.
+    agent = AgentProcess(tmp_path, ["dram:3MiB"])
+    c = FerryL2Connector(endpoint=agent.endpoint, stripes=2)
+    try:
+        arena = L1Arena(2)
+        demux = Demux(c)
+        keys = keys_for(2)
+        ok, error, _ = demux.wait(c.submit_batch_set(keys, [arena.view(0), arena.view(1)]))
+        assert not ok and "full" in error
+        # Whichever stripe found the tier full, one chunk is whole and the other left nothing.
+        objects = sorted(stored_objects(agent.endpoint))
+        whole = [k for k in keys if objects == [f"{k}#0/2", f"{k}#1/2"]]
+        assert len(whole) == 1, objects
+        ok, _, found = demux.wait(c.submit_batch_exists(keys))
+        assert ok and found == [k in whole for k in keys]
+    finally:
+        c.close()
+        agent.stop()
+
+
 def test_one_stripe_keeps_lmcaches_keys(agent_process):
     c = FerryL2Connector(endpoint=agent_process.endpoint, stripes=1)
     try:
@@ -243,6 +264,9 @@ def test_one_stripe_keeps_lmcaches_keys(agent_process):
         key = keys_for(1)
         assert Demux(c).wait(c.submit_batch_set(key, [arena.view(0)]))[0]
         assert stored_objects(agent_process.endpoint) == {key[0]: CHUNK}
+        # Stripes stored by a connector with another count are no chunk of this one.
+        leftovers = [f"{key[0]}#0/2", f"{key[0]}#1/2", "other#3/10"]
+        assert c.chunk_keys([key[0]] + leftovers + ["with#hash", "x#1/1"]) == [key[0], "with#hash", "x#1/1"]
     finally:
         c.close()
 
