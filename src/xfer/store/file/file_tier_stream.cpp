@@ -61,10 +61,11 @@ static_assert(kPiece % kBufferedPiece == 0 && kBufferedPiece % kChecksumLeafByte
 // of kBufferedPiece. The page cache sizes a write's folios by the write and
 // aligns each to its own size, so a piece that starts at the header's 4 KiB
 // past such a boundary is cut into folios of 4 to 128 KiB; aligned, it fills
-// one of 256 KiB. Measured with ferry-stream-probe --compare, 32 MiB from shm
-// into the page cache (development VM, one thread): a store in aligned pieces
-// 5.8-5.9 ms against 7.6-7.7 ms from the header's offset, and its load
-// 2.9 ms against 3.6 ms.
+// one of 256 KiB. Measured with ferry-stream-probe --compare, 32 MiB a thread
+// from shm into the page cache, hashed pieces: 8 threads on the H200 machine's
+// host 11.4-11.8 ms a store aligned against 13.3-13.4 ms from the header's
+// offset (fs_native's write(2) 11.9 ms); one thread on the development VM
+// 5.8-5.9 ms against 7.6-7.7 ms.
 std::uint64_t piece_end(std::uint64_t data_at, std::uint64_t at, std::uint64_t end) {
   const std::uint64_t next_boundary = ((data_at + at) / kBufferedPiece + 1) * kBufferedPiece;
   return std::min(end, next_boundary - data_at);
