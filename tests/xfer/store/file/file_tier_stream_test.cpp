@@ -491,8 +491,6 @@ TEST(FileTierStreamSplit, BesideOneOtherCallAGetTakesHalfTheHelpers) {
   other.join();
 }
 
-// With every core busy, a streamed object is copied and hashed by its caller
-// alone: the hash would only take turns with the copies on those cores.
 // Lent memory that logs the ranges the tier asks for in place.
 class InPlaceLog {
  public:
@@ -604,6 +602,8 @@ TEST(FileTierStreamSplit, LentPiecesEndOnTheFilesPieceBoundaries) {
   }
 }
 
+// With every core busy, a streamed object is copied and hashed by its caller
+// alone: the hash would only take turns with the copies on those cores.
 TEST(FileTierStreamSplit, WithEveryCoreBusyNoHelperIsTaken) {
   TempDir dir;
   FileTierOptions o = opts(dir.path());
