@@ -150,6 +150,11 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
                   "Seconds a session may leave a frame half sent, or its replies unread, before it is cut off")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  sub->add_option("--register-timeout", o.register_timeout_s,
+                  "Seconds a registration of an application's own memory or shared file may wait on its pages "
+                  "(a hung FUSE or NFS mapping) before it is refused; the agent serves everyone else meanwhile")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->callback([&command] {
     command.role = "agent";
     command.run = [] {

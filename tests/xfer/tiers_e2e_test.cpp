@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "support/ferry_processes.h"
@@ -303,6 +304,32 @@ TEST(XferTiers, SharedFileBlocksStreamIntoAFileTierAndAShrinkFailsOnlyThem) {
   close(fd);
   EXPECT_TRUE(agent_proc.process().running()) << agent_proc.log();
   EXPECT_EQ(write_one_fresh_block(agent), XferStatus::Ok);
+}
+
+// Issue 35, finding 7: the file tier counted the agent's hidden "u<uid>/"
+// prefix against its key limit, so the usable length depended on the uid.
+// Every user now gets one limit, refused at the agent with its reason.
+TEST(XferTiers, EveryUserGetsTheSameKeyLimitOverAFileTier) {
+  TempDir dir;
+  std::vector<std::string> extra;
+  const bool other_user = can_run_as_other_users();
+  if (other_user) extra = {"--allow-uid", "65534"};
+  FerryAgent agent_proc({"file:" + dir.path.string()}, extra);
+  constexpr std::size_t kLimit = 4032 - 12;  // the tier's keys, less the longest "u<uid>/"
+  const auto push = [&](std::optional<uid_t> as, std::size_t len, std::string* out) {
+    const std::vector<std::string> args{"kv",          "push", std::string(len, 'k'), "--random-bytes", "100",
+                                        "--endpoint", agent_proc.endpoint()};
+    return as ? run_ferry_as(*as, args, out) : run_ferry(args, out);
+  };
+  std::vector<std::optional<uid_t>> users{std::nullopt};
+  if (other_user) users.push_back(uid_t{65534});
+  for (const auto& as : users) {
+    std::string out;
+    EXPECT_EQ(push(as, kLimit, &out), 0) << out;
+    EXPECT_NE(push(as, kLimit + 1, &out), 0) << out;
+    EXPECT_NE(out.find("limit of " + std::to_string(kLimit) + " bytes"), std::string::npos) << out;
+  }
+  EXPECT_TRUE(agent_proc.process().running());
 }
 
 }  // namespace

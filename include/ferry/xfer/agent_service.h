@@ -61,6 +61,9 @@ struct AgentServiceOptions {
   std::size_t max_regions = 1024;  // registered regions per session
   // A session that leaves a frame half sent, or its replies unread, this long is cut off.
   double stall_timeout_s = 30;
+  // How long a registration may wait on the application's memory (a probe of
+  // its pages or file) before it is refused; the loop never waits on it.
+  double register_timeout_s = 5;
 };
 
 // The agent as a service an application hosts:

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -113,6 +114,8 @@ void AgentService::Impl::validate() const {
   if (o.max_session_mib == 0) throw Error("--max-session-mib must be positive");
   if (o.max_regions == 0) throw Error("--max-regions must be at least 1");
   if (!(o.stall_timeout_s > 0)) throw Error("--stall-timeout must be a positive number of seconds");
+  if (!(o.register_timeout_s > 0) || !std::isfinite(o.register_timeout_s))
+    throw Error("--register-timeout must be a positive number of seconds");
 }
 
 std::string AgentService::Impl::build_stats() const {
@@ -171,6 +174,18 @@ void AgentService::Impl::start() {
   ctx.limits.max_bytes = o.max_session_mib << 20;
   ctx.limits.max_regions = o.max_regions;
   ctx.limits.stall = std::chrono::milliseconds(static_cast<long long>(o.stall_timeout_s * 1000));
+  // Every uid gets one key limit, whatever the length of its own prefix.
+  const std::size_t prefix_room = o.shared_namespace ? 0 : std::string("u4294967295/").size();
+  ctx.limits.max_key = proto::kMaxKey;
+  for (std::size_t i = 0; i < chain.size(); ++i)
+    if (const std::size_t tier_max = chain.tier(i).max_key_length(); tier_max - prefix_room < ctx.limits.max_key) {
+      ctx.limits.max_key = tier_max - prefix_room;
+      ctx.limits.max_key_why = " (tier " + chain.tier(i).describe() + " stores keys of " + std::to_string(tier_max) +
+                               " bytes" + (prefix_room > 0 ? ", and " + std::to_string(prefix_room) +
+                                                                 " of them are kept for the per-user namespace)"
+                                                           : ")");
+    }
+  ctx.limits.register_wait = std::chrono::milliseconds(static_cast<long long>(o.register_timeout_s * 1000));
   ctx.chain = &chain;
   ctx.gpu_here = mo.copy.gpu;
   ctx.backends = declared_backends(mo.copy.gpu, chain);

@@ -1,5 +1,6 @@
 #include "xfer/agent/owner_fd.h"
 
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -43,6 +44,15 @@ bool runs_wholly_as(pid_t pid, uid_t uid) {
 
 bool process_alive(int pidfd) noexcept { return pidfd_alive(pidfd); }
 
+bool owner_unrestricted(pid_t pid, uid_t uid) {
+  // The kernel gives a non-dumpable process's /proc directory to root (the
+  // same rule that keeps its user from ptracing it), so its owner tells
+  // whether the process is still as traceable as when it ran as `uid` only.
+  struct stat st {};
+  if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) != 0 || st.st_uid != uid) return false;
+  return runs_wholly_as(pid, uid);
+}
+
 int open_owner_process(pid_t pid, uid_t uid, const char* context) {
   if (pid <= 0) throw Error(std::string(context) + ": the memory's owner process is missing");
   const int pidfd = pidfd_open_(pid);
@@ -55,6 +65,12 @@ int open_owner_process(pid_t pid, uid_t uid, const char* context) {
     ::close(pidfd);
     throw Error(std::string(context) + ": process " + std::to_string(pid) + " does not run as uid " +
                 std::to_string(uid) + ", the owner of this connection");
+  }
+  if (!owner_unrestricted(pid, uid) || !pidfd_alive(pidfd)) {
+    ::close(pidfd);
+    throw Error(std::string(context) + ": process " + std::to_string(pid) +
+                " is not dumpable (it gained privileges by a setuid or file-capability exec, or made itself "
+                "non-dumpable), so its user could not trace it and neither may the agent");
   }
   return pidfd;
 }

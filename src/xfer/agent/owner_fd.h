@@ -17,10 +17,15 @@ namespace ferry::xfer::agent {
 // after taking it). Throws ferry::Error with a reason for the application.
 int take_owner_fd(pid_t pid, int fd, uid_t uid);
 
-// A pidfd of process `pid` once its real, effective, saved and filesystem uids
-// are all `uid`: the process an application's memory may be reached in.
-// Throws ferry::Error naming `context` and the reason.
+// A pidfd of process `pid` once it is the connection's own: its real,
+// effective, saved and filesystem uids are all `uid`, and it is not
+// dumpable-restricted (owner_unrestricted()). Throws ferry::Error naming
+// `context` and the reason.
 int open_owner_process(pid_t pid, uid_t uid, const char* context);
+// Whether process `pid` runs wholly as `uid` and the kernel lets its user
+// trace it: a process that gained privilege (a setuid or file-capability
+// exec) is left non-dumpable, and its /proc entries then belong to root.
+bool owner_unrestricted(pid_t pid, uid_t uid);
 // Whether the process behind a pidfd still runs (a pid can be reused; a pidfd
 // cannot).
 bool process_alive(int pidfd) noexcept;

@@ -1,6 +1,6 @@
 #include "xfer/agent/process_memory.h"
 
-#include <sys/uio.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,26 +13,45 @@
 namespace ferry::xfer::agent {
 namespace {
 
-// What an errno from process_vm_readv/writev means for the application.
-std::string why(int err) {
+// What an errno from opening /proc/<pid>/mem means for the application.
+std::string why_not_opened(int err) {
   switch (err) {
+    case EACCES:
     case EPERM:
       return "the agent may not reach this process's memory (it must run as the same user, and where "
              "kernel.yama.ptrace_scope is 1 the process must allow the agent with prctl(PR_SET_PTRACER), "
              "as the client library does; scope 2 or 3 forbids it: use ferry::xfer::Buffer memory)";
-    case EFAULT: return "the range is not mapped in the process (freed, or never allocated)";
+    case ENOENT:
     case ESRCH: return "the process has exited";
-    case ENOSYS: return "this kernel has no process_vm_readv (CONFIG_CROSS_MEMORY_ATTACH)";
     default: return std::strerror(err);
   }
+}
+
+std::string hex(const void* p) {
+  char at[32];
+  std::snprintf(at, sizeof(at), "%#llx", static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
+  return at;
 }
 
 }  // namespace
 
 std::unique_ptr<ProcessMemory> ProcessMemory::open(pid_t pid, uid_t uid, std::uint64_t addr, std::uint64_t len) {
-  const int pidfd = open_owner_process(pid, uid, "register");
-  std::unique_ptr<ProcessMemory> m(new ProcessMemory(pid, pidfd));
   if (len == 0 || addr + len < addr) throw Error("register: an empty or wrapping range");
+  const int pidfd = open_owner_process(pid, uid, "register");
+  const int mem_fd = ::open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDWR | O_CLOEXEC);
+  const int err = errno;
+  if (mem_fd < 0) {
+    ::close(pidfd);
+    throw Error("register: process " + std::to_string(pid) + ": " + why_not_opened(err));
+  }
+  std::unique_ptr<ProcessMemory> m(new ProcessMemory(pid, pidfd, mem_fd));
+  // The checks before the open looked at whatever ran under the pid then; a
+  // setuid exec in between would have given the open a privileged address
+  // space. Looked at again now that it is held: any such exec has happened
+  // (or the open would hold the old space, which then reads as gone).
+  if (!owner_unrestricted(pid, uid) || !process_alive(pidfd))
+    throw Error("register: process " + std::to_string(pid) + " changed its uid, privileges or program, or exited, "
+                "while registering");
   std::uint8_t probe = 0;
   Fault fault;
   auto* first = reinterpret_cast<std::uint8_t*>(addr);
@@ -41,10 +60,23 @@ std::unique_ptr<ProcessMemory> ProcessMemory::open(pid_t pid, uid_t uid, std::ui
   return m;
 }
 
-ProcessMemory::~ProcessMemory() { ::close(pidfd_); }
+ProcessMemory::~ProcessMemory() {
+  ::close(mem_fd_);
+  ::close(pidfd_);
+}
 
-std::string ProcessMemory::describe() const {
-  return "process " + std::to_string(pid_) + "'s memory, cross-memory attach";
+std::string ProcessMemory::describe() const { return "process " + std::to_string(pid_) + "'s memory, /proc/pid/mem"; }
+
+std::string ProcessMemory::gone_reason() const {
+  switch (gone_.load(std::memory_order_relaxed)) {
+    case Gone::Exited: return "process " + std::to_string(pid_) + " has exited";
+    case Gone::Execed:
+      return "process " + std::to_string(pid_) +
+             " has run another program (exec) since it registered this memory, which is gone with its old "
+             "address space";
+    case Gone::No: break;
+  }
+  return {};
 }
 
 XferStatus ProcessMemory::read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len,
@@ -59,23 +91,32 @@ XferStatus ProcessMemory::write(std::uint8_t* remote, const std::uint8_t* local,
 
 XferStatus ProcessMemory::copy(bool to_remote, std::uint8_t* remote, std::uint8_t* local, std::size_t len,
                                Fault& fault) const noexcept {
-  if (!process_alive(pidfd_))
-    return fault.raise(XferStatus::IoError, "process " + std::to_string(pid_) + ": " + why(ESRCH));
-  // The kernel may copy less than asked (a partial fault, or a chunk boundary):
-  // go on from where it stopped.
+  if (gone()) return fault.raise(XferStatus::IoError, gone_reason());
+  // The kernel may copy less than asked (a page it could not fault in after
+  // others it could): go on from where it stopped, and let the next call name
+  // the page that failed.
   std::size_t done = 0;
   while (done < len) {
-    iovec here{local + done, len - done};
-    iovec there{remote + done, len - done};
-    const ssize_t n = to_remote ? process_vm_writev(pid_, &here, 1, &there, 1, 0)
-                                : process_vm_readv(pid_, &here, 1, &there, 1, 0);
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EFAULT;
-      char at[32];
-      std::snprintf(at, sizeof(at), "%#llx", static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(remote)));
+    const auto at = static_cast<off_t>(reinterpret_cast<std::uintptr_t>(remote + done));
+    const ssize_t n = to_remote ? ::pwrite(mem_fd_, local + done, len - done, at)
+                                : ::pread(mem_fd_, local + done, len - done, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) {
+      // No byte at all: the address space the file holds has no users left.
+      // The process exited, or exec'd and has another one now.
+      gone_.store(process_alive(pidfd_) ? Gone::Execed : Gone::Exited, std::memory_order_relaxed);
+      return fault.raise(XferStatus::IoError, gone_reason());
+    }
+    if (n < 0) {
+      const int err = errno;
+      const std::string cause =
+          err == EIO || err == EFAULT
+              ? "the pages are not mapped in the process (freed, or never allocated), or cannot be faulted in "
+                "(guarded by a userfaultfd that does not serve the fault)"
+              : std::strerror(err);
       return fault.raise(XferStatus::IoError, std::string(to_remote ? "writing " : "reading ") + std::to_string(len) +
-                                                  " bytes at " + at + " in process " + std::to_string(pid_) + ": " +
-                                                  why(err));
+                                                  " bytes at " + hex(remote + done) + " in process " +
+                                                  std::to_string(pid_) + ": " + cause);
     }
     done += static_cast<std::size_t>(n);
   }

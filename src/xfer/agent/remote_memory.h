@@ -2,7 +2,7 @@
 // Host memory of an application that the agent reaches by copy calls, never by
 // dereferencing it: the mover copies between it and the agent's staging with
 // read() and write(). Two kinds (docs/xfer.md, "Memory the agent reaches"):
-//   ProcessMemory     plain memory of the application's process, by cross-memory attach;
+//   ProcessMemory     plain memory of the application's process, through /proc/<pid>/mem;
 //   SharedFileMemory  memory the application mapped from a shared file (POSIX
 //                     shm), by pread/pwrite on that file.
 // Addresses are in the remote space: the application's addresses for the
@@ -24,8 +24,12 @@ class RemoteMemory {
   // longer be reached (the process exited, the file shrank ...).
   virtual XferStatus read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len, Fault& fault) const noexcept = 0;
   virtual XferStatus write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len, Fault& fault) const noexcept = 0;
-  // "process 123's memory, cross-memory attach", for the log.
+  // "process 123's memory, /proc/pid/mem", for the log.
   virtual std::string describe() const = 0;
+  // True once the memory can never be reached again (its process exited or ran
+  // another program): the session drops the region, giving gone_reason().
+  virtual bool gone() const noexcept { return false; }
+  virtual std::string gone_reason() const { return {}; }
 
   // The len bytes at `remote` mapped into the agent, when this memory is (a
   // shared file's mapping), for a kernel copy straight into or out of them

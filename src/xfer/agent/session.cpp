@@ -105,7 +105,7 @@ bool Session::post(std::string frame) {
                 "--max-session-mib " + mib(ctx_.limits.max_bytes) + " (an application that does not read its replies)");
     }
   }
-  ctx_.wake(id_);  // the loop waits for the socket to drain, or closes a cut-off session
+  ctx_.waker->wake(id_);  // the loop waits for the socket to drain, or closes a cut-off session
   return queued;
 }
 
@@ -142,6 +142,7 @@ bool Session::flush(bool* more) {
 }
 
 bool Session::on_tick(Clock::time_point now) {
+  collect_registers(now);
   if (!greeted_ && now - connected_ > ctx_.limits.hello) {
     log::app().warn("{}: no hello within {} ms of connecting; closed", name_, ctx_.limits.hello.count());
     return false;
@@ -281,10 +282,10 @@ void Session::on_register(const proto::Frame& f, int fd) {
     throw Error("malformed register");
   }
   try {
-    if (regions_.size() >= ctx_.limits.max_regions) {
+    if (regions_.size() + pending_registers_.size() >= ctx_.limits.max_regions) {
       if (fd >= 0) ::close(fd);
       fd = -1;
-      throw Error("this session has " + std::to_string(regions_.size()) +
+      throw Error("this session has " + std::to_string(regions_.size() + pending_registers_.size()) +
                   " regions registered, the agent's limit (--max-regions): deregister some first");
     }
     const bool takes_fd = msg.reach == proto::Reach::Memfd || msg.reach == proto::Reach::SharedFile;
@@ -298,17 +299,68 @@ void Session::on_register(const proto::Frame& f, int fd) {
     // own: its pid from the kernel (Unix), or named by it and checked to run
     // as the connection's uid (TCP).
     const pid_t owner = tcp_ ? static_cast<pid_t>(msg.owner_pid) : peer_.pid;
-    auto region = ImportedRegion::open(msg, std::exchange(fd, -1), ctx_.gpu_here, owner, peer_.uid);
-    const std::uint64_t id = ctx_.next_region.fetch_add(1);
-    log::app().debug("{}: registered region {}: {}", name_, id, region->describe());
-    regions_.emplace(id, std::move(region));
-    post(proto::encode(proto::RegisterOk{msg.call, id}));
+    const bool gpu_here = ctx_.gpu_here;
+    const uid_t uid = peer_.uid;
+    if (msg.reach != proto::Reach::ProcessMemory && msg.reach != proto::Reach::SharedFile) {
+      // A sealed memfd is mapped without touching a page, and CUDA IPC is the driver's.
+      registered(msg.call, ImportedRegion::open(msg, std::exchange(fd, -1), gpu_here, owner, uid), {});
+      return;
+    }
+    // Probing the application's pages or file may wait on them: off the loop.
+    if (pending_registers_.size() >= ctx_.limits.max_pending_registers)
+      throw Error("register: " + std::to_string(pending_registers_.size()) +
+                  " registrations of this session are still waiting on its memory; wait for their answers");
+    auto shared_fd = std::make_shared<int>(std::exchange(fd, -1));  // closed by the open, or by whoever drops it
+    auto ticket = ctx_.opener.start(
+        [msg, shared_fd, gpu_here, owner, uid] {
+          return ImportedRegion::open(msg, std::exchange(*shared_fd, -1), gpu_here, owner, uid);
+        },
+        [waker = ctx_.waker, id = id_] { waker->wake(id); });
+    if (!ticket) {
+      if (*shared_fd >= 0) ::close(*shared_fd);
+      throw Error("register: the agent is already waiting on " + std::to_string(ctx_.opener.out()) +
+                  " registrations whose memory does not answer (its limit); try again later");
+    }
+    pending_registers_.push_back({msg.call, std::move(ticket), Clock::now() + ctx_.limits.register_wait});
   } catch (const Error& e) {
     if (fd >= 0) ::close(fd);
-    if (const long long held = warn_throttle_.pass(); held >= 0)
-      log::app().warn("{}: registration refused: {}{}", name_, e.what(), log::suppressed_note(held));
-    reply_error(msg.call, XferStatus::InvalidDesc, e.what());
+    registered(msg.call, nullptr, e.what());
   }
+}
+
+void Session::registered(std::uint64_t call, std::shared_ptr<ImportedRegion> region, const std::string& error) {
+  if (!region) {
+    if (const long long held = warn_throttle_.pass(); held >= 0)
+      log::app().warn("{}: registration refused: {}{}", name_, error, log::suppressed_note(held));
+    reply_error(call, XferStatus::InvalidDesc, error);
+    return;
+  }
+  const std::uint64_t id = ctx_.next_region.fetch_add(1);
+  log::app().debug("{}: registered region {}: {}", name_, id, region->describe());
+  regions_.emplace(id, std::move(region));
+  post(proto::encode(proto::RegisterOk{call, id}));
+}
+
+void Session::collect_registers(Clock::time_point now) {
+  std::erase_if(pending_registers_, [&](PendingRegister& p) {
+    std::shared_ptr<ImportedRegion> region;
+    std::string error;
+    {
+      std::lock_guard lk(p.ticket->mu);
+      if (!p.ticket->done) {
+        if (now < p.deadline) return false;
+        // The thread goes on waiting, unanswered; whatever it opens is dropped.
+        error = "register: the application's memory did not answer within " +
+                std::to_string(ctx_.limits.register_wait.count()) +
+                " ms (pages behind a userfaultfd that serves no fault, or a hung FUSE or NFS mapping?)";
+      } else {
+        region = std::move(p.ticket->region);
+        error = std::move(p.ticket->error);
+      }
+    }
+    registered(p.call, std::move(region), error);
+    return true;
+  });
 }
 
 void Session::refuse_transfer(std::uint64_t request, std::size_t count, XferStatus status, const std::string& why) {
@@ -372,13 +424,23 @@ void Session::on_transfer(proto::Frame& f) {
     const std::string_view key(job->wire.data() + key_at, ns_.size() + d.key.size());
     key_at += key.size();
     if (it == regions_.end() || it->first != d.region) it = regions_.find(d.region);
-    if (it == regions_.end()) {
+    if (it != regions_.end() && it->second->remote() != nullptr && it->second->remote()->gone()) {
+      // Its process exited or ran another program: whatever now answers at
+      // those addresses is not the memory that was registered.
+      invalid = "region " + std::to_string(d.region) + " was dropped: " + it->second->remote()->gone_reason();
+      log::app().warn("{}: dropped region {}: {}", name_, d.region, it->second->remote()->gone_reason());
+      regions_.erase(it);
+      it = regions_.end();
+    } else if (it == regions_.end()) {
       invalid = "region " + std::to_string(d.region) + " is not registered";
     } else if (d.len == 0 || d.offset > it->second->len() || d.len > it->second->len() - d.offset) {
       invalid = std::to_string(d.len) + " bytes at offset " + std::to_string(d.offset) + " lie outside region " +
                 std::to_string(d.region) + " (" + std::to_string(it->second->len()) + " bytes)";
     } else if (d.key.empty()) {
       invalid = "empty key";
+    } else if (d.key.size() > ctx_.limits.max_key) {
+      invalid = "a key of " + std::to_string(d.key.size()) + " bytes is longer than this agent's limit of " +
+                std::to_string(ctx_.limits.max_key) + " bytes" + ctx_.limits.max_key_why;
     } else {
       job->descs.push_back({it->second, d.offset, d.len, key});
     }

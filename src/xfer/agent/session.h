@@ -25,6 +25,7 @@
 #include "ferry/xfer/agent.h"
 #include "xfer/agent/mover.h"
 #include "xfer/agent/region.h"
+#include "xfer/agent/region_opener.h"
 #include "xfer/wire/protocol.h"
 #include "xfer/store/tier_chain.h"
 
@@ -41,6 +42,15 @@ struct SessionLimits {
   std::chrono::milliseconds stall{30000};
   std::chrono::milliseconds hello{10000};  // from connect to the hello frame
   std::size_t list_page = 10000;           // objects per ListReply at most
+  // The longest key an application may use, the same for every uid: what
+  // every tier can store, less the longest namespace prefix the agent adds
+  // ("u4294967295/"). The wire allows proto::kMaxKey.
+  std::size_t max_key = proto::kMaxKey;
+  std::string max_key_why;  // which tier sets max_key, for the refusal
+  // How long a registration may wait on the application's memory or file
+  // (region_opener.h), and how many of one session's may wait at once.
+  std::chrono::milliseconds register_wait{5000};
+  std::size_t max_pending_registers = 4;
 };
 
 // What every session shares.
@@ -56,8 +66,11 @@ struct AgentContext {
   std::atomic<std::uint64_t> next_region{1};
   std::atomic<std::uint64_t> transfers{0}, bad_requests{0}, refused_requests{0}, cut_off{0};
   std::function<std::string()> stats_json;
-  // Asks the loop to look at a session from another thread (flush or close it).
-  std::function<void(std::uint64_t session)> wake;
+  // Asks the loop to look at a session from another thread (flush or close
+  // it, or take a registration that finished opening).
+  std::shared_ptr<LoopWaker> waker = std::make_shared<LoopWaker>();
+  // Opens regions that may wait on the application's memory, off the loop.
+  RegionOpener opener{32};
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -82,6 +95,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // Loop thread, about once a second. False once the session has stalled
   // beyond its limits (logged).
   bool on_tick(Clock::time_point now);
+  // Loop thread. Answers the registrations that finished opening off the
+  // loop, and refuses those whose wait passed its deadline.
+  void collect_registers(Clock::time_point now);
   // Any thread. Queues one frame for the application and sends what the socket
   // takes at once. False when the session is closed or cut off (frame dropped).
   bool post(std::string frame);
@@ -94,6 +110,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool handle(proto::Frame& f);
   bool on_hello(const proto::Frame& f);
   void on_register(const proto::Frame& f, int fd);
+  // A region opened (or not): answers the register call `call`.
+  void registered(std::uint64_t call, std::shared_ptr<ImportedRegion> region, const std::string& error);
   void on_transfer(proto::Frame& f);  // takes f.body over
   void on_call(const proto::Frame& f);
   void reply_error(std::uint64_t call, XferStatus status, const std::string& message);
@@ -126,6 +144,12 @@ class Session : public std::enable_shared_from_this<Session> {
   // A session that keeps sending failing requests must not flood the log.
   log::Throttle warn_throttle_;
   std::map<std::uint64_t, std::shared_ptr<ImportedRegion>> regions_;  // loop thread only
+  struct PendingRegister {
+    std::uint64_t call;
+    std::shared_ptr<RegionOpener::Ticket> ticket;
+    Clock::time_point deadline;
+  };
+  std::vector<PendingRegister> pending_registers_;  // loop thread only
 };
 
 }  // namespace ferry::xfer::agent

@@ -42,17 +42,18 @@ SessionLoop::SessionLoop(AgentContext& ctx, int listen_fd, bool tcp, const LoopO
   if (wake_fd_ < 0) throw_errno("eventfd");
   add(epoll_fd_, listen_fd_, EPOLLIN, kListenTag);
   add(epoll_fd_, wake_fd_, EPOLLIN, kWakeTag);
-  ctx_.wake = [this](std::uint64_t id) {
+  ctx_.waker->attach([this](std::uint64_t id) {
     {
       std::lock_guard lk(wake_mu_);
       woken_.push_back(id);
     }
     const std::uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
-  };
+  });
 }
 
 SessionLoop::~SessionLoop() {
+  ctx_.waker->detach();
   for (auto& [id, s] : sessions_) s->close();
   sessions_.clear();
   ::close(listen_fd_);
@@ -189,6 +190,7 @@ void SessionLoop::on_wake() {
   for (std::uint64_t id : ids) {
     auto it = sessions_.find(id);
     if (it == sessions_.end()) continue;
+    it->second->collect_registers(Clock::now());
     bool more = false;
     if (!it->second->flush(&more)) close_session(id);
     else want_write(*it->second, more);

@@ -22,6 +22,7 @@
 // - What a tier can do beyond this is declared: reservable() (reservable.h),
 //   streamable() (streaming.h).
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -80,6 +81,9 @@ class Tier {
   // allows now (the file tier: its bytes plus the disk's free space);
   // kUnbounded where nobody can say (Redis without maxmemory).
   virtual std::uint64_t capacity_now() const { return capacity(); }
+  // The longest key the tier can store, in bytes (the agent's whole key, its
+  // namespace prefix included).
+  virtual std::size_t max_key_length() const noexcept { return SIZE_MAX; }
 
   // Stores each item; sets item.status to Ok or an error (NoSpace when this
   // tier has no room: the chain then evicts or moves on).

@@ -81,6 +81,7 @@ class FileTier final : public Tier, public Streamable {
   std::string_view kind() const override { return "file"; }
   std::string describe() const override { return spec_; }
   std::uint64_t capacity() const override { return opts_.capacity; }
+  std::size_t max_key_length() const noexcept override { return kMaxFileKeyLength; }
   std::uint64_t used() const override;
   std::uint64_t capacity_now() const override;
 
