@@ -150,9 +150,10 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
                   "Seconds a session may leave a frame half sent, or its replies unread, before it is cut off")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  sub->add_option("--register-timeout", o.register_timeout_s,
-                  "Seconds a registration of an application's own memory or shared file may wait on its pages "
-                  "(a hung FUSE or NFS mapping) before it is refused; the agent serves everyone else meanwhile")
+  sub->add_option("--memory-timeout", o.memory_timeout_s,
+                  "Seconds an application's own memory (registered by address, or a shared file) may keep the "
+                  "agent waiting, in a registration or a batch of copies, before that call fails and the memory "
+                  "is dropped (a hung FUSE or NFS mapping); the agent serves everyone else meanwhile")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->callback([&command] {

@@ -61,9 +61,11 @@ struct AgentServiceOptions {
   std::size_t max_regions = 1024;  // registered regions per session
   // A session that leaves a frame half sent, or its replies unread, this long is cut off.
   double stall_timeout_s = 30;
-  // How long a registration may wait on the application's memory (a probe of
-  // its pages or file) before it is refused; the loop never waits on it.
-  double register_timeout_s = 5;
+  // How long the application's own memory (reached by copy calls) may keep
+  // the agent waiting: a registration's probe, or a batch of copies, before
+  // the call is answered with an error (and the memory dropped). The event
+  // loop never waits on such memory.
+  double memory_timeout_s = 10;
 };
 
 // The agent as a service an application hosts:

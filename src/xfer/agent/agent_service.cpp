@@ -114,8 +114,8 @@ void AgentService::Impl::validate() const {
   if (o.max_session_mib == 0) throw Error("--max-session-mib must be positive");
   if (o.max_regions == 0) throw Error("--max-regions must be at least 1");
   if (!(o.stall_timeout_s > 0)) throw Error("--stall-timeout must be a positive number of seconds");
-  if (!(o.register_timeout_s > 0) || !std::isfinite(o.register_timeout_s))
-    throw Error("--register-timeout must be a positive number of seconds");
+  if (!(o.memory_timeout_s > 0) || !std::isfinite(o.memory_timeout_s))
+    throw Error("--memory-timeout must be a positive number of seconds");
 }
 
 std::string AgentService::Impl::build_stats() const {
@@ -166,6 +166,7 @@ void AgentService::Impl::start() {
   mo.copy.kernel_below_pull = o.kernel_below_pull;
   mo.copy.engines_from = o.engines_from;
   mo.lane_spin_us = static_cast<unsigned>(o.lane_spin_us >= 0 ? o.lane_spin_us : o.cpus.empty() ? 0 : 200);
+  mo.memory_timeout = std::chrono::milliseconds(static_cast<long long>(o.memory_timeout_s * 1000));
   mover_ = std::make_unique<agent::DataMover>(mo, chain);
 
   agent::AgentContext& ctx = ctx_;
@@ -185,7 +186,7 @@ void AgentService::Impl::start() {
                                                                  " of them are kept for the per-user namespace)"
                                                            : ")");
     }
-  ctx.limits.register_wait = std::chrono::milliseconds(static_cast<long long>(o.register_timeout_s * 1000));
+  ctx.limits.memory_wait = std::chrono::milliseconds(static_cast<long long>(o.memory_timeout_s * 1000));
   ctx.chain = &chain;
   ctx.gpu_here = mo.copy.gpu;
   ctx.backends = declared_backends(mo.copy.gpu, chain);
@@ -225,6 +226,16 @@ int AgentService::Impl::run() {
   // wake-ups they may still call, goes away.
   const agent::MoverStats st = mover_->stats();
   const std::string phases = mover_->phases().describe();
+  if (const std::size_t stuck = mover_->stuck_lanes(); stuck > 0) {
+    // Such a lane sleeps in the kernel on an application's page and cannot be
+    // joined. The mover and the storage it uses stay, unreleased, so that
+    // the lane finds them when the page answers; the process exits meanwhile.
+    log::app().error("{} copy lane(s) still wait on an application's memory that never answered; shutting down "
+                     "without them", stuck);
+    std::lock_guard lk(mu_);
+    (void)mover_.release();
+    (void)chain_.release();
+  }
   {
     std::lock_guard lk(mu_);
     mover_.reset();

@@ -49,7 +49,10 @@ DataMover::DataMover(const MoverOptions& options, store::Storage& storage) : opt
     if (staging_ == nullptr) throw Error("cannot allocate " + std::to_string(total >> 20) + " MiB of staging");
   }
   copier_ = std::make_unique<BlockCopier>(options_.copy, options_.queue_depth, slot_bytes_);
+  foreign_lanes_max_ = std::max(1, options_.queue_depth - 1);
+  for (int lane = 0; lane < options_.queue_depth; ++lane) watches_.push_back(std::make_unique<LaneWatch>());
   for (int lane = 0; lane < options_.queue_depth; ++lane) threads_.emplace_back([this, lane] { run(lane); });
+  if (options_.memory_timeout.count() > 0) watchdog_ = std::thread([this] { watchdog(); });
 }
 
 DataMover::~DataMover() {
@@ -58,9 +61,12 @@ DataMover::~DataMover() {
     std::lock_guard lk(mu_);
     stopping_ = true;
     left.swap(queue_);
+    for (auto& b : deferred_) left.push_back(std::move(b));
+    deferred_.clear();
     queued_.store(0, std::memory_order_release);
   }
   cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
   for (auto& t : threads_) t.join();
   for (auto& b : left) {
     const XferStatus cancelled = b.job->fault.raise(XferStatus::Cancelled, "the agent is shutting down");
@@ -85,6 +91,7 @@ std::string DataMover::describe() const {
 void DataMover::submit(std::shared_ptr<Job> job) {
   job->results.assign(job->descs.size(), DescResult{});
   job->tiers.assign(job->descs.size(), -1);
+  for (const JobDesc& d : job->descs) job->foreign = job->foreign || d.region->remote() != nullptr;
   std::vector<Batch> batches;
   std::size_t i = 0;
   while (i < job->descs.size()) {
@@ -119,6 +126,7 @@ void DataMover::submit(std::shared_ptr<Job> job) {
     batches.push_back(b);
   }
   if (batches.empty()) {
+    job->answered.store(true);
     job->on_done(*job);
     return;
   }
@@ -180,6 +188,10 @@ void DataMover::run(int lane) {
   Flight* in_flight = nullptr;
   const auto complete = [&](Flight& f) {
     end(lane, f);
+    if (f.batch.job->foreign) {
+      unwatch(lane, f.copy.slot);
+      release_owner_lane(f.batch.job);
+    }
     for (std::size_t i = f.first(); i < f.first() + f.count(); ++i)
       if (is_error(f.batch.job->results[i].status)) failures_.fetch_add(1, std::memory_order_relaxed);
     finish_batch(f.batch.job);
@@ -190,11 +202,18 @@ void DataMover::run(int lane) {
     // With a batch in flight, take another only if one is waiting: else end it now.
     const bool got = take(&b, in_flight == nullptr);
     if (!got && in_flight == nullptr) return;  // stopping
+    if (got && b.job->answered.load(std::memory_order_relaxed)) {
+      // Its request was answered already (abandoned): nothing of it runs.
+      finish_batch(b.job);
+      continue;
+    }
+    if (got && b.job->foreign && !claim_owner_lane(b)) continue;
     Flight* begun = nullptr;
     if (got) {
       begun = &flights[next];
       next = (next + 1) % flights.size();
       begun->batch = std::move(b);
+      if (begun->batch.job->foreign) watch(lane, begun->copy.slot, begun->batch.job);
       begin(lane, *begun);
     }
     if (in_flight != nullptr) complete(*std::exchange(in_flight, nullptr));
@@ -208,7 +227,127 @@ void DataMover::run(int lane) {
 }
 
 void DataMover::finish_batch(const std::shared_ptr<Job>& job) {
-  if (job->batches_left.fetch_sub(1) == 1) job->on_done(*job);
+  if (job->batches_left.fetch_sub(1) == 1 && !job->answered.exchange(true)) job->on_done(*job);
+}
+
+void DataMover::watch(int lane, int slot, const std::shared_ptr<Job>& job) {
+  LaneWatch& w = *watches_[static_cast<std::size_t>(lane)];
+  std::lock_guard lk(w.mu);
+  w.flights[static_cast<std::size_t>(slot)] = {job, std::chrono::steady_clock::now()};
+}
+
+void DataMover::unwatch(int lane, int slot) {
+  LaneWatch& w = *watches_[static_cast<std::size_t>(lane)];
+  std::lock_guard lk(w.mu);
+  w.flights[static_cast<std::size_t>(slot)].job.reset();
+}
+
+bool DataMover::claim_owner_lane(Batch& b) {
+  auto& lanes = b.job->owner_lanes ? *b.job->owner_lanes : *unowned_lanes_;
+  std::lock_guard lk(mu_);  // against release_owner_lane()'s look at deferred_
+  if (lanes.load(std::memory_order_relaxed) < foreign_lanes_max_) {
+    lanes.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  b.deferred_at = std::chrono::steady_clock::now();
+  deferred_.push_back(std::move(b));
+  return false;
+}
+
+void DataMover::release_owner_lane(const std::shared_ptr<Job>& job) {
+  const auto& owner = job->owner_lanes ? job->owner_lanes : unowned_lanes_;
+  {
+    std::lock_guard lk(mu_);
+    owner->fetch_sub(1, std::memory_order_relaxed);
+    // The owner's oldest deferred batch goes first in line again.
+    const auto it = std::find_if(deferred_.begin(), deferred_.end(), [&](const Batch& d) {
+      return (d.job->owner_lanes ? d.job->owner_lanes : unowned_lanes_) == owner;
+    });
+    if (it == deferred_.end()) return;
+    queue_.push_front(std::move(*it));
+    deferred_.erase(it);
+    queued_.store(queue_.size(), std::memory_order_release);
+  }
+  cv_.notify_one();
+}
+
+std::size_t DataMover::stuck_lanes() const {
+  if (options_.memory_timeout.count() == 0) return 0;
+  const auto now = std::chrono::steady_clock::now();
+  std::size_t stuck = 0;
+  for (const auto& w : watches_) {
+    std::lock_guard lk(w->mu);
+    bool held = false;
+    for (const Watch& f : w->flights) held = held || (f.job && now - f.since > options_.memory_timeout);
+    stuck += held;
+  }
+  return stuck;
+}
+
+void DataMover::watchdog() {
+  // A quarter of the deadline between looks, so that an answer comes at most
+  // a quarter late.
+  const auto every = std::max<std::chrono::milliseconds>(options_.memory_timeout / 4, std::chrono::milliseconds(10));
+  std::unique_lock lk(mu_);
+  while (!cv_.wait_for(lk, every, [&] { return stopping_; })) {
+    lk.unlock();
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<std::pair<std::shared_ptr<Job>, int>> late;
+    for (std::size_t lane = 0; lane < watches_.size(); ++lane) {
+      LaneWatch& w = *watches_[lane];
+      std::lock_guard wl(w.mu);
+      for (const Watch& f : w.flights)
+        if (f.job && now - f.since > options_.memory_timeout && !f.job->answered.load(std::memory_order_relaxed))
+          late.emplace_back(f.job, static_cast<int>(lane));
+    }
+    for (const auto& [job, lane] : late) abandon(job, lane, options_.memory_timeout);
+    lk.lock();
+    // Deferred batches waited as long for a lane their owner's memory holds:
+    // their requests are answered too, and the batches end where they lie.
+    std::vector<Batch> expired;
+    for (auto it = deferred_.begin(); it != deferred_.end();) {
+      if (now - it->deferred_at > options_.memory_timeout) {
+        expired.push_back(std::move(*it));
+        it = deferred_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (expired.empty()) continue;
+    lk.unlock();
+    for (auto& b : expired) {
+      abandon(b.job, -1, options_.memory_timeout);
+      finish_batch(b.job);
+    }
+    lk.lock();
+  }
+}
+
+void DataMover::abandon(const std::shared_ptr<Job>& job, int lane, std::chrono::steady_clock::duration waited) {
+  if (job->answered.exchange(true)) return;
+  const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(waited).count();
+  std::string why;
+  if (lane >= 0) {
+    // Every memory of the request reached by copy calls goes: the watchdog
+    // cannot tell which of them hung, and a later request must fail at once
+    // rather than hold another lane.
+    std::string what;
+    for (const JobDesc& d : job->descs)
+      if (const RemoteMemory* m = d.region->remote(); m != nullptr && !m->gone()) {
+        m->mark_unresponsive();
+        if (what.empty()) what = m->describe();
+      }
+    why = "the application's memory (" + what + ") did not answer a copy within " + std::to_string(ms) +
+          " ms (a hung FUSE or NFS mapping?); the request failed and the memory was dropped";
+    log::app().error("lane {}: {}; the lane stays in the kernel until that memory answers", lane, why);
+  } else {
+    why = "the request waited " + std::to_string(ms) +
+          " ms for a copy lane: its user's other copies hold every lane one user may (memory that does not "
+          "answer?)";
+    log::app().error("{}", why);
+  }
+  failures_.fetch_add(job->descs.size(), std::memory_order_relaxed);
+  if (job->on_abandoned) job->on_abandoned(why);
 }
 
 void DataMover::begin(int lane, Flight& f) {

@@ -27,7 +27,9 @@
 // and the first failure's text is raised where it starts. Tier names and the
 // per-descriptor texts are made at the API edge (session.cpp).
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -65,6 +67,11 @@ struct MoverOptions {
   // thread costs tens of microseconds per request and lane; an agent on its own
   // cores (--cpus) can afford to poll, as the reference's DPU cores do.
   unsigned lane_spin_us = 0;
+  // How long a batch may wait on an application's own memory (memory reached
+  // by copy calls: remote_memory.h) before its request is answered with an
+  // error and that memory is dropped. 0: never. The lane itself stays in the
+  // kernel until the memory answers; it cannot be taken back.
+  std::chrono::milliseconds memory_timeout{0};
 };
 
 struct JobDesc {
@@ -86,7 +93,19 @@ struct Job {
   Fault fault;  // the job's first failure
   // Called once, from a mover thread, when every descriptor has a result.
   std::function<void(Job&)> on_done;
+  // Called instead, from the mover's watchdog, when a batch waited on the
+  // application's memory past memory_timeout: every descriptor failed with
+  // `why`. The results are still being written then; it must not read them.
+  std::function<void(const std::string& why)> on_abandoned;
   std::atomic<std::size_t> batches_left{0};
+  // Set by whichever of on_done and on_abandoned runs; the other never does.
+  std::atomic<bool> answered{false};
+  bool foreign = false;  // a descriptor is memory reached by copy calls (set by submit)
+  // Lanes busy with batches of such memory of this job's owner (its uid: the
+  // session shares one counter per uid). One owner may hold all lanes but
+  // one, so that memory that never answers cannot stall everyone. Null: the
+  // mover's own counter.
+  std::shared_ptr<std::atomic<int>> owner_lanes;
 };
 
 struct MoverStats {
@@ -107,6 +126,9 @@ class DataMover {
   void submit(std::shared_ptr<Job> job);
   std::size_t slot_bytes() const noexcept { return slot_bytes_; }
   MoverStats stats() const;
+  // Lanes held past memory_timeout by an application's memory that never
+  // answered. Such a lane cannot be joined until it does.
+  std::size_t stuck_lanes() const;
   std::string describe() const;
   // Time per phase of the request path (the session adds decode and answer).
   PhaseStats& phases() noexcept { return phases_; }
@@ -116,6 +138,7 @@ class DataMover {
     std::shared_ptr<Job> job;
     std::size_t first = 0, count = 0;
     bool streamed = false;  // one object, streamed between the application and storage
+    std::chrono::steady_clock::time_point deferred_at{};  // set while in deferred_
   };
   // A batch from begin() to end(). Each lane has gpu::Lanes::kHashedSlots of
   // them and pipelines: it begins the next batch (reserve, start the copy
@@ -135,6 +158,25 @@ class DataMover {
   void begin_read(int lane, Flight& f);
   void end_read(int lane, Flight& f);
   void finish_batch(const std::shared_ptr<Job>& job);
+  // The batches in progress on each lane that touch an application's own
+  // memory, for the watchdog (a lane has up to kHashedSlots at once).
+  struct Watch {
+    std::shared_ptr<Job> job;
+    std::chrono::steady_clock::time_point since;
+  };
+  struct LaneWatch {
+    std::mutex mu;
+    std::array<Watch, gpu::Lanes::kHashedSlots> flights;
+  };
+  void watch(int lane, int slot, const std::shared_ptr<Job>& job);
+  void unwatch(int lane, int slot);
+  // A lane for a batch of an application's own memory: false (the batch is
+  // deferred until one of its owner's lanes comes back) when its owner holds
+  // foreign_lanes_max lanes already.
+  bool claim_owner_lane(Batch& b);
+  void release_owner_lane(const std::shared_ptr<Job>& job);
+  void watchdog();
+  void abandon(const std::shared_ptr<Job>& job, int lane, std::chrono::steady_clock::duration waited);
   // Whether descriptor i moves by streaming: a host block larger than what
   // storage streams from.
   bool streams(const Job& job, std::size_t i) const noexcept;
@@ -152,9 +194,14 @@ class DataMover {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Batch> queue_;
+  std::deque<Batch> deferred_;  // waiting for a lane of their owner (claim_owner_lane)
+  int foreign_lanes_max_ = 1;
+  std::shared_ptr<std::atomic<int>> unowned_lanes_ = std::make_shared<std::atomic<int>>(0);
   std::atomic<std::size_t> queued_{0};  // queue_.size(), for polling lanes (written under mu_)
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<LaneWatch>> watches_;
+  std::thread watchdog_;
 
   PhaseStats phases_;
   std::atomic<std::uint64_t> bytes_written_{0}, bytes_read_{0}, objects_written_{0}, objects_read_{0},

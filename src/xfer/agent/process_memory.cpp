@@ -67,7 +67,7 @@ ProcessMemory::~ProcessMemory() {
 
 std::string ProcessMemory::describe() const { return "process " + std::to_string(pid_) + "'s memory, /proc/pid/mem"; }
 
-std::string ProcessMemory::gone_reason() const {
+std::string ProcessMemory::vanished_reason() const {
   switch (gone_.load(std::memory_order_relaxed)) {
     case Gone::Exited: return "process " + std::to_string(pid_) + " has exited";
     case Gone::Execed:

@@ -53,10 +53,12 @@ class ProcessMemory final : public RemoteMemory {
   XferStatus read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len, Fault& fault) const noexcept override;
   XferStatus write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len, Fault& fault) const noexcept override;
   std::string describe() const override;
-  bool gone() const noexcept override { return gone_.load(std::memory_order_relaxed) != Gone::No; }
-  std::string gone_reason() const override;
 
   pid_t pid() const noexcept { return pid_; }
+
+ protected:
+  bool vanished() const noexcept override { return gone_.load(std::memory_order_relaxed) != Gone::No; }
+  std::string vanished_reason() const override;
 
  private:
   enum class Gone : int { No, Exited, Execed };

@@ -71,6 +71,15 @@ std::shared_ptr<ImportedRegion> ImportedRegion::open(const proto::RegisterMsg& m
   return r;
 }
 
+std::shared_ptr<ImportedRegion> ImportedRegion::wrap(std::unique_ptr<RemoteMemory> memory, std::uint8_t* base,
+                                                     std::uint64_t len) {
+  std::shared_ptr<ImportedRegion> r(new ImportedRegion);
+  r->len_ = len;
+  r->base_ = base;
+  r->remote_ = std::move(memory);
+  return r;
+}
+
 ImportedRegion::~ImportedRegion() {
   if (map_ != nullptr) munmap(map_, map_len_);
   if (ipc_base_ != nullptr) gpu::close_ipc(ipc_base_, device_);

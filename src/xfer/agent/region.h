@@ -25,6 +25,11 @@ class ImportedRegion {
   // gets back (wrong size, no GPU here, bad handle, no permission ...).
   static std::shared_ptr<ImportedRegion> open(const proto::RegisterMsg& msg, int fd, bool gpu_here, pid_t owner = 0,
                                               uid_t uid = 0);
+  // DRAM reached by calls of a RemoteMemory the caller opened itself: a kind
+  // of memory no register message names (a test's, an embedding program's).
+  // `base` is the region's first byte in that memory's own space.
+  static std::shared_ptr<ImportedRegion> wrap(std::unique_ptr<RemoteMemory> memory, std::uint8_t* base,
+                                              std::uint64_t len);
   ~ImportedRegion();
   ImportedRegion(const ImportedRegion&) = delete;
   ImportedRegion& operator=(const ImportedRegion&) = delete;

@@ -8,6 +8,7 @@
 // Addresses are in the remote space: the application's addresses for the
 // first, offsets in the file for the second.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,10 +27,20 @@ class RemoteMemory {
   virtual XferStatus write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len, Fault& fault) const noexcept = 0;
   // "process 123's memory, /proc/pid/mem", for the log.
   virtual std::string describe() const = 0;
-  // True once the memory can never be reached again (its process exited or ran
-  // another program): the session drops the region, giving gone_reason().
-  virtual bool gone() const noexcept { return false; }
-  virtual std::string gone_reason() const { return {}; }
+  // True once the memory can never be reached again: its process exited or ran
+  // another program, or a copy waited on it past the agent's deadline (a hung
+  // FUSE or NFS mapping). Copies then fail at once, and the session drops the
+  // region, giving gone_reason().
+  bool gone() const noexcept { return unresponsive_.load(std::memory_order_relaxed) || vanished(); }
+  std::string gone_reason() const {
+    return unresponsive_.load(std::memory_order_relaxed)
+               ? describe() + " did not answer a copy within --memory-timeout (a hung FUSE or NFS mapping?)"
+               : vanished_reason();
+  }
+  // Called by the mover's watchdog when a copy waited past the deadline. Const:
+  // the regions that hold this memory hand it out const, and this only
+  // records what became of it.
+  void mark_unresponsive() const noexcept { unresponsive_.store(true, std::memory_order_relaxed); }
 
   // The len bytes at `remote` mapped into the agent, when this memory is (a
   // shared file's mapping), for a kernel copy straight into or out of them
@@ -40,6 +51,14 @@ class RemoteMemory {
                                  bool /*for_write*/) const noexcept {
     return nullptr;
   }
+
+ protected:
+  // Whether (and why) the memory went away for good on its own.
+  virtual bool vanished() const noexcept { return false; }
+  virtual std::string vanished_reason() const { return {}; }
+
+ private:
+  mutable std::atomic<bool> unresponsive_{false};
 };
 
 }  // namespace ferry::xfer::agent

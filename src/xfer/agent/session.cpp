@@ -321,7 +321,7 @@ void Session::on_register(const proto::Frame& f, int fd) {
       throw Error("register: the agent is already waiting on " + std::to_string(ctx_.opener.out()) +
                   " registrations whose memory does not answer (its limit); try again later");
     }
-    pending_registers_.push_back({msg.call, std::move(ticket), Clock::now() + ctx_.limits.register_wait});
+    pending_registers_.push_back({msg.call, std::move(ticket), Clock::now() + ctx_.limits.memory_wait});
   } catch (const Error& e) {
     if (fd >= 0) ::close(fd);
     registered(msg.call, nullptr, e.what());
@@ -351,7 +351,7 @@ void Session::collect_registers(Clock::time_point now) {
         if (now < p.deadline) return false;
         // The thread goes on waiting, unanswered; whatever it opens is dropped.
         error = "register: the application's memory did not answer within " +
-                std::to_string(ctx_.limits.register_wait.count()) +
+                std::to_string(ctx_.limits.memory_wait.count()) +
                 " ms (pages behind a userfaultfd that serves no fault, or a hung FUSE or NFS mapping?)";
       } else {
         region = std::move(p.ticket->region);
@@ -407,6 +407,7 @@ void Session::on_transfer(proto::Frame& f) {
 
   auto job = std::make_shared<Job>();
   job->op = msg.op;
+  job->owner_lanes = ctx_.lanes_of(peer_.uid);
   // One buffer holds every qualified key, and the descriptors view it: no
   // allocation per key (a request may carry tens of thousands).
   job->wire.reserve(key_bytes);
@@ -488,6 +489,17 @@ void Session::on_transfer(proto::Frame& f) {
                               to_string(r.status), log::suppressed_note(held));
             break;
           }
+      s->post(proto::encode(done));
+    }
+  };
+  job->on_abandoned = [self, request, cost, count = msg.descs.size()](const std::string& why) {
+    proto::TransferDone done;
+    done.request = request;
+    done.status = XferStatus::IoError;
+    // One result stands for every descriptor, as in refuse_transfer().
+    done.results.assign(count == 0 ? 0 : 1, DescResult{XferStatus::IoError, 0, "", why});
+    if (auto s = self.lock()) {
+      s->in_flight_bytes_.fetch_sub(cost, std::memory_order_relaxed);
       s->post(proto::encode(done));
     }
   };

@@ -49,7 +49,7 @@ struct SessionLimits {
   std::string max_key_why;  // which tier sets max_key, for the refusal
   // How long a registration may wait on the application's memory or file
   // (region_opener.h), and how many of one session's may wait at once.
-  std::chrono::milliseconds register_wait{5000};
+  std::chrono::milliseconds memory_wait{10000};
   std::size_t max_pending_registers = 4;
 };
 
@@ -71,6 +71,15 @@ struct AgentContext {
   std::shared_ptr<LoopWaker> waker = std::make_shared<LoopWaker>();
   // Opens regions that may wait on the application's memory, off the loop.
   RegionOpener opener{32};
+  // Copy lanes busy with each uid's own memory (Job::owner_lanes).
+  std::shared_ptr<std::atomic<int>> lanes_of(uid_t uid) {
+    std::lock_guard lk(owners_mu);
+    auto& lanes = owner_lanes[uid];
+    if (!lanes) lanes = std::make_shared<std::atomic<int>>(0);
+    return lanes;
+  }
+  std::mutex owners_mu;
+  std::map<uid_t, std::shared_ptr<std::atomic<int>>> owner_lanes;
 };
 
 class Session : public std::enable_shared_from_this<Session> {

@@ -64,6 +64,7 @@ std::string SharedFileMemory::describe() const {
 }
 
 std::uint8_t* SharedFileMemory::in_place(const std::uint8_t* remote, std::size_t len, bool for_write) const noexcept {
+  if (gone()) return nullptr;
   const auto offset = reinterpret_cast<std::uintptr_t>(remote);
   if (map_ == nullptr || (for_write && !map_writable_) || offset < map_offset_ || len > map_len_ ||
       offset - map_offset_ > map_len_ - len)
@@ -77,11 +78,13 @@ std::uint8_t* SharedFileMemory::in_place(const std::uint8_t* remote, std::size_t
 
 XferStatus SharedFileMemory::read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len,
                                   Fault& fault) const noexcept {
+  if (gone()) return fault.raise(XferStatus::IoError, gone_reason());
   return file_io(false, reinterpret_cast<std::uintptr_t>(remote), local, len, fault);
 }
 
 XferStatus SharedFileMemory::write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len,
                                    Fault& fault) const noexcept {
+  if (gone()) return fault.raise(XferStatus::IoError, gone_reason());
   const auto offset = reinterpret_cast<std::uintptr_t>(remote);
   if (writer_ != nullptr) return writer_->write(reinterpret_cast<std::uint8_t*>(addr_ + (offset - offset_)), local, len, fault);
   // A write past the end would grow the file, not fill the application's

@@ -43,9 +43,11 @@ class SharedFileMemory final : public RemoteMemory {
   XferStatus write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len, Fault& fault) const noexcept override;
   std::string describe() const override;
   std::uint8_t* in_place(const std::uint8_t* remote, std::size_t len, bool for_write) const noexcept override;
+
+ protected:
   // The application's mapping, which writes go to, is gone with its process.
-  bool gone() const noexcept override { return writer_ != nullptr && writer_->gone(); }
-  std::string gone_reason() const override { return writer_ != nullptr ? writer_->gone_reason() : std::string(); }
+  bool vanished() const noexcept override { return writer_ != nullptr && writer_->gone(); }
+  std::string vanished_reason() const override { return writer_ != nullptr ? writer_->gone_reason() : std::string(); }
 
  private:
   explicit SharedFileMemory(int fd) : fd_(fd) {}

@@ -546,6 +546,101 @@ TEST(DataMover, ShutdownCancelsQueuedBatchesAndFinishesTheOneInFlight) {
   EXPECT_EQ(storage.outstanding(), 0u);
 }
 
+// Memory reached by copy calls whose pages never answer until the test lets
+// them (a hung FUSE or NFS mapping, as the kernel would hold the lane).
+class HungMemory final : public RemoteMemory {
+ public:
+  XferStatus read(const std::uint8_t*, std::uint8_t* local, std::size_t len, Fault&) const noexcept override {
+    hold();
+    std::memset(local, 7, len);
+    return XferStatus::Ok;
+  }
+  XferStatus write(std::uint8_t*, const std::uint8_t*, std::size_t, Fault&) const noexcept override {
+    hold();
+    return XferStatus::Ok;
+  }
+  std::string describe() const override { return "hung test memory"; }
+  void answer() const {
+    std::lock_guard lk(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  bool wait_for_a_copy() const {
+    std::unique_lock lk(mu_);
+    return cv_.wait_for(lk, std::chrono::seconds(10), [&] { return waiting_ > 0; });
+  }
+
+ private:
+  void hold() const {
+    std::unique_lock lk(mu_);
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait(lk, [&] { return open_; });
+  }
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable bool open_ = false;
+  mutable int waiting_ = 0;
+};
+
+// Issue 35, finding 2, for copies: a batch held by an application's memory
+// past memory_timeout answers its request with an error, drops the memory,
+// and the other lane goes on serving; when the memory answers at last, the
+// late lane neither answers again nor runs the request's other batches.
+TEST(DataMover, ABatchHeldByMemoryThatNeverAnswersIsAnsweredAtTheDeadline) {
+  FakeStorage storage(8);
+  MoverOptions o = options(2);
+  o.memory_timeout = std::chrono::milliseconds(300);
+  DataMover mover(o, storage);
+  auto hung_memory = std::make_unique<HungMemory>();
+  const HungMemory& hung = *hung_memory;
+  auto region = ImportedRegion::wrap(std::move(hung_memory), nullptr, 1 << 20);
+
+  auto job = std::make_shared<Job>();
+  job->op = XferOp::Write;
+  // Two batches of 4 blocks (options()' chunk_blocks), the second queued
+  // behind the first on the one lane it may take.
+  job->wire = "hung0hung1hung2hung3hung4hung5hung6hung7";
+  for (std::size_t i = 0; i < 8; ++i)
+    job->descs.push_back({region, i * 4096, 4096, std::string_view(job->wire).substr(i * 5, 5)});
+  std::atomic<int> done{0}, abandoned{0};
+  std::promise<std::string> why;
+  job->on_done = [&](Job&) { done.fetch_add(1); };
+  job->on_abandoned = [&](const std::string& text) {
+    abandoned.fetch_add(1);
+    why.set_value(text);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  mover.submit(job);
+  ASSERT_TRUE(hung.wait_for_a_copy());
+  auto answer = why.get_future();
+  ASSERT_EQ(answer.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(300));
+  EXPECT_LT(waited, std::chrono::seconds(3));
+  const std::string text = answer.get();
+  EXPECT_NE(text.find("did not answer a copy within 300 ms"), std::string::npos) << text;
+  EXPECT_TRUE(region->remote()->gone());
+  EXPECT_NE(region->remote()->gone_reason().find("--memory-timeout"), std::string::npos);
+  EXPECT_EQ(mover.stuck_lanes(), 1u);
+
+  // The other lane serves everyone else meanwhile.
+  AppMemory app(64 << 10);
+  const auto data = pattern(64 << 10, 3);
+  std::memcpy(app.data(), data.data(), data.size());
+  auto fine = run_job(mover, XferOp::Write, app, {{"fine", 64 << 10}});
+  EXPECT_EQ(fine->results[0].status, XferStatus::Ok);
+
+  // The memory answers: the lane comes back and answers nothing more.
+  hung.answer();
+  for (int i = 0; i < 1000 && (mover.stuck_lanes() > 0 || job->batches_left.load() > 0); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(job->batches_left.load(), 0u);
+  EXPECT_EQ(done.load(), 0);
+  EXPECT_EQ(abandoned.load(), 1);
+  EXPECT_EQ(storage.outstanding(), 0u);
+}
+
 }  // namespace
 }  // namespace ferry::xfer::agent
 
