@@ -12,6 +12,7 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
   static std::string backend = "cpu";
   static std::string launch = "persistent";
   static std::string max_body = "64KiB";
+  static std::string max_chunk_framing = "128KiB";
   static std::string max_file = "64MiB";
   static bool no_pin = false;
   static EmbeddingFlags embedding;
@@ -49,7 +50,12 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
       ->capture_default_str();
   sub->add_option("--max-head", o.max_head, "Largest request head (request line and fields) in bytes (431 beyond)")
       ->capture_default_str();
-  sub->add_option("--max-body", max_body, "Largest request body, e.g. 64KiB (413 beyond)")->capture_default_str();
+  sub->add_option("--max-body", max_body, "Largest request body, e.g. 64KiB (413 beyond); a chunked body's decoded data")
+      ->capture_default_str();
+  sub->add_option("--max-chunk-framing", max_chunk_framing,
+                  "Most bytes of a chunked body's framing: chunk-size lines, extensions, line ends and trailers "
+                  "(413 beyond); each connection's input buffer holds --max-head, --max-body and this")
+      ->capture_default_str();
   sub->add_option("--max-connections-per-thread", o.max_connections_per_thread,
                   "Connections one proxy thread serves; beyond, clients get a 503")
       ->capture_default_str();
@@ -73,6 +79,7 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
     command.run = [] {
       o.pin_threads = !no_pin;
       o.max_body = xfer::store::parse_size(max_body, "--max-body");
+      o.max_chunk_framing = xfer::store::parse_size(max_chunk_framing, "--max-chunk-framing");
       o.max_file_bytes = xfer::store::parse_size(max_file, "--max-file-size");
       o.worker.backend = worker::parse_backend(backend);
       o.worker.launch = o.worker.backend == worker::BackendKind::Cpu ? worker::LaunchMethod::Cpu

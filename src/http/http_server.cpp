@@ -53,6 +53,7 @@ class HttpServer::Impl {
     limits_.max_request_line = opts_.max_request_line;
     limits_.max_head = opts_.max_head;
     limits_.max_body = opts_.max_body;
+    limits_.max_chunk_framing = opts_.max_chunk_framing;
     channel_ = unique_channel();
     // A slot holds a request head, and a reply's meta and head (much smaller).
     slot_payload_ = opts_.max_head + 64 + static_cast<std::uint32_t>(kMaxLoggedLine);
@@ -64,6 +65,8 @@ class HttpServer::Impl {
     if (orchestrator_) orchestrator_->wait();
     // Its jobs call back into the route the server's framing owns.
     if (opts_.embedding) opts_.embedding->stop();
+    // Every line is in: write them out now, whoever else still holds the log.
+    if (access_log_) access_log_->close();
   }
 
   void start() {

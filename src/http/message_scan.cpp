@@ -58,26 +58,34 @@ bool chunk_extensions_ok(const std::uint8_t* p, std::size_t i, std::size_t end) 
   return true;
 }
 
+constexpr const char* kFramingOver =
+    "chunked body's framing (chunk-size lines, extensions, trailers) over its limit: send larger chunks";
+
 // The end of a chunked body starting at `pos` (RFC 9112 §7.1): chunks of
 // hex-size [; extensions] CRLF data CRLF, a last chunk of size 0, optional
 // trailer fields and an empty line. Sets *end past it, or returns NeedMore.
+// The data counts against max_body, everything else against max_chunk_framing.
 MessageScan::Result scan_chunked(const std::uint8_t* p, std::size_t n, std::size_t pos, const Limits& limits,
                                  std::size_t* end, Verdict* verdict) {
-  const std::size_t body_start = pos;
-  const auto over = [&] { return pos - body_start > limits.max_body + kChunkedOverhead; };
-  std::uint64_t body = 0;
+  std::uint64_t body = 0;     // data bytes of the chunks so far
+  std::uint64_t framing = 0;  // every other byte of the body up to pos
+  const auto framing_over = [&](std::uint64_t more) {
+    if (framing + more <= limits.max_chunk_framing) return false;
+    *verdict = {413, kFramingOver};
+    return true;
+  };
   for (;;) {
-    if (over()) {
-      *verdict = {413, "chunked body (with its framing) over the body limit"};
-      return MessageScan::Result::Reject;
-    }
     const std::size_t lf = find_lf(p, pos, n);
     if (lf == n) {
-      if (n - pos > 1024) {  // a chunk-size line (with extensions) this long is not one
+      if (n - pos > kMaxChunkLine) {  // a chunk-size line (with extensions) this long is not one
         *verdict = {400, "chunk-size line over 1024 bytes"};
         return MessageScan::Result::Reject;
       }
       return MessageScan::Result::NeedMore;
+    }
+    if (lf - pos > kMaxChunkLine) {  // the same verdict as while it was arriving
+      *verdict = {400, "chunk-size line over 1024 bytes"};
+      return MessageScan::Result::Reject;
     }
     // RFC 9112 §7.1: chunk lines end with CRLF; a lone LF is for the head only.
     if (lf == pos || p[lf - 1] != '\r') {
@@ -108,6 +116,8 @@ MessageScan::Result scan_chunked(const std::uint8_t* p, std::size_t n, std::size
       *verdict = {413, "chunked body over the body limit"};
       return MessageScan::Result::Reject;
     }
+    framing += lf + 1 - pos;
+    if (framing_over(0)) return MessageScan::Result::Reject;
     pos = lf + 1;
     if (size == 0) break;
     if (n - pos < size + 2) {
@@ -123,19 +133,16 @@ MessageScan::Result scan_chunked(const std::uint8_t* p, std::size_t n, std::size
       return MessageScan::Result::Reject;
     }
     pos += 2;
+    framing += 2;
   }
-  // Trailer fields, then the empty line.
+  // Trailer fields, then the empty line: framing, all of it.
   for (;;) {
-    if (over()) {
-      *verdict = {413, "chunked body (with its framing) over the body limit"};
-      return MessageScan::Result::Reject;
-    }
     const std::size_t lf = find_lf(p, pos, n);
     if (lf == n) {
-      if (n - body_start > limits.max_body + kChunkedOverhead) {
-        *verdict = {413, "chunked body (with its framing) over the body limit"};
-        return MessageScan::Result::Reject;
-      }
+      // Two bytes or more without an LF are not the empty line that ends the
+      // body ("\n" or "\r\n"), so its LF will add one more: judged now, the
+      // verdict is the one the whole line will get.
+      if (n - pos >= 2 && framing_over(n - pos + 1)) return MessageScan::Result::Reject;
       return MessageScan::Result::NeedMore;
     }
     const std::size_t le = line_end(p, pos, lf);
@@ -148,6 +155,8 @@ MessageScan::Result scan_chunked(const std::uint8_t* p, std::size_t n, std::size
       *verdict = {400, "malformed trailer field"};
       return MessageScan::Result::Reject;
     }
+    framing += lf + 1 - pos;
+    if (framing_over(0)) return MessageScan::Result::Reject;
     pos = lf + 1;
   }
 }

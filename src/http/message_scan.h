@@ -16,15 +16,22 @@ namespace ferry::http {
 struct Limits {
   std::uint32_t max_request_line = 8192;  // 414 beyond
   std::uint32_t max_head = 16384;         // request line and fields; 431 beyond
-  std::uint64_t max_body = 65536;         // 413 beyond
+  std::uint64_t max_body = 65536;         // a body's data (a chunked one's decoded bytes); 413 beyond
+  // A chunked body's framing: its chunk-size lines with their extensions, the
+  // line ends after its data, and its trailer section; 413 beyond. Bounded
+  // apart from max_body, so that small chunks do not eat into the data's
+  // limit, while the proxy, which holds a request's bytes until it is whole,
+  // still knows how many that can be.
+  std::uint64_t max_chunk_framing = 131072;
 };
 
-// Room a chunked body may take beyond its data (sizes, extensions, trailers).
-inline constexpr std::size_t kChunkedOverhead = 16384;
+// The longest chunk-size line (with its extensions); 400 beyond.
+inline constexpr std::size_t kMaxChunkLine = 1024;
 
 // The most bytes one request can occupy in a connection's input.
 inline std::size_t max_request_bytes(const Limits& l) {
-  return std::size_t(l.max_head) + 2 * std::size_t(l.max_request_line) + l.max_body + kChunkedOverhead;
+  return std::size_t(l.max_head) + 2 * std::size_t(l.max_request_line) + l.max_body + l.max_chunk_framing +
+         kMaxChunkLine;
 }
 
 struct MessageScan {

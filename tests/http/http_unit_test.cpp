@@ -90,6 +90,46 @@ TEST(MessageScan, LimitsGiveTheirStatusWithoutWaitingForTheRest) {
   EXPECT_EQ(scan("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n", l).result, MessageScan::Result::NeedMore);
 }
 
+// --max-body counts a chunked body's data, not its framing: a body well within
+// the limit is framed however small its chunks.
+TEST(MessageScan, AChunkedBodyCountsOnlyItsDataAgainstTheBodyLimit) {
+  const std::string head = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string body;
+  for (int i = 0; i < 20000; ++i) body += "1\r\nx\r\n";
+  body += "0\r\n\r\n";
+  const MessageScan s = scan(head + body);  // the default 64 KiB limit; 120,005 bytes on the wire
+  ASSERT_EQ(s.result, MessageScan::Result::Complete) << s.verdict.status << " " << s.verdict.why;
+  EXPECT_EQ(s.frame_bytes, head.size() + body.size());
+  Limits l;
+  l.max_body = 19999;
+  const MessageScan over = scan(head + body, l);
+  EXPECT_EQ(over.verdict.status, 413);
+  EXPECT_STREQ(over.verdict.why, "chunked body over the body limit");
+}
+
+// The framing has a bound of its own, judged as soon as it is passed: in the
+// chunk-size lines, or in the trailers while they arrive.
+TEST(MessageScan, AChunkedBodysFramingHasABoundOfItsOwn) {
+  const std::string head = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string body;
+  for (int i = 0; i < 1000; ++i) body += "1\r\nx\r\n";  // 5 bytes of framing a byte
+  Limits l;
+  l.max_chunk_framing = 4096;
+  const MessageScan s = scan(head + body, l);
+  EXPECT_EQ(s.verdict.status, 413);
+  EXPECT_NE(std::string(s.verdict.why).find("framing"), std::string::npos) << s.verdict.why;
+  l.max_chunk_framing = 5000 + 3 + 6;  // the sizes and line ends, "0\r\n" and the trailer "T: v\r\n"
+  EXPECT_EQ(scan(head + body + "0\r\nT: v\r\n\r\n", l).result, MessageScan::Result::Complete);
+  EXPECT_EQ(scan(head + body + "0\r\nT: vv\r\n\r\n", l).verdict.status, 413);
+  // A trailer line still arriving is judged as it will be once whole ("T: vv\n" would fit).
+  EXPECT_EQ(scan(head + body + "0\r\nT: vv\r", l).verdict.status, 413);
+  EXPECT_EQ(scan(head + body + "0\r\nT: vv", l).result, MessageScan::Result::NeedMore);
+  EXPECT_EQ(scan(head + body + "0\r\nT: v", l).result, MessageScan::Result::NeedMore);
+  EXPECT_EQ(scan(head + body + "0\r\n\r", l).result, MessageScan::Result::NeedMore);
+  // Bytes the proxy may hold for one request: the head, the data and the framing.
+  EXPECT_GE(max_request_bytes(l), l.max_head + l.max_body + l.max_chunk_framing);
+}
+
 Verdict parse(const std::string& head, RequestHead* r) { return parse_request_head(u8(head), head.size(), r); }
 
 TEST(RequestParser, ReadsTheRequestLineAndFields) {

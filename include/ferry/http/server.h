@@ -32,7 +32,11 @@ struct HttpOptions {
   std::uint64_t max_file_bytes = std::uint64_t{64} << 20;
   std::uint32_t max_request_line = 8192;  // 414 beyond
   std::uint32_t max_head = 16384;         // 431 beyond
-  std::uint64_t max_body = 65536;         // 413 beyond
+  std::uint64_t max_body = 65536;         // a body's data (a chunked one's decoded bytes); 413 beyond
+  // A chunked body's chunk-size lines, extensions, line ends and trailers; 413
+  // beyond. The proxy holds a request until it is whole, so a connection's
+  // input buffer is sized for max_head + max_body + this.
+  std::uint64_t max_chunk_framing = 131072;
   std::uint32_t max_connections_per_thread = 1024;  // 503 beyond
   std::uint32_t max_pipelined = 128;                // requests in flight per connection
   double header_timeout_s = 10;  // a begun request must be whole this soon (408)
