@@ -127,6 +127,7 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
   sub->add_option("--lane-spin-us", o.lane_spin_us,
                   "How long an idle copy lane polls for the next batch before it sleeps, microseconds "
                   "(-1: 200 with --cpus, else 0; waking a sleeping lane costs tens of microseconds a request)")
+      ->check(duration_check("microseconds", "-1"))
       ->check(CLI::Range(-1, 1000000))
       ->capture_default_str();
   sub->add_option("--ready-file", o.ready_file, "Write the endpoint here once applications can connect");
@@ -148,12 +149,14 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
       ->capture_default_str();
   sub->add_option("--stall-timeout", o.stall_timeout_s,
                   "Seconds a session may leave a frame half sent, or its replies unread, before it is cut off")
+      ->check(duration_check("seconds"))
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_option("--memory-timeout", o.memory_timeout_s,
                   "Seconds an application's own memory (registered by address, or a shared file) may keep the "
                   "agent waiting, in a registration or a batch of copies, before that call fails and the memory "
                   "is dropped (a hung FUSE or NFS mapping); the agent serves everyone else meanwhile")
+      ->check(duration_check("seconds"))
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->callback([&command] {

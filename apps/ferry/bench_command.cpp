@@ -23,12 +23,15 @@ void register_bench(CLI::App& app, GeneralFlags& general, Command& command) {
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   launch->add_option("--channels", o.channels, "Channels, one producer thread each")->capture_default_str();
-  launch->add_option("--seconds", o.seconds_per_point, "Seconds per throughput point")->capture_default_str();
+  launch->add_option("--seconds", o.seconds_per_point, "Seconds per throughput point")
+      ->check(duration_check("seconds"))
+      ->capture_default_str();
   launch->add_option("--round-trips", o.latency_round_trips, "Round trips in each latency measurement")
       ->capture_default_str();
   launch->add_option("-g,--gpu-pci-addr", o.gpu, "GPU: PCI address or device index");
   launch->add_option("--idle-sleep-max-us", o.idle_sleep_max_us,
                      "persistent: longest sleep between polls of a channel idle for 5 ms")
+      ->check(duration_check("microseconds"))
       ->check(CLI::Range(0u, 1000u))
       ->capture_default_str();
   launch->add_option("--json-out", o.json_out, "Where to write the JSON results")->capture_default_str();

@@ -34,9 +34,11 @@ void register_client(CLI::App& app, GeneralFlags& general, Command& command) {
       ->capture_default_str();
   sub->add_option("--progress-interval", o.progress_interval_s,
                   "Seconds between progress lines on stderr for long runs; 0 turns them off")
+      ->check(duration_check("seconds"))
       ->capture_default_str();
   sub->add_option("--connect-timeout", o.connect_timeout_s,
                   "Seconds to keep retrying a refused connection (every 500 ms)")
+      ->check(duration_check("seconds"))
       ->capture_default_str();
   sub->callback([&command, e] {
     command.role = "client";

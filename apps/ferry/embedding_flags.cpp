@@ -3,6 +3,7 @@
 #include "core/log.h"
 #include "ferry/core/status.h"
 #include "ferry/infer/bert.h"
+#include "general_flags.h"
 
 namespace ferry::app {
 
@@ -28,6 +29,7 @@ void add_embedding_flags(CLI::App& sub, EmbeddingFlags& f) {
       ->capture_default_str();
   sub.add_option("--max-wait-us", f.max_wait_us,
                  "Microseconds a batch may wait to fill after its first input (0: run what is queued)")
+      ->check(duration_check("microseconds"))
       ->capture_default_str();
   sub.add_option("--max-tokens", f.service.max_tokens,
                  "Tokens of one input, [CLS] and [SEP] included; longer inputs are cut (TEI: 413 unless truncate)")
@@ -37,13 +39,12 @@ void add_embedding_flags(CLI::App& sub, EmbeddingFlags& f) {
   sub.add_option("--batcher-spin-us", f.spin_us,
                  "Microseconds an idle batcher polls before it sleeps: longer saves a lone request its wake-up "
                  "(~14 us) at the cost of a busy core")
+      ->check(duration_check("microseconds"))
       ->capture_default_str();
 }
 
 std::shared_ptr<infer::EmbeddingService> make_embedding_service(EmbeddingFlags& f, bool cuda_workers) {
   if (f.model_dir.empty()) return nullptr;
-  if (f.max_wait_us < 0) throw Error("--max-wait-us must be 0 or more");
-  if (f.spin_us < 0) throw Error("--batcher-spin-us must be 0 or more");
   f.service.max_wait = std::chrono::microseconds(f.max_wait_us);
   f.service.spin = std::chrono::microseconds(f.spin_us);
   infer::BertOptions b;

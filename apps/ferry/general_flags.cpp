@@ -1,6 +1,8 @@
 #include "general_flags.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace ferry::app {
 namespace {
@@ -8,6 +10,28 @@ namespace {
 const auto kDocaLevels = CLI::IsMember({10, 20, 30, 40, 50, 60, 70});
 
 }  // namespace
+
+CLI::Validator duration_check(const std::string& unit, const std::string& special) {
+  // The longest duration any flag takes, about 31 years: far beyond any
+  // timeout, and far enough inside std::chrono's 64-bit nanoseconds (292
+  // years) that a deadline made from it cannot overflow.
+  constexpr double kMaxSeconds = 1e9;
+  const double per_second = unit == "nanoseconds" ? 1e9 : unit == "microseconds" ? 1e6 : 1;
+  return CLI::Validator(
+      [unit, special, max = kMaxSeconds * per_second](std::string& value) -> std::string {
+        if (!special.empty() && value == special) return {};
+        // strtod reads "nan", "inf" and "1e999" (as infinity): none makes a
+        // deadline, so they are refused here, by name, before any conversion.
+        char* end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        if (!value.empty() && end == value.c_str() + value.size() && std::isfinite(v) && v >= 0 && v <= max) return {};
+        char most[32];
+        std::snprintf(most, sizeof(most), "%g", max);
+        return value + " is not a duration: give a finite number of " + unit + ", from 0 to " + most +
+               (special.empty() ? "" : ", or " + special);
+      },
+      "DURATION");
+}
 
 void add_peer_policy_flags(CLI::App& sub, PeerPolicy& policy, const std::string& what) {
   sub.add_option_function<std::vector<std::string>>(

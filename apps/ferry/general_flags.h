@@ -19,6 +19,13 @@ struct GeneralFlags {
 
 void add_general_flags(CLI::App& sub, GeneralFlags& flags);
 
+// The check of every duration flag (timeouts, intervals, waits): a finite
+// number of `unit` ("seconds", "microseconds" or "nanoseconds") from 0 to
+// about 31 years, or exactly `special` where the flag gives that value a
+// meaning. CLI11 prefixes the refusal with the flag's name: "--stats-interval:
+// nan is not a duration: give a finite number of seconds, from 0 to 1e+09".
+CLI::Validator duration_check(const std::string& unit, const std::string& special = "");
+
 // --allow-uid UID|NAME (repeatable) and --allow-any-uid, filling `policy` when
 // the command line is parsed: who besides the process's own uid may do `what`
 // ("connect to the agent", "attach as the orchestrator").

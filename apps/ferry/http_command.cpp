@@ -64,8 +64,10 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
       ->capture_default_str();
   sub->add_option("--header-timeout", o.header_timeout_s,
                   "Seconds a begun request may take to arrive whole (slow clients get a 408); 0: none")
+      ->check(duration_check("seconds"))
       ->capture_default_str();
   sub->add_option("--idle-timeout", o.idle_timeout_s, "Seconds a keep-alive connection may stay idle; 0: forever")
+      ->check(duration_check("seconds"))
       ->capture_default_str();
   sub->add_option("--port-file", o.port_file, "Write the bound port to this file once serving");
   sub->add_option("--access-log", o.access_log,

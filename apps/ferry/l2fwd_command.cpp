@@ -64,6 +64,7 @@ void add_flags(CLI::App& app, L2fwdFlags& f) {
       ->capture_default_str();
   app.add_option("-t,--time-per-packet", o.worker.ns_per_packet,
                  "A synthetic workload: the worker spends this many ns on each packet (a warp per packet on a GPU)")
+      ->check(duration_check("nanoseconds"))
       ->capture_default_str();
   app.add_option("-v,--packets", o.packets, "Stop after this many packets after the warm-up; 0 runs until Ctrl-C")
       ->capture_default_str();
@@ -78,12 +79,14 @@ void add_flags(CLI::App& app, L2fwdFlags& f) {
                  "GPU modes: items of a pipeline the GPU works on at once (blocks, streams or graph branches)")
       ->capture_default_str();
   app.add_option("--burst-timeout-us", o.burst_timeout_us, "A partial burst goes to the worker after this long")
+      ->check(duration_check("microseconds"))
       ->capture_default_str();
   app.add_option("--when-full", f.when_full,
                  "The list is full: drop (receive and count as dropped) or wait (stop polling; the port drops)")
       ->check(CLI::IsMember({"drop", "wait"}))
       ->capture_default_str();
   app.add_option("--stats-interval", f.stats_interval_s, "Seconds between statistics lines; 0: only at the end")
+      ->check(duration_check("seconds"))
       ->capture_default_str();
   app.add_option("--json-out", f.json_out, "Write the final statistics here as JSON");
   app.add_option("-n,--nvtx", f.nvtx, "l2fwd-nv's NVTX markers: accepted; Ferry emits none")->check(CLI::Range(0, 1));
@@ -99,7 +102,6 @@ void resolve(L2fwdFlags& f) {
   o.memory = (f.mem_mode >= 0 ? f.mem_mode == 1 : f.mem == "device") ? packet::MemoryKind::Device
                                                                       : packet::MemoryKind::Host;
   o.when_full = f.when_full == "wait" ? packet::FullPolicy::Wait : packet::FullPolicy::Drop;
-  if (f.stats_interval_s < 0) throw Error("--stats-interval must be 0 or more");
 }
 
 int run_l2fwd(std::vector<std::string> args) {

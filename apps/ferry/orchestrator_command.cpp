@@ -44,10 +44,12 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
   sub->add_option("--burst", o.worker.burst, "burst/graph/memops: most requests per launch")->capture_default_str();
   sub->add_option("--burst-timeout-us", o.worker.burst_timeout_us,
                   "burst/graph/memops: longest wait to fill a burst")
+      ->check(duration_check("microseconds"))
       ->capture_default_str();
   sub->add_option("--idle-sleep-max-us", o.worker.idle_sleep_max_us,
                   "persistent: longest sleep between polls of a channel idle for 5 ms (its next request may wait "
                   "this long; busy channels gain the idle ones' PCIe reads)")
+      ->check(duration_check("microseconds"))
       ->check(CLI::Range(0u, 1000u))
       ->capture_default_str();
   sub->add_option("--worker-threads", o.worker.threads,
@@ -58,10 +60,12 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--connect-timeout", o.connect_timeout_s,
                   "Seconds to wait for the server to appear; 0 waits forever")
+      ->check(duration_check("seconds"))
       ->capture_default_str();
   sub->add_option("--ready-file", o.ready_file, "Write this file once attached to the server and serving");
   sub->add_option("--hang-timeout", o.hang_timeout_s,
                   "Seconds without progress while requests wait before the workers count as hung")
+      ->check(duration_check("seconds"))
       ->capture_default_str();
   add_peer_policy_flags(*sub, o.server_peers,
                         "run the server that this orchestrator hands its arena (and so every request) to");

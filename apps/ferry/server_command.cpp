@@ -37,10 +37,12 @@ void register_server(CLI::App& app, GeneralFlags& general, Command& command) {
       ->capture_default_str();
   sub->add_option("--shutdown-timeout", o.shutdown_timeout_s,
                   "Seconds to let in-flight requests finish, and to wait for the orchestrator, at shutdown")
+      ->check(duration_check("seconds"))
       ->capture_default_str();
   sub->add_option("--request-timeout", o.request_timeout_s,
                   "Seconds requests may wait with no response before the orchestrator counts as hung: it is "
                   "detached and its clients get no_workers errors; 0 waits forever")
+      ->check(duration_check("seconds"))
       ->capture_default_str();
   add_peer_policy_flags(*sub, o.control_peers, "attach as the orchestrator (on the control socket)");
   sub->add_flag("--no-pin", no_pin, "Do not pin data-path threads to their --cpu cores");

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "support/ferry_processes.h"
 #include "support/raw_client.h"
@@ -39,6 +40,51 @@ TEST(Cli, BadFlagsAreRefusedWithAReason) {
   EXPECT_NE(out.find("not a core"), std::string::npos) << out;
   EXPECT_NE(run_ferry({"orchestrator", "-t", "1", "--backend", "tpu"}, &out), 0);
   EXPECT_NE(run_ferry({"client", "-p", "1", "-t", "0"}, &out), 0);
+}
+
+// Every duration flag of every subcommand refuses NaN, infinity, negative
+// values and ones too long for a deadline at parse time, naming the flag: a NaN
+// timeout would make a deadline that never comes (or always has), a negative
+// one a deadline in the past, 1e300 seconds one that overflows.
+TEST(Cli, EveryDurationFlagRefusesNanInfinityAndNegativeValuesNamingItself) {
+  const std::string endpoint = "unix:ferry-duration-test-" + std::to_string(getpid());
+  const std::vector<std::vector<std::string>> commands = {
+      {"server", "-p", "0", "--cpu", "0", "--shutdown-timeout"},
+      {"server", "-p", "0", "--cpu", "0", "--request-timeout"},
+      {"orchestrator", "-t", "1", "--connect-timeout"},
+      {"orchestrator", "-t", "1", "--hang-timeout"},
+      {"orchestrator", "-t", "1", "--burst-timeout-us"},
+      {"orchestrator", "-t", "1", "--idle-sleep-max-us"},
+      {"client", "-p", "1", "--progress-interval"},
+      {"client", "-p", "1", "--connect-timeout"},
+      {"http", "--cpu", "0", "-p", "0", "--header-timeout"},
+      {"http", "--cpu", "0", "-p", "0", "--idle-timeout"},
+      {"http", "--cpu", "0", "-p", "0", "--max-wait-us"},
+      {"http", "--cpu", "0", "-p", "0", "--batcher-spin-us"},
+      {"agent", "--tier", "dram:1MiB", "--endpoint", endpoint, "--stall-timeout"},
+      {"agent", "--tier", "dram:1MiB", "--endpoint", endpoint, "--memory-timeout"},
+      {"bench", "launch", "--channels", "1", "--seconds"},
+      {"bench", "launch", "--channels", "1", "--idle-sleep-max-us"},
+  };
+  for (const auto& command : commands) {
+    for (const char* value : {"nan", "inf", "-1", "1e300"}) {
+      std::vector<std::string> args = command;
+      args.push_back(value);
+      const std::string& flag = command.back();
+      std::string out;
+      // Accepted, most of these would start a service: the timeout ends it.
+      const int rc = run_ferry(args, &out, 5);
+      EXPECT_NE(rc, 0) << flag << " " << value << " was accepted";
+      EXPECT_NE(rc, -1) << flag << " " << value << " was accepted: the command ran on";
+      EXPECT_NE(out.find(flag + ": " + value + " is not a duration"), std::string::npos) << flag << " " << value << ": " << out;
+    }
+  }
+  // -1 is --lane-spin-us's "choose for me"; anything else below 0 is refused.
+  for (const char* value : {"nan", "inf", "-2"}) {
+    std::string out;
+    EXPECT_NE(run_ferry({"agent", "--tier", "dram:1MiB", "--endpoint", endpoint, "--lane-spin-us", value}, &out, 5), 0);
+    EXPECT_NE(out.find(std::string("--lane-spin-us: ") + value + " is not a duration"), std::string::npos) << out;
+  }
 }
 
 TEST(Cli, JsonFlagsApplyAndTheCommandLineWins) {

@@ -41,6 +41,17 @@ L2fwdRun L2fwdRunner::run(const std::vector<std::string>& eal, const std::vector
 
 Subprocess L2fwdRunner::start(const std::vector<std::string>& eal, const std::vector<std::string>& flags,
                               unsigned lcores) {
+  return spawn(eal, flags, lcores, true);
+}
+
+L2fwdRun L2fwdRunner::run_as_given(const std::vector<std::string>& eal, const std::vector<std::string>& flags,
+                                   double timeout_s) {
+  Subprocess child = spawn(eal, flags, 3, false);
+  return collect(child, timeout_s);
+}
+
+Subprocess L2fwdRunner::spawn(const std::vector<std::string>& eal, const std::vector<std::string>& flags,
+                              unsigned lcores, bool reporting) {
   // EAL lcores over however many CPUs this machine has (CI has 2): lcore i on CPU i mod n.
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
   std::string map;
@@ -55,7 +66,7 @@ Subprocess L2fwdRunner::start(const std::vector<std::string>& eal, const std::ve
   argv.insert(argv.end(), eal.begin(), eal.end());
   argv.push_back("--");
   argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.insert(argv.end(), {"--stats-interval", "0.2", "--json-out", json});
+  if (reporting) argv.insert(argv.end(), {"--stats-interval", "0.2", "--json-out", json});
   return Subprocess::spawn(argv, (dir_ / "stdout.txt").string());
 }
 

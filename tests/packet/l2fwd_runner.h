@@ -30,6 +30,9 @@ class L2fwdRunner {
                double timeout_s = 120);
   // The same, in two steps: start it, then (after a SIGINT, say) collect what it did.
   Subprocess start(const std::vector<std::string>& eal, const std::vector<std::string>& flags, unsigned lcores = 3);
+  // As run(), but with exactly these flags: no --stats-interval or --json-out added.
+  L2fwdRun run_as_given(const std::vector<std::string>& eal, const std::vector<std::string>& flags,
+                        double timeout_s = 120);
   L2fwdRun collect(Subprocess& child, double timeout_s);
   // Waits until the started child's output holds `text`; false after timeout_s.
   bool wait_for_output(const std::string& text, double timeout_s) const;
@@ -43,6 +46,8 @@ class L2fwdRunner {
   std::string out_pcap() const { return (dir_ / "out.pcap").string(); }
 
  private:
+  Subprocess spawn(const std::vector<std::string>& eal, const std::vector<std::string>& flags, unsigned lcores,
+                   bool reporting);
   std::filesystem::path dir_;
 };
 

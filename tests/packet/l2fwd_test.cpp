@@ -100,5 +100,19 @@ TEST(L2fwd, RefusesWhatItCannotDoWithAClearReason) {
   EXPECT_NE(items.output.find("power of two"), std::string::npos) << items.output;
 }
 
+// l2fwd's own duration flags refuse what is not a finite number of their unit,
+// 0 or more, before the EAL starts (the other subcommands' are in cli_test.cpp).
+TEST(L2fwd, DurationFlagsRefuseNanInfinityAndNegativeValues) {
+  L2fwdRunner r;
+  for (const char* flag : {"--stats-interval", "--burst-timeout-us", "--time-per-packet"}) {
+    for (const char* value : {"nan", "inf", "-1", "1e300"}) {
+      const L2fwdRun run = r.run_as_given({"--vdev", "net_null0"}, {"--mode", "cpu", "-v", "1000", flag, value}, 20);
+      EXPECT_NE(run.exit_code, 0) << flag << " " << value;
+      EXPECT_NE(run.output.find(std::string(flag) + ": " + value + " is not a duration"), std::string::npos)
+          << flag << " " << value << ": " << run.output;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ferry::test
