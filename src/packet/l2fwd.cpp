@@ -5,6 +5,8 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
+#include <algorithm>
+#include <atomic>
 #include <bit>
 #include <mutex>
 
@@ -19,6 +21,15 @@ namespace {
 constexpr std::uint32_t kMaxPipelines = 64;
 constexpr std::uint32_t kMaxItems = 65536;        // per list
 constexpr std::uint64_t kMaxMbufs = 1u << 24;     // in all: 16 M buffers are 36 GiB at the default data room
+// Beyond what a pipeline's list and rings hold, by default: room for the
+// lcores' mempool caches (see pool_cache()).
+constexpr std::uint32_t kSpareMbufs = 768;
+
+// The mempool cache per lcore. An lcore's cache keeps up to 1.5 times its size
+// out of the others' reach, and each of a pipeline's 2 lcores may have one
+// (RX allocates, TX frees; the control thread has none): with a third of the
+// spare mbufs each, the caches never take what the lists and rings need.
+unsigned pool_cache(std::uint32_t spare_per_pipeline) { return std::min(256u, spare_per_pipeline / 3); }
 
 void validate(const L2fwdOptions& o, const PacketWorker* worker) {
   if (o.pipelines == 0 || o.pipelines > kMaxPipelines)
@@ -102,6 +113,9 @@ struct L2fwd::Impl {
   bool port_configured = false;
   bool port_started = false;
   mutable PortStats last_port_stats;
+  std::atomic<std::uint64_t> pool_dry{0};  // written by the control thread, read by reports
+  bool pool_was_dry = false;               // the control thread's
+  log::Throttle pool_dry_throttle;
   // Declared after the memory it works in, so that it goes first.
   std::unique_ptr<PacketWorker> worker;
   ServiceThread service;
@@ -118,10 +132,31 @@ struct L2fwd::Impl {
   // The port's counters while it is open; the last ones read once it is closed.
   PortStats port_stats() const {
     std::lock_guard lock(port_mutex);
-    if (!port_configured) return last_port_stats;
     rte_eth_stats s{};
-    if (rte_eth_stats_get(options.port, &s) == 0) last_port_stats = {s.imissed, s.ierrors, s.oerrors, s.rx_nombuf};
-    return last_port_stats;
+    if (port_configured && rte_eth_stats_get(options.port, &s) == 0)
+      last_port_stats = {s.imissed, s.ierrors, s.oerrors, s.rx_nombuf};
+    PortStats r = last_port_stats;
+    r.pool_dry = pool_dry.load(std::memory_order_relaxed);
+    return r;
+  }
+
+  // A driver may hold mbufs beyond its descriptors (net_pcap's infinite_rx
+  // keeps its whole file in them), so the pool can still run dry after the
+  // check at start; RX then receives nothing, and a driver that does not count
+  // rx_nombuf says nothing. Counts each time fewer than a burst are free, and
+  // says so at most once a second.
+  void watch_pool() {
+    const std::uint32_t free = pool->available();
+    const bool dry = free < options.worker.max_packets;
+    if (dry && !pool_was_dry) {
+      pool_dry.fetch_add(1, std::memory_order_relaxed);
+      if (const long long held = pool_dry_throttle.pass(); held >= 0)
+        log::app().warn("l2fwd: the packet pool ran dry: {} of its {} mbufs free, fewer than a burst ({}), so RX "
+                        "receives nothing until some come back; the port's driver may hold more mbufs than its "
+                        "descriptors: give --mbufs more than {}{}",
+                        free, pool->mbufs(), options.worker.max_packets, options.mbufs, log::suppressed_note(held));
+    }
+    pool_was_dry = dry;
   }
 
   // Stops and closes the port (its queues give their mbufs back), unless a
@@ -148,7 +183,8 @@ struct L2fwd::Impl {
       add(r.total, r.pipelines.back());
     }
     r.port = {to.port.imissed - from.port.imissed, to.port.ierrors - from.port.ierrors,
-              to.port.oerrors - from.port.oerrors, to.port.rx_nombuf - from.port.rx_nombuf};
+              to.port.oerrors - from.port.oerrors, to.port.rx_nombuf - from.port.rx_nombuf,
+              to.port.pool_dry - from.port.pool_dry};
     return r;
   }
 
@@ -183,14 +219,27 @@ struct L2fwd::Impl {
                   std::to_string(info.max_rx_queues) + " RX and " + std::to_string(info.max_tx_queues) +
                   " TX queues; " + std::to_string(options.pipelines) + " pipelines need one of each apiece");
     if (options.items > kMaxItems) throw Error("--items must be at most " + std::to_string(kMaxItems));
-    if (options.mbufs == 0)
-      options.mbufs = options.items * options.worker.max_packets + options.rx_descriptors + options.tx_descriptors + 512;
+    std::uint16_t rxd = options.rx_descriptors, txd = options.tx_descriptors;
+    rte_eth_dev_adjust_nb_rx_tx_desc(options.port, &rxd, &txd);
+    // Where a pipeline's mbufs can all be at once: its list's items, the burst
+    // RX receives into to drop while the list is full, and the port's RX and
+    // TX rings. With fewer, RX can wait for an mbuf that never comes back.
+    const std::uint64_t need = std::uint64_t(options.items + 1) * options.worker.max_packets + rxd + txd;
+    if (options.mbufs == 0) {
+      options.mbufs = static_cast<std::uint32_t>(std::min<std::uint64_t>(need + kSpareMbufs, UINT32_MAX));
+    } else if (options.mbufs < need) {
+      throw Error("--mbufs " + std::to_string(options.mbufs) + " is too few: each pipeline needs " +
+                  std::to_string(need) + " (its list's " + std::to_string(options.items) + " items of " +
+                  std::to_string(options.worker.max_packets) + " packets, a burst to drop into while the list is full, " +
+                  std::to_string(rxd) + " RX and " + std::to_string(txd) + " TX descriptors): give --mbufs " +
+                  std::to_string(need) + " or more, or 0 for that and " + std::to_string(kSpareMbufs) + " to spare");
+    }
     const std::uint64_t mbufs = std::uint64_t(options.mbufs) * options.pipelines;
     if (mbufs > kMaxMbufs)
       throw Error(std::to_string(mbufs) + " mbufs (--mbufs, or --items x --burst, for each of --pipelines) are more than " +
                   std::to_string(kMaxMbufs) + ": give fewer items, a smaller burst or fewer pipelines");
     pool = std::make_unique<PacketPool>(worker.get(), options.memory, options.port, static_cast<std::uint32_t>(mbufs),
-                                        options.data_room);
+                                        options.data_room, pool_cache(static_cast<std::uint32_t>(options.mbufs - need)));
 
     rte_eth_conf conf{};
     const auto queues = static_cast<std::uint16_t>(options.pipelines);
@@ -205,8 +254,6 @@ struct L2fwd::Impl {
       std::lock_guard lock(port_mutex);
       port_configured = true;
     }
-    std::uint16_t rxd = options.rx_descriptors, txd = options.tx_descriptors;
-    rte_eth_dev_adjust_nb_rx_tx_desc(options.port, &rxd, &txd);
     const int socket = rte_eth_dev_socket_id(options.port);
     for (std::uint16_t q = 0; q < queues; ++q) {
       if (rte_eth_rx_queue_setup(options.port, q, rxd, socket < 0 ? 0 : socket, nullptr, pool->pool()) != 0)
@@ -301,6 +348,7 @@ struct L2fwd::Impl {
     while (!service.stop_requested() && !all_rx_ended()) {
       pollfd p{service.stop_fd(), POLLIN, 0};
       poll(&p, 1, 1);
+      watch_pool();
       // Every warm-up packet admitted and sent; checked twice, so that no
       // pipeline resumed between the first check of it and of the others.
       if (!limit.final_phase.load(std::memory_order_relaxed) && limit.reached() && warmed_up() && warmed_up()) {

@@ -45,8 +45,8 @@ std::string format_report(const L2fwdReport& r, const std::string& title) {
   for (std::size_t i = 0; i < r.pipelines.size(); ++i)
     out += line("pipeline " + std::to_string(i), r.pipelines[i], r.seconds);
   out += line("total", r.total, r.seconds);
-  out += fmt::format("port       imissed {} ierrors {} oerrors {} rx_nombuf {}", r.port.imissed, r.port.ierrors,
-                     r.port.oerrors, r.port.rx_nombuf);
+  out += fmt::format("port       imissed {} ierrors {} oerrors {} rx_nombuf {} pool_dry {}", r.port.imissed,
+                     r.port.ierrors, r.port.oerrors, r.port.rx_nombuf, r.port.pool_dry);
   if (r.mbufs_in_use >= 0) out += fmt::format(" | mbufs not returned {}", r.mbufs_in_use);
   return out + "\n";
 }
@@ -60,7 +60,8 @@ std::string report_json(const L2fwdReport& r) {
   j["port"] = {{"imissed", r.port.imissed},
                {"ierrors", r.port.ierrors},
                {"oerrors", r.port.oerrors},
-               {"rx_nombuf", r.port.rx_nombuf}};
+               {"rx_nombuf", r.port.rx_nombuf},
+               {"pool_dry", r.port.pool_dry}};
   if (r.mbufs_in_use >= 0) j["mbufs_not_returned"] = r.mbufs_in_use;
   return j.dump(2);
 }

@@ -6,7 +6,6 @@
 #include <rte_memory.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -23,7 +22,7 @@ std::string dpdk_reason() { return rte_strerror(rte_errno); }
 }  // namespace
 
 PacketPool::PacketPool(PacketWorker* worker, MemoryKind kind, std::uint16_t port, std::uint32_t mbufs,
-                       std::uint32_t data_room)
+                       std::uint32_t data_room, unsigned cache)
     : mbufs_(mbufs) {
   const std::uint32_t buf_len = RTE_PKTMBUF_HEADROOM + data_room;
   if (buf_len > UINT16_MAX) throw Error("data room " + std::to_string(data_room) + " is too large for an mbuf");
@@ -57,7 +56,6 @@ PacketPool::PacketPool(PacketWorker* worker, MemoryKind kind, std::uint16_t port
   ext.buf_len = memory_.bytes;
   ext.elt_size = static_cast<std::uint16_t>(elt);
   const std::string name = "ferry_pkt_" + std::to_string(g_pool_serial.fetch_add(1));
-  const unsigned cache = std::min(256u, mbufs / 4);  // per-lcore: RX allocates, TX frees
   pool_ = rte_pktmbuf_pool_create_extbuf(name.c_str(), mbufs, cache, 0, static_cast<std::uint16_t>(buf_len),
                                          static_cast<int>(rte_socket_id()), &ext, 1);
   if (pool_ == nullptr)
@@ -77,5 +75,7 @@ PacketPool::~PacketPool() {
 std::int64_t PacketPool::in_use() const {
   return pool_ == nullptr ? 0 : static_cast<std::int64_t>(rte_mempool_in_use_count(pool_));
 }
+
+std::uint32_t PacketPool::available() const { return pool_ == nullptr ? 0 : rte_mempool_avail_count(pool_); }
 
 }  // namespace ferry::packet

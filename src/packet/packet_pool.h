@@ -16,8 +16,10 @@ namespace ferry::packet {
 
 class PacketPool {
  public:
-  // mbufs buffers of RTE_PKTMBUF_HEADROOM + data_room bytes each, usable by `port`. Throws.
-  PacketPool(PacketWorker* worker, MemoryKind kind, std::uint16_t port, std::uint32_t mbufs, std::uint32_t data_room);
+  // mbufs buffers of RTE_PKTMBUF_HEADROOM + data_room bytes each, usable by
+  // `port`, with a cache of `cache` per lcore. Throws.
+  PacketPool(PacketWorker* worker, MemoryKind kind, std::uint16_t port, std::uint32_t mbufs, std::uint32_t data_room,
+             unsigned cache);
   ~PacketPool();
   PacketPool(const PacketPool&) = delete;
   PacketPool& operator=(const PacketPool&) = delete;
@@ -30,6 +32,9 @@ class PacketPool {
   std::uint32_t mbufs() const { return mbufs_; }
   // mbufs not back in the pool.
   std::int64_t in_use() const;
+  // mbufs free, in the pool or an lcore's cache. Not for the data path: it
+  // reads every lcore's cache.
+  std::uint32_t available() const;
 
  private:
   WorkerMemory memory_;

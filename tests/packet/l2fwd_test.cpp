@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include "l2fwd_runner.h"
 
 namespace ferry::test {
@@ -98,6 +100,54 @@ TEST(L2fwd, RefusesWhatItCannotDoWithAClearReason) {
   const L2fwdRun items = r.run({"--vdev", "net_null0"}, {"--items", "48", "-v", "10"});
   EXPECT_NE(items.exit_code, 0);
   EXPECT_NE(items.output.find("power of two"), std::string::npos) << items.output;
+}
+
+// A pool that cannot hold what the list and the queues hold at once leaves RX
+// without an mbuf for good. It is refused at start with the count needed, and
+// exactly that count forwards. Here: the list's 4 items x 8 packets, the burst
+// RX receives into to drop while the list is full, 1024 RX and 1024 TX descriptors.
+TEST(L2fwd, APoolTooSmallForTheListAndTheQueuesIsRefusedWithTheCountNeeded) {
+  L2fwdRunner r;
+  const std::vector<std::string> null_port{"--vdev", "net_null0,size=64"};
+  const std::vector<std::string> flags{"--mode", "cpu", "-b", "8", "--items", "4", "-v", "100000"};
+  auto with_mbufs = [&](const char* n) {
+    auto f = flags;
+    f.insert(f.end(), {"--mbufs", n});
+    return f;
+  };
+  const L2fwdRun small = r.run(null_port, with_mbufs("10"), 3, 30);
+  EXPECT_NE(small.exit_code, 0);
+  EXPECT_NE(small.output.find("--mbufs 10 is too few"), std::string::npos) << small.output;
+  EXPECT_NE(small.output.find("2088"), std::string::npos) << small.output;
+  const L2fwdRun one_short = r.run(null_port, with_mbufs("2087"), 3, 30);
+  EXPECT_NE(one_short.exit_code, 0);
+  EXPECT_NE(one_short.output.find("2088"), std::string::npos) << one_short.output;
+
+  const L2fwdRun exact = r.run(null_port, with_mbufs("2088"), 3, 60);
+  ASSERT_EQ(exact.exit_code, 0) << exact.output;
+  const auto& total = exact.stats["total"];
+  EXPECT_EQ(total["dropped_full"].get<std::uint64_t>() + total["rx_packets"].get<std::uint64_t>(), 100000u);
+  EXPECT_EQ(total["tx_packets"], total["rx_packets"]);
+  EXPECT_EQ(exact.stats["port"]["pool_dry"], 0);
+  EXPECT_EQ(exact.stats["mbufs_not_returned"], 0);
+}
+
+// A driver may hold mbufs beyond its descriptors: net_pcap's infinite_rx keeps
+// every frame of its file in mbufs of the pool. With 2084 frames in a pool of
+// 2088, fewer than a burst are left and RX can never receive. That is counted
+// and logged while it lasts, not a silent stall.
+TEST(L2fwd, APoolThatRunsDryAtRunTimeIsCountedAndLogged) {
+  L2fwdRunner r;
+  write_pcap(r.in_pcap(), mixed_frames(2084, 6));
+  Subprocess child = r.start({"--vdev", "net_pcap0,rx_pcap=" + r.in_pcap() + ",tx_pcap=" + r.out_pcap() + ",infinite_rx=1"},
+                             {"--mode", "cpu", "-b", "8", "--items", "4", "--mbufs", "2088", "-v", "100"});
+  EXPECT_TRUE(r.wait_for_output("packet pool ran dry", 30)) << "no warning that RX has no mbufs";
+  child.signal(SIGINT);
+  const L2fwdRun run = r.collect(child, 30);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_TRUE(run.stats.is_object()) << run.output;
+  EXPECT_GE(run.stats["port"]["pool_dry"].get<std::uint64_t>(), 1u) << run.output;
+  EXPECT_EQ(run.stats["mbufs_not_returned"], 0);
 }
 
 // l2fwd's own duration flags refuse what is not a finite number of their unit,

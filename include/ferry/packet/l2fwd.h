@@ -58,7 +58,7 @@ struct L2fwdOptions {
   std::uint32_t pipelines = 1;
   std::uint32_t data_room = 2048;      // bytes per packet buffer after DPDK's headroom (l2fwd-nv's -d)
   std::uint32_t items = 64;            // communication list items per pipeline (a power of two)
-  std::uint32_t mbufs = 0;             // per pipeline; 0 = the list's and the queues' worth
+  std::uint32_t mbufs = 0;             // per pipeline, at least the list's and the queues' worth; 0 = that and some to spare
   std::uint16_t rx_descriptors = 1024;
   std::uint16_t tx_descriptors = 1024;
   std::uint64_t packets = 0;           // l2fwd-nv's -v: stop after this many (after warm-up); 0 = run until stopped
@@ -82,6 +82,10 @@ struct PipelineStats {
 
 struct PortStats {
   std::uint64_t imissed = 0, ierrors = 0, oerrors = 0, rx_nombuf = 0;
+  // Times the packet pool was found with less than a burst free, so that RX
+  // could receive nothing: whatever the driver, where rx_nombuf is only what
+  // drivers that count it saw.
+  std::uint64_t pool_dry = 0;
 };
 
 struct L2fwdReport {
