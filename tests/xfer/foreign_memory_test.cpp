@@ -70,21 +70,30 @@ std::string register_process_memory(proto::FrameSocket& sock, const void* addr, 
   return proto::decode(f->type, f->body, &r) ? r.text : "unexpected reply";
 }
 
-// One transfer of [addr, addr + len) of `region`; its first result's text
-// (or "ok", or "no answer").
-std::string transfer(proto::FrameSocket& sock, std::uint64_t region, std::size_t len, XferOp op, const char* key,
-                     int timeout_ms) {
+bool send_transfer(proto::FrameSocket& sock, std::uint64_t region, std::size_t len, XferOp op, const char* key) {
   proto::TransferMsg t;
   t.request = 9;
   t.op = op;
   t.descs.push_back({region, 0, len, key});
-  if (!sock.send(proto::encode(t))) return "send failed";
+  return sock.send(proto::encode(t));
+}
+
+// The answer to the transfer sent last: "ok", the status and the first
+// result's text, or "no answer" within timeout_ms.
+std::string await_transfer(proto::FrameSocket& sock, int timeout_ms) {
   auto f = recv_within(sock, timeout_ms);
   if (!f) return "no answer";
   proto::TransferDone done;
   if (f->type != proto::Type::TransferDone || !proto::decode(f->body, &done)) return "unexpected reply";
   if (done.status == XferStatus::Ok) return "ok";
   return std::string(xfer::to_string(done.status)) + ": " + (done.results.empty() ? "" : done.results[0].error);
+}
+
+// One transfer of [0, len) of `region`, and its answer.
+std::string transfer(proto::FrameSocket& sock, std::uint64_t region, std::size_t len, XferOp op, const char* key,
+                     int timeout_ms) {
+  if (!send_transfer(sock, region, len, op, key)) return "send failed";
+  return await_transfer(sock, timeout_ms);
 }
 
 // Whether another application is served in full meanwhile: hello, a push of
@@ -156,25 +165,32 @@ TEST(XferForeignMemory, PagesBehindAnUnservedUserfaultfdStallNobody) {
   EXPECT_TRUE(agent_proc.process().running());
 }
 
-// The same pages guarded after a registration that found them mapped: the
-// copies of a transfer fail at once, and nobody else waits.
-TEST(XferForeignMemory, ATransferFromPagesGuardedAfterRegistrationFailsAtOnce) {
+// The same pages guarded after a registration that found them mapped: a copy
+// lane waits on them in the kernel (process_vm_readv sleeps until a fault is
+// served). At --memory-timeout the request is answered and the memory dropped;
+// everyone else is served meanwhile, and the next transfer naming it fails at
+// once.
+TEST(XferForeignMemory, ACopyHeldByPagesThatNeverArriveIsAnsweredAtTheDeadline) {
   UnservedUserfault trap(64 << 10);
   if (!trap.ok()) GTEST_SKIP() << "no userfaultfd here: " << std::strerror(errno);
   std::memset(trap.data(), 1, 64 << 10);
-  FerryAgent agent_proc({"dram:16MiB"});
+  FerryAgent agent_proc({"dram:16MiB"}, {"--memory-timeout", "1"});
   auto attacker = hello(agent_proc.endpoint(), "attacker");
   std::uint64_t region = 0;
   ASSERT_EQ(register_process_memory(attacker, trap.data(), 64 << 10, 10000, &region), "registered");
   if (!trap.guard()) GTEST_SKIP() << "userfaultfd cannot register this range: " << std::strerror(errno);
-  for (const XferOp op : {XferOp::Write, XferOp::Read}) {
-    if (op == XferOp::Read) {
-      ASSERT_TRUE(another_client_is_served(agent_proc.endpoint()));
-    }
-    const std::string answer = transfer(attacker, region, 64 << 10, op, "bystander", 10000);
-    EXPECT_NE(answer.find("userfaultfd"), std::string::npos) << answer;
-  }
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(send_transfer(attacker, region, 64 << 10, XferOp::Write, "held"));
   EXPECT_TRUE(another_client_is_served(agent_proc.endpoint()));
+  const std::string answer = await_transfer(attacker, 10000);
+  EXPECT_NE(answer.find("did not answer a copy within 1000 ms"), std::string::npos) << answer;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << answer;
+  const auto t1 = std::chrono::steady_clock::now();
+  const std::string again = transfer(attacker, region, 64 << 10, XferOp::Read, "held", 10000);
+  EXPECT_NE(again.find("was dropped"), std::string::npos) << again;
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::milliseconds(500)) << again;
+  EXPECT_TRUE(another_client_is_served(agent_proc.endpoint()));
+  EXPECT_TRUE(agent_proc.process().running());
 }
 
 // Two copies of exec_setuid_probe in a directory everyone may enter: a plain
@@ -206,14 +222,24 @@ class ProbeCopies {
 // setuid-root process. The user registered its own memory, forked, and the
 // parent exec'd the setuid program; the child, keeping the session, pushed
 // from the same addresses (the setuid process's memory) and pulled into them.
-class XferSetuidExec : public ::testing::TestWithParam<const char*> {};
+// Each endpoint, and each way a privileged agent reaches another user's memory
+// (process_memory.h): as that user (root), or through the address space held
+// since registration (an agent that may trace anyone but not change its uid).
+struct SetuidCase {
+  const char* endpoint;
+  bool may_change_uid;
+};
+
+class XferSetuidExec : public ::testing::TestWithParam<SetuidCase> {};
 
 TEST_P(XferSetuidExec, AProcessThatExecsASetuidProgramIsNeverReachedThroughItsRegion) {
   if (!can_run_as_other_users()) GTEST_SKIP() << "needs root and setpriv to run a process as another user";
-  const bool tcp = std::string(GetParam()) == "tcp";
-  FerryAgent agent_proc({"dram:16MiB"}, tcp ? std::vector<std::string>{"--allow-uid", "65534", "--endpoint",
-                                                                       "tcp:127.0.0.1:0"}
-                                            : std::vector<std::string>{"--allow-uid", "65534"});
+  std::vector<std::string> flags{"--allow-uid", "65534"};
+  if (std::string(GetParam().endpoint) == "tcp") flags.insert(flags.end(), {"--endpoint", "tcp:127.0.0.1:0"});
+  std::vector<std::string> launcher;
+  if (!GetParam().may_change_uid)
+    launcher = {"/usr/bin/setpriv", "--inh-caps=-setuid,-setgid", "--bounding-set=-setuid,-setgid"};
+  FerryAgent agent_proc({"dram:16MiB"}, flags, launcher);
   ProbeCopies probe;
   const std::string out = (fs::temp_directory_path() / ("ferry-setuid-out-" + std::to_string(getpid()))).string();
   Subprocess attacker = Subprocess::spawn({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
@@ -234,7 +260,13 @@ TEST_P(XferSetuidExec, AProcessThatExecsASetuidProgramIsNeverReachedThroughItsRe
   EXPECT_TRUE(agent_proc.process().running());
 }
 
-INSTANTIATE_TEST_SUITE_P(Endpoints, XferSetuidExec, ::testing::Values("unix", "tcp"));
+INSTANTIATE_TEST_SUITE_P(Endpoints, XferSetuidExec,
+                         ::testing::Values(SetuidCase{"unix", true}, SetuidCase{"tcp", true},
+                                           SetuidCase{"unix", false}, SetuidCase{"tcp", false}),
+                         [](const auto& info) {
+                           return std::string(info.param.endpoint) +
+                                  (info.param.may_change_uid ? "_AsTheUser" : "_ThroughTheHeldAddressSpace");
+                         });
 
 }  // namespace
 }  // namespace ferry::test

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -22,27 +23,40 @@ int pidfd_open_(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid
 int pidfd_getfd_(int pidfd, int fd) { return static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0)); }
 bool pidfd_alive(int pidfd) { return syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) == 0; }
 
-// Whether all four uids of the "Uid:" line of /proc/<pid>/status are `uid`.
-bool runs_wholly_as(pid_t pid, uid_t uid) {
+// The id all four fields of the "Uid:" or "Gid:" line of /proc/<pid>/status
+// share, if they do.
+std::optional<unsigned long> sole_id(pid_t pid, const char* field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("Uid:", 0) != 0) continue;
-    std::istringstream fields(line.substr(4));
-    unsigned long u = 0;
+    if (line.rfind(field, 0) != 0) continue;
+    std::istringstream fields(line.substr(std::strlen(field)));
+    unsigned long id = 0, first = 0;
     int n = 0;
-    while (fields >> u) {
-      if (u != uid) return false;
-      ++n;
+    while (fields >> id) {
+      if (n++ == 0) first = id;
+      if (id != first) return std::nullopt;
     }
-    return n == 4;
+    if (n != 4) return std::nullopt;
+    return first;
   }
-  return false;
+  return std::nullopt;
+}
+
+bool runs_wholly_as(pid_t pid, uid_t uid) {
+  const auto id = sole_id(pid, "Uid:");
+  return id && *id == uid;
 }
 
 }  // namespace
 
 bool process_alive(int pidfd) noexcept { return pidfd_alive(pidfd); }
+
+std::optional<gid_t> sole_gid(pid_t pid) {
+  const auto id = sole_id(pid, "Gid:");
+  if (!id) return std::nullopt;
+  return static_cast<gid_t>(*id);
+}
 
 bool owner_unrestricted(pid_t pid, uid_t uid) {
   // The kernel gives a non-dumpable process's /proc directory to root (the

@@ -1,24 +1,28 @@
 #pragma once
 // An application's plain host memory (a NumPy array, a framework's pinned
-// pool: memory Ferry did not allocate), reached from the agent through the
-// process's /proc/<pid>/mem, opened once at registration: pread(2) and
-// pwrite(2) there copy straight between the application's pages and the
-// agent's staging or pool (docs/xfer.md, "Memory the agent reaches").
+// pool: memory Ferry did not allocate), reached from the agent by copy calls
+// into the process (docs/xfer.md, "Memory the agent reaches"; the trust model:
+// docs/security.md).
 //
-// Why that file and not process_vm_readv(2), which looks the process up by pid
-// at every copy:
-//   - The open file holds the address space the process had when it was
-//     opened. A process that later runs another program (exec) has a new one,
-//     and the old one reads as gone: the agent can never reach the image of a
-//     setuid program its application exec'd, nor the memory of whoever reuses
-//     the pid. This holds however the copy and the exec interleave, so a
-//     privileged agent needs no check before each copy that could race one.
-//   - Its faults never wait on a userfaultfd: the kernel fails them at once,
-//     where process_vm_readv would sleep until the page is served.
-// The kernel checks at open, as for ptrace: the same uid and, under Yama's
-// ptrace_scope 1, an application that named the agent with
-// prctl(PR_SET_PTRACER), which the client library does when it registers such
-// memory.
+// How, by what the kernel would check:
+//   Direct    process_vm_readv/writev(2) as the agent. An agent that cannot
+//             trace everyone gets the kernel's ptrace check on every copy, made
+//             against the process as it is then: the same uid and, under
+//             Yama's ptrace_scope 1, an application that named the agent with
+//             prctl(PR_SET_PTRACER) (the client library does). A program the
+//             application exec'd that gained privileges fails that check.
+//   AsOwner   the same calls, made by a thread that takes the owner's uid and
+//             gid for each (owner_credentials.h): for an agent that may trace
+//             anyone (root), which the kernel would otherwise wave through.
+//   Bound     pread/pwrite on /proc/<pid>/mem, opened at registration: it holds
+//             the address space of that moment, and one the process left by an
+//             exec reads as gone. For a privileged agent that cannot take
+//             other uids; measured at about half the speed of the others.
+//
+// Every reach also keeps /proc/<pid>/mem open from registration, to tell that
+// the process has exec'd (its registered address space reads as gone), at most
+// once a millisecond, and to probe the range at registration: faults through it
+// never wait on a userfaultfd, where process_vm_readv would sleep until served.
 
 #include <sys/types.h>
 
@@ -35,6 +39,8 @@ namespace ferry::xfer::agent {
 
 class ProcessMemory final : public RemoteMemory {
  public:
+  enum class Reach { Direct, AsOwner, Bound };
+
   // [addr, addr + len) in process pid, which must run wholly as uid and be
   // traceable by it (owner_fd.h), before and after its memory is opened. Reads
   // its first and last byte to prove that the agent may. Throws ferry::Error
@@ -47,14 +53,14 @@ class ProcessMemory final : public RemoteMemory {
 
   // Copies len bytes at `remote` (an address in the application, inside the
   // region) into `local`, or the other way. IoError, raised naming the
-  // process and the cause, when the process has exited or run another
-  // program (the memory is then gone() for good), or the pages are not mapped
-  // or cannot be faulted in (a userfaultfd that serves no fault).
+  // process and the cause, when the memory is gone() (the process exited or
+  // ran another program), the kernel refuses it, or the pages are not mapped.
   XferStatus read(const std::uint8_t* remote, std::uint8_t* local, std::size_t len, Fault& fault) const noexcept override;
   XferStatus write(std::uint8_t* remote, const std::uint8_t* local, std::size_t len, Fault& fault) const noexcept override;
   std::string describe() const override;
 
   pid_t pid() const noexcept { return pid_; }
+  Reach reach() const noexcept { return reach_; }
 
  protected:
   bool vanished() const noexcept override { return gone_.load(std::memory_order_relaxed) != Gone::No; }
@@ -64,13 +70,21 @@ class ProcessMemory final : public RemoteMemory {
   enum class Gone : int { No, Exited, Execed };
   ProcessMemory(pid_t pid, int pidfd, int mem_fd) : pid_(pid), pidfd_(pidfd), mem_fd_(mem_fd) {}
   XferStatus copy(bool to_remote, std::uint8_t* remote, std::uint8_t* local, std::size_t len, Fault& fault) const noexcept;
+  // process_vm_readv/writev, or pread/pwrite on mem_fd_: bytes moved, or -errno.
+  ssize_t move(bool to_remote, std::uint8_t* remote, std::uint8_t* local, std::size_t len) const noexcept;
+  // Whether the registered address space still has users, asked at most once
+  // a millisecond (`force`: now); records why not.
+  bool still_registered(const std::uint8_t* at, bool force) const noexcept;
 
   pid_t pid_;
   int pidfd_;
   int mem_fd_;  // /proc/<pid>/mem as it was at registration
-  // Set, once, by the first copy that found the address space gone; read by
-  // the session to drop the region.
+  Reach reach_ = Reach::Direct;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  // Set, once, by the first copy that found the address space gone.
   mutable std::atomic<Gone> gone_{Gone::No};
+  mutable std::atomic<std::int64_t> checked_ns_{0};
 };
 
 }  // namespace ferry::xfer::agent

@@ -3,12 +3,12 @@
 // L1 pool in its multiprocess mode), reached through the file the application
 // handed over.
 //
-// read() and write() copy with pread(2) on the file, and by cross-memory
-// attach into the application's own mapping for writes where the kernel
-// allows it: tmpfs serializes writes to one file on its inode lock, so
-// parallel pwrites run at one thread's speed (measured: 3.8 GB/s against 8.6
-// by process_vm_writev for 32 MiB pulls on an H100 host). pwrite is the
-// fallback. A read past the file's end (it shrank) is only short: an IoError.
+// read() and write() copy with pread(2) on the file. Writes go into the
+// application's own mapping instead, by cross-memory attach
+// (process_memory.h), where the kernel allows it: tmpfs serializes writes to
+// one file on its inode lock, so parallel pwrites run at one thread's speed
+// (docs/xfer.md). pwrite is the fallback. A read past the file's end (it
+// shrank) is only short: an IoError.
 //
 // The agent also maps the file, for in_place(): a streamed object then goes
 // between the mapping and a tier's file in one kernel copy, as a write(2) of
