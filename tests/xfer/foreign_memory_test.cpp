@@ -153,9 +153,9 @@ class UnservedUserfault {
 // Finding 2: the probe of a registration ran on the event loop and slept on a
 // userfaultfd page forever, and every other client timed out, even at hello.
 TEST(XferForeignMemory, PagesBehindAnUnservedUserfaultfdStallNobody) {
+  FerryAgent agent_proc({"dram:16MiB"});
   UnservedUserfault trap(64 << 10);
   if (!trap.ok() || !trap.guard()) GTEST_SKIP() << "no userfaultfd here: " << std::strerror(errno);
-  FerryAgent agent_proc({"dram:16MiB"});
   auto attacker = hello(agent_proc.endpoint(), "attacker");
   const auto t0 = std::chrono::steady_clock::now();
   const std::string answer = register_process_memory(attacker, trap.data(), 64 << 10, 10000);
@@ -171,10 +171,12 @@ TEST(XferForeignMemory, PagesBehindAnUnservedUserfaultfdStallNobody) {
 // everyone else is served meanwhile, and the next transfer naming it fails at
 // once.
 TEST(XferForeignMemory, ACopyHeldByPagesThatNeverArriveIsAnsweredAtTheDeadline) {
+  // Made first, so that the descriptor closes first: the held lane comes back
+  // before the agent is asked to stop.
+  FerryAgent agent_proc({"dram:16MiB"}, {"--memory-timeout", "1"});
   UnservedUserfault trap(64 << 10);
   if (!trap.ok()) GTEST_SKIP() << "no userfaultfd here: " << std::strerror(errno);
   std::memset(trap.data(), 1, 64 << 10);
-  FerryAgent agent_proc({"dram:16MiB"}, {"--memory-timeout", "1"});
   auto attacker = hello(agent_proc.endpoint(), "attacker");
   std::uint64_t region = 0;
   ASSERT_EQ(register_process_memory(attacker, trap.data(), 64 << 10, 10000, &region), "registered");
