@@ -69,8 +69,11 @@ std::unique_ptr<ProcessMemory> ProcessMemory::open(pid_t pid, uid_t uid, std::ui
     throw Error("register: process " + std::to_string(pid) +
                 " changed its uid, privileges or program, or exited, while registering (or runs under several gids)");
   m->gid_ = *gid;
-  if (agent_traces_anyone() && uid != geteuid())
-    m->reach_ = agent_may_act_as_others() ? Reach::AsOwner : Reach::Bound;
+  // An agent that may trace anyone gets no check from the kernel, unless the
+  // memory is root's (whose programs gain nothing by an exec). Taking the
+  // owner's uid drops the capabilities only where it leaves uid 0.
+  if (agent_traces_anyone() && uid != 0)
+    m->reach_ = geteuid() == 0 && agent_may_act_as_others() ? Reach::AsOwner : Reach::Bound;
   // Probed through the file: a fault there never waits on a userfaultfd.
   for (const std::uint64_t at : {addr, addr + len - 1}) {
     std::uint8_t probe = 0;
