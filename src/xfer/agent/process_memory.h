@@ -12,12 +12,13 @@
 //             prctl(PR_SET_PTRACER) (the client library does). A program the
 //             application exec'd that gained privileges fails that check.
 //   AsOwner   the same calls, made by a thread that takes the owner's uid and
-//             gid for each (owner_credentials.h): for an agent that may trace
-//             anyone (root), which the kernel would otherwise wave through.
+//             gid for each (owner_credentials.h): for a root agent, which the
+//             kernel would otherwise wave through, and memory not root's.
 //   Bound     pread/pwrite on /proc/<pid>/mem, opened at registration: it holds
 //             the address space of that moment, and one the process left by an
-//             exec reads as gone. For a privileged agent that cannot take
-//             other uids; measured at about half the speed of the others.
+//             exec reads as gone. For an agent that may trace anyone but is
+//             not root or may not take other uids; about half as fast
+//             (docs/bench/xfer.md).
 //
 // Every reach also keeps /proc/<pid>/mem open from registration, to tell that
 // the process has exec'd (its registered address space reads as gone), at most
