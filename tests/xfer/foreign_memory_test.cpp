@@ -195,6 +195,10 @@ TEST(XferForeignMemory, ACopyHeldByPagesThatNeverArriveIsAnsweredAtTheDeadline) 
   EXPECT_TRUE(agent_proc.process().running());
 }
 
+// exec_setuid_probe, built beside this test (in the build tree, or wherever
+// the binaries were carried).
+fs::path probe_binary() { return fs::path(Subprocess::self_exe()).parent_path() / "exec_setuid_probe"; }
+
 // Two copies of exec_setuid_probe in a directory everyone may enter: a plain
 // one for the attacker, and a setuid-root one for the program it execs.
 // Removed with the object.
@@ -204,7 +208,7 @@ class ProbeCopies {
     fs::create_directories(dir_);
     ::chmod(dir_.c_str(), 0755);
     for (const auto& [path, mode] : {std::pair{plain(), 0755}, std::pair{setuid(), 04755}}) {
-      fs::copy_file(FERRY_EXEC_SETUID_PROBE, path, fs::copy_options::overwrite_existing);
+      fs::copy_file(probe_binary(), path, fs::copy_options::overwrite_existing);
       EXPECT_EQ(::chown(path.c_str(), 0, 0), 0);
       EXPECT_EQ(::chmod(path.c_str(), static_cast<mode_t>(mode)), 0);
     }
