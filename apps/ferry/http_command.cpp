@@ -14,6 +14,7 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
   static std::string max_body = "64KiB";
   static std::string max_chunk_framing = "128KiB";
   static std::string max_file = "64MiB";
+  static std::string max_output = "64MiB";
   static bool no_pin = false;
   static EmbeddingFlags embedding;
   CLI::App* sub = app.add_subcommand(
@@ -62,6 +63,10 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
   sub->add_option("--max-pipelined", o.max_pipelined,
                   "Requests one connection may have in flight; reading it stops at the limit")
       ->capture_default_str();
+  sub->add_option("--max-output-per-thread", max_output,
+                  "Response copies one proxy thread may hold for clients that have not read them, e.g. 64MiB "
+                  "(pages go uncopied); beyond, only connections that owe nothing are read")
+      ->capture_default_str();
   sub->add_option("--header-timeout", o.header_timeout_s,
                   "Seconds a begun request may take to arrive whole (slow clients get a 408); 0: none")
       ->check(duration_check("seconds"))
@@ -83,6 +88,7 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
       o.max_body = xfer::store::parse_size(max_body, "--max-body");
       o.max_chunk_framing = xfer::store::parse_size(max_chunk_framing, "--max-chunk-framing");
       o.max_file_bytes = xfer::store::parse_size(max_file, "--max-file-size");
+      o.max_output_per_thread = xfer::store::parse_size(max_output, "--max-output-per-thread");
       o.worker.backend = worker::parse_backend(backend);
       o.worker.launch = o.worker.backend == worker::BackendKind::Cpu ? worker::LaunchMethod::Cpu
                                                                       : worker::parse_launch(launch);

@@ -119,12 +119,6 @@ ContentView Content::view() const {
   return v;
 }
 
-std::uint64_t Content::largest_page() const {
-  std::uint64_t m = 0;
-  for (const auto& p : pages_) m = std::max<std::uint64_t>(m, p.size());
-  return m;
-}
-
 std::uint64_t Content::total_bytes() const {
   std::uint64_t t = 0;
   for (const auto& p : pages_) t += p.size();

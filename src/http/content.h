@@ -25,9 +25,10 @@ class Content {
   const std::vector<std::uint32_t>& buckets() const { return buckets_; }
   const std::vector<std::uint8_t>& strings() const { return strings_; }
 
+  // Never changes or moves once loaded: the proxy threads send it by reference,
+  // one copy for every connection.
   const std::string& page(std::uint32_t i) const { return pages_[i]; }
   std::size_t size() const { return pages_.size(); }
-  std::uint64_t largest_page() const;
   std::uint64_t total_bytes() const;
 
   // Content-Type by file extension, as nginx's mime.types would give it.

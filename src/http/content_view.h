@@ -1,7 +1,7 @@
 #pragma once
 // The served files as the workers see them: path -> (Content-Type, length,
 // page number), in a hash table the CPU and the GPU both read. The bodies stay
-// in the proxy's page store (page_store.h): a worker only names the page.
+// in the proxy's page store (content.h): a worker only names the page.
 
 #include <cstddef>
 #include <cstdint>

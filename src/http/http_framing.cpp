@@ -36,8 +36,8 @@ HttpFraming::HttpFraming(Limits limits, std::uint32_t slot_payload, std::shared_
       inference_(std::move(inference)) {
   if (!inference_) inference_ = std::make_shared<const InferenceRoute>(nullptr, infer::api::Limits{}, metrics_, access_log_);
   max_request_bytes_ = http::max_request_bytes(limits_);
-  max_response_bytes_ = std::max<std::size_t>({std::size_t(slot_payload), kMaxHead + content_->largest_page(),
-                                               kMaxHead + kMaxMetrics});
+  // Pages are not in it: they are sent by reference (write_response).
+  max_response_bytes_ = std::max<std::size_t>(std::size_t(slot_payload), kMaxHead + kMaxMetrics);
 }
 
 offload::Framing::Scan HttpFraming::scan(const std::uint8_t* p, std::size_t n) const noexcept {
@@ -86,10 +86,13 @@ offload::Framing::Written HttpFraming::write_response(ByteView out, std::uint8_t
                                                      const Client& client) const noexcept {
   ReplyMeta m;
   std::string_view line;
-  const auto done = [&](std::uint16_t status, std::size_t bytes, std::size_t body, bool close) {
-    metrics_->count(status, bytes);
+  // bytes: written into dst; body: the response's body length; page: a body sent by reference.
+  const auto done = [&](std::uint16_t status, std::size_t bytes, std::size_t body, bool close, ByteView page = {}) {
+    metrics_->count(status, bytes + page.size);
     if (access_log_) access_log_->write(client.peer, line, status, body);
-    return Written{bytes, close, m.handle_ns};
+    Written w{bytes, close, m.handle_ns};
+    w.body = page;
+    return w;
   };
   const auto fail = [&](const char* why) {
     // A reply the proxy cannot read is a worker bug; the client gets a 500.
@@ -145,9 +148,11 @@ offload::Framing::Written HttpFraming::write_response(ByteView out, std::uint8_t
   } else if (m.kind == ReplyKind::Page) {
     if (m.page >= content_->size()) return fail("worker named a page that does not exist");
     if (!no_body) {
+      // From the page store itself, which lives as long as this framing and
+      // never changes: every connection sends the one copy.
       const std::string& page = content_->page(m.page);
-      std::memcpy(dst + n, page.data(), page.size());
-      body = page.size();
+      return done(m.status, n, page.size(), close,
+                  ByteView{reinterpret_cast<const std::uint8_t*>(page.data()), page.size()});
     }
   } else {
     return fail("unknown worker reply kind");

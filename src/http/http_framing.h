@@ -1,9 +1,10 @@
 #pragma once
 // HTTP/1.1 as a framing of the server threads (ferry/offload/framing.h): the
 // proxy finds where each request ends (message_scan.h) and forwards its head to
-// a worker; it writes the worker's reply (reply.h) with the current date, the
-// page from the page store, or the metrics it renders. Requests it cannot frame
-// get their status here, with Connection: close.
+// a worker; it writes the worker's reply (reply.h) with the current date, and
+// the metrics it renders, or names a page of the page store for the server
+// thread to send by reference. Requests it cannot frame get their status here,
+// with Connection: close.
 
 #include <memory>
 

@@ -39,6 +39,9 @@ void validate(const HttpOptions& o) {
   if (o.max_request_line < 16 || o.max_request_line > o.max_head)
     throw Error("--max-request-line must be between 16 and --max-head");
   if (o.max_pipelined < 1) throw Error("--max-pipelined must be at least 1");
+  if (o.max_output_per_thread < (std::uint64_t{1} << 20))
+    throw Error("--max-output-per-thread must be at least 1MiB (" + std::to_string(o.max_output_per_thread) +
+                " bytes given)");
   if (o.header_timeout_s < 0 || o.idle_timeout_s < 0) throw Error("timeouts must be 0 (off) or more seconds");
 }
 
@@ -81,6 +84,7 @@ class HttpServer::Impl {
     so.max_clients_per_thread = opts_.max_connections_per_thread;
     so.read_timeout_s = opts_.header_timeout_s;
     so.idle_timeout_s = opts_.idle_timeout_s;
+    so.max_output_per_thread = opts_.max_output_per_thread;
     if (!opts_.access_log.empty()) access_log_ = std::make_shared<AccessLog>(opts_.access_log);
     infer::api::Limits api_limits;
     api_limits.max_inputs = opts_.max_client_batch;

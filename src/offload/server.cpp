@@ -345,6 +345,7 @@ void Server::Impl::start() {
     cfg.max_clients = opts_.max_clients_per_thread;
     cfg.read_timeout = std::chrono::duration<double>(opts_.read_timeout_s);
     cfg.idle_timeout = std::chrono::duration<double>(opts_.idle_timeout_s);
+    cfg.max_held_output = static_cast<std::size_t>(opts_.max_output_per_thread);
     threads_.push_back(std::make_unique<ServerThread>(cfg));
     threads_.back()->start();
   }

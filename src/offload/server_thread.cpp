@@ -2,7 +2,9 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <utility>
 
 #include "core/log.h"
 #include "ferry/core/detail/backoff.h"
@@ -23,6 +26,50 @@ constexpr std::uint32_t kWakeMarker = 0xffffffffu;
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr auto kClosingTime = std::chrono::seconds(10);
 constexpr std::uint32_t kPrefetchAhead = 4;
+// A drained output buffer keeps this much committed (the heads of a few
+// pipelined responses) and gives the rest of what it touched back.
+constexpr std::size_t kKeptOutputBytes = 16 * 1024;
+constexpr int kMaxIov = 16;  // pieces one sendmsg() gathers
+
+const std::size_t kPageBytes = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+
+std::size_t round_to_page(std::size_t n) { return (n + kPageBytes - 1) / kPageBytes * kPageBytes; }
+
+// A connection's output buffer: address space reserved when the connection
+// opens; the kernel commits a page only once it is written, and release()
+// hands pages back once what they held is sent.
+class OutputPages {
+ public:
+  OutputPages() = default;
+  // data() is null when the kernel refuses the address space.
+  explicit OutputPages(std::size_t capacity) : size_(round_to_page(capacity)) {
+    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    data_ = p == MAP_FAILED ? nullptr : static_cast<std::uint8_t*>(p);
+  }
+  ~OutputPages() { reset(); }
+  OutputPages(OutputPages&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr; }
+  OutputPages& operator=(OutputPages&& o) noexcept {
+    if (this != &o) {
+      reset();
+      data_ = std::exchange(o.data_, nullptr);
+      size_ = o.size_;
+    }
+    return *this;
+  }
+  std::uint8_t* data() const noexcept { return data_; }
+  // [from, to), both multiples of the page size, reads as zeros afterwards.
+  void release(std::size_t from, std::size_t to) noexcept {
+    if (data_ != nullptr && to > from) (void)madvise(data_ + from, to - from, MADV_DONTNEED);
+  }
+  void reset() noexcept {
+    if (data_ != nullptr) munmap(data_, size_);
+    data_ = nullptr;
+  }
+
+ private:
+  std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
 
 std::int64_t ns_of(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -63,28 +110,56 @@ struct ServerThread::Connection {
   struct Queued {
     std::shared_ptr<PendingResponse> pending;  // null once ready
     std::string bytes;
-    std::size_t sent = 0;
+    ByteView body;  // sent after bytes, by reference (Framing::Written::body)
+    std::size_t sent = 0;  // of bytes, then of body
   };
   std::deque<Queued> queue;
+  std::size_t queued_bytes = 0;  // of the queue's entries' bytes, counted in held_output_
   std::vector<std::string> kept;  // what the framing kept of each request, by request number modulo the window
   std::string peer;
   std::unique_ptr<std::uint8_t[]> in;
   std::size_t in_len = 0;
-  std::unique_ptr<std::uint8_t[]> out;
+  // The output: responses' copied bytes in out[out_head, out_tail), and the
+  // bodies they send by reference, each after the copied bytes before its
+  // `at`. A reference's `rest` is the connection's cursor into the framing's
+  // memory (a page every connection shares).
+  OutputPages out;
   std::size_t out_head = 0;
   std::size_t out_tail = 0;
+  std::size_t out_touched = 0;  // bytes of out written since it was last given back, in pages
+  struct Reference {
+    std::size_t at = 0;
+    ByteView rest;
+  };
+  std::vector<Reference> refs;  // a ring: one reference per response, so at most the window
+  std::uint32_t ref_head = 0;
+  std::uint32_t ref_count = 0;
+  bool write_blocked = false;  // the socket took less than it was offered: read nothing until it drains
 
   std::size_t out_used() const { return out_tail - out_head; }
+  Reference& ref(std::uint32_t i) { return refs[(ref_head + i) % refs.size()]; }
+  const Reference& ref(std::uint32_t i) const { return refs[(ref_head + i) % refs.size()]; }
 
   // Room for n more output bytes at out_tail, compacting first if needed; null
   // when even a compacted buffer cannot take them (the caller then closes).
   std::uint8_t* reserve(std::size_t n, std::size_t capacity) {
-    if (out_tail + n > capacity) {
-      std::memmove(out.get(), out.get() + out_head, out_used());
+    if (out_tail + n > capacity && out_head > 0) {
+      std::memmove(out.data(), out.data() + out_head, out_used());
+      for (std::uint32_t i = 0; i < ref_count; ++i) ref(i).at -= out_head;
       out_tail -= out_head;
       out_head = 0;
     }
-    return out_tail + n <= capacity ? out.get() + out_tail : nullptr;
+    return out_tail + n <= capacity ? out.data() + out_tail : nullptr;
+  }
+
+  // Appends a body sent by reference after the copied bytes so far; false when
+  // the ring is full (the credit rule makes that unreachable).
+  bool add_reference(ByteView body) {
+    if (body.size == 0) return true;
+    if (ref_count == refs.size()) return false;
+    refs[(ref_head + ref_count) % refs.size()] = {out_tail, body};
+    ++ref_count;
+    return true;
   }
 };
 
@@ -255,9 +330,16 @@ std::uint32_t ServerThread::open_connection(int fd) {
   c.last_activity = now_;
   // Default-initialised (not zeroed): the kernel commits pages only as they are used.
   c.in.reset(new std::uint8_t[in_capacity_]);
-  c.out.reset(new std::uint8_t[out_capacity_]);
+  c.out = OutputPages(out_capacity_);
   c.posted_at.assign(conn_window_, 0);
   c.kept.resize(conn_window_);
+  c.refs.assign(conn_window_, {});
+  if (c.out.data() == nullptr) {
+    log::app().error("thread {}: no memory for client {}'s output buffer: {}", config_.index, c.peer,
+                     std::strerror(errno));
+    close_connection(c, nullptr);
+    return slot;
+  }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = slot;
@@ -356,7 +438,7 @@ void ServerThread::read_from(Connection& c) {
       close_connection(c, nullptr);
       return;
     }
-    if (c.closing || c.paused || draining_ || c.in_len == in_capacity_) return;
+    if (c.closing || c.paused || c.write_blocked || draining_ || c.in_len == in_capacity_) return;
     const std::size_t room = in_capacity_ - c.in_len;
     const ssize_t r = recv(c.fd, c.in.get() + c.in_len, room, 0);
     if (r > 0) {
@@ -399,10 +481,41 @@ void ServerThread::read_from(Connection& c) {
 }
 
 bool ServerThread::can_post(const Connection& c) const {
+  // A client that does not read its answers is sent no more until it has.
+  if (c.write_blocked) return false;
   // Room for every in-flight response plus this one is reserved up front, so a
   // client that stops reading stalls only itself (its output buffer is bounded).
-  return c.in_flight + c.queue.size() < conn_window_ && channel_in_flight_ < requests_.ring().capacity() &&
-         c.out_used() + std::size_t(c.in_flight + 1) * max_response_ + reply_slack_ <= out_capacity_;
+  // A reference names one response, so the window counts the unsent ones too.
+  if (c.in_flight + c.ref_count + c.queue.size() >= conn_window_ ||
+      channel_in_flight_ >= requests_.ring().capacity() ||
+      c.out_used() + std::size_t(c.in_flight + 1) * max_response_ + reply_slack_ > out_capacity_)
+    return false;
+  // The thread's bound counts the room reserved for every response in flight.
+  // A connection that owes nothing may always post one request: clients that
+  // read their answers are served whatever the others hold.
+  const bool owes_nothing = c.in_flight == 0 && !has_output(c) && c.queue.empty();
+  return config_.max_held_output == 0 || owes_nothing ||
+         held_output_ + std::size_t(channel_in_flight_ + 1) * max_response_ <= config_.max_held_output;
+}
+
+bool ServerThread::stream_pending(const Connection& c) { return c.out_used() > 0 || c.ref_count > 0; }
+
+void ServerThread::note_written(Connection& c) {
+  const std::size_t touched = round_to_page(c.out_tail);
+  if (touched <= c.out_touched) return;
+  held_output_ += touched - c.out_touched;
+  c.out_touched = touched;
+}
+
+void ServerThread::rewind_output(Connection& c) {
+  // Every reference left stands at out_head (none lies before it), so all move with it.
+  for (std::uint32_t i = 0; i < c.ref_count; ++i) c.ref(i).at = 0;
+  c.out_head = c.out_tail = 0;
+  const std::size_t kept = round_to_page(kKeptOutputBytes);
+  if (c.out_touched <= kept) return;
+  c.out.release(kept, c.out_touched);
+  held_output_ -= c.out_touched - kept;
+  c.out_touched = kept;
 }
 
 void ServerThread::parse_requests(Connection& c) {
@@ -513,7 +626,7 @@ std::uint32_t ServerThread::drain_responses() {
           Connection* conn;
           std::shared_ptr<Framing::Deferred> defer() override {
             auto p = std::make_shared<PendingResponse>(thread->mailbox_, conn->slot, conn->generation);
-            conn->queue.push_back({p, {}, 0});
+            conn->queue.push_back({p, {}, {}, 0});
             return p;
           }
         } deferrer;
@@ -531,17 +644,26 @@ std::uint32_t ServerThread::drain_responses() {
         } else {
           stats_.queue.add(in_channel);
         }
+        bool overrun = false;
         if (w.deferred) {
           // Its queue entry was made by defer(); it is sent once complete.
         } else if (behind) {
-          enqueue_ready(*c, std::string(reinterpret_cast<const char*>(dst), w.bytes), w.close_after);
+          enqueue_ready(*c, std::string(reinterpret_cast<const char*>(dst), w.bytes), w.body, w.close_after);
         } else {
-          if (c->out_used() == 0) c->unsent_since = now_ns;
+          if (!stream_pending(*c)) c->unsent_since = now_ns;
           c->out_tail += w.bytes;
+          note_written(*c);
+          overrun = !c->add_reference(w.body);
           if (w.close_after) close_after_output(*c);
         }
-        if (c->in_flight == 0) queue_pending_error(*c);
-        mark_dirty(*c);
+        if (overrun) {
+          log::app().error("thread {}: client {}: more responses than its window (a server bug); closing it",
+                           config_.index, c->peer);
+          close_connection(*c, nullptr);
+        } else {
+          if (c->in_flight == 0) queue_pending_error(*c);
+          mark_dirty(*c);
+        }
       } else {
         log::app().error("thread {}: client {}: output buffer overrun (a server bug); closing it", config_.index,
                          c->peer);
@@ -582,41 +704,98 @@ void ServerThread::resume_paused() {
   paused_.resize(kept);
 }
 
-void ServerThread::flush(Connection& c) {
-  // First `out`, then the queue's ready entries from its front.
-  while (has_output(c)) {
-    const bool from_queue = c.out_used() == 0;
-    Connection::Queued* q = from_queue ? &c.queue.front() : nullptr;
-    const std::uint8_t* data = from_queue ? reinterpret_cast<const std::uint8_t*>(q->bytes.data()) + q->sent
-                                          : c.out.get() + c.out_head;
-    const std::size_t size = from_queue ? q->bytes.size() - q->sent : c.out_used();
-    const ssize_t r = send(c.fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (r > 0) {
-      if (from_queue) {
-        q->sent += static_cast<std::size_t>(r);
-        if (q->sent == q->bytes.size()) c.queue.pop_front();
-      } else {
-        c.out_head += static_cast<std::size_t>(r);
+ssize_t ServerThread::send_stream(Connection& c) {
+  // The copied bytes up to each reference, then the reference's rest, in order.
+  iovec iov[kMaxIov];
+  int n = 0;
+  std::size_t pos = c.out_head;
+  std::uint32_t i = 0;
+  for (; i < c.ref_count && n + 2 <= kMaxIov; ++i) {
+    const Connection::Reference& r = c.ref(i);
+    if (r.at > pos) iov[n++] = {c.out.data() + pos, r.at - pos};
+    pos = r.at;
+    iov[n++] = {const_cast<std::uint8_t*>(r.rest.data), r.rest.size};
+  }
+  if (i == c.ref_count && c.out_tail > pos && n < kMaxIov) iov[n++] = {c.out.data() + pos, c.out_tail - pos};
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = static_cast<std::size_t>(n);
+  const ssize_t r = sendmsg(c.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (r <= 0) return r;
+  // Consumes what went, piece by piece in the same order.
+  for (std::size_t sent = static_cast<std::size_t>(r); sent > 0;) {
+    Connection::Reference* front = c.ref_count > 0 ? &c.ref(0) : nullptr;
+    if (front != nullptr && front->at == c.out_head) {
+      const std::size_t k = std::min(sent, front->rest.size);
+      front->rest.data += k;
+      front->rest.size -= k;
+      sent -= k;
+      if (front->rest.size == 0) {
+        c.ref_head = static_cast<std::uint32_t>((c.ref_head + 1) % c.refs.size());
+        --c.ref_count;
       }
+    } else {
+      const std::size_t k = std::min(sent, (front != nullptr ? front->at : c.out_tail) - c.out_head);
+      c.out_head += k;
+      sent -= k;
+    }
+  }
+  return r;
+}
+
+ssize_t ServerThread::send_queued(Connection& c) {
+  Connection::Queued& q = c.queue.front();
+  iovec iov[2];
+  int n = 0;
+  if (q.sent < q.bytes.size()) iov[n++] = {q.bytes.data() + q.sent, q.bytes.size() - q.sent};
+  const std::size_t body_sent = q.sent > q.bytes.size() ? q.sent - q.bytes.size() : 0;
+  if (body_sent < q.body.size) iov[n++] = {const_cast<std::uint8_t*>(q.body.data) + body_sent, q.body.size - body_sent};
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = static_cast<std::size_t>(n);
+  const ssize_t r = sendmsg(c.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (r <= 0) return r;
+  q.sent += static_cast<std::size_t>(r);
+  if (q.sent == q.bytes.size() + q.body.size) {
+    held_output_ -= q.bytes.size();
+    c.queued_bytes -= q.bytes.size();
+    c.queue.pop_front();
+  }
+  return r;
+}
+
+void ServerThread::flush(Connection& c) {
+  // First `out` with its references, then the queue's ready entries from its front.
+  const bool was_blocked = c.write_blocked;
+  c.write_blocked = false;
+  while (has_output(c)) {
+    const ssize_t r = stream_pending(c) ? send_stream(c) : send_queued(c);
+    if (r > 0) {
       c.last_activity = now_;
       // A closing connection that is still being read is not stuck: a large
       // last response may take longer than the deadline to go out.
       if (c.closing) c.close_deadline = now_ + kClosingTime;
+      if (c.out_used() == 0 && c.out_tail != 0) rewind_output(c);
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      c.write_blocked = true;
+      break;
+    }
     log::app().info("thread {}: client {} went away before reading its responses: {}", config_.index,
                     c.peer, r < 0 ? std::strerror(errno) : "closed");
     close_connection(c, nullptr);
     return;
   }
-  if (c.out_used() == 0) {
+  // Reading resumes: a request begun before it stopped gets the read timeout afresh.
+  if (was_blocked && !c.write_blocked && c.in_len > 0) c.partial_since = now_;
+  if (!stream_pending(c)) {
     if (c.unsent_since != 0) {
       stats_.write.add(ns_of(std::chrono::steady_clock::now()) - c.unsent_since);
       c.unsent_since = 0;
     }
-    c.out_head = c.out_tail = 0;
+    rewind_output(c);
     if (c.closing && c.in_flight == 0 && c.queue.empty() && c.pending_error.empty() && !c.lingering) {
       shutdown(c.fd, SHUT_WR);
       c.lingering = true;
@@ -629,7 +808,7 @@ void ServerThread::flush(Connection& c) {
 void ServerThread::update_interest(Connection& c) {
   if (!c.open) return;
   std::uint32_t want = 0;
-  if (c.lingering || (!c.closing && !c.paused && !draining_)) want |= EPOLLIN;
+  if (c.lingering || (!c.closing && !c.paused && !c.write_blocked && !draining_)) want |= EPOLLIN;
   if (has_output(c)) want |= EPOLLOUT;
   if (want == c.registered) return;
   epoll_event ev{};
@@ -672,10 +851,11 @@ void ServerThread::queue_pending_error(Connection& c) {
   const std::size_t n = std::min(c.pending_error.size(), reply_slack_);
   if (!c.queue.empty()) {  // after the responses that wait behind a deferred one
     c.pending_error.resize(n);
-    enqueue_ready(c, std::move(c.pending_error), false);
+    enqueue_ready(c, std::move(c.pending_error), {}, false);
   } else if (std::uint8_t* dst = c.reserve(n, out_capacity_)) {
     std::memcpy(dst, c.pending_error.data(), n);
     c.out_tail += n;
+    note_written(c);
   }
   c.pending_error.clear();
 }
@@ -696,10 +876,12 @@ void ServerThread::check_deadlines(std::chrono::steady_clock::time_point now) {
       if (now > c.linger_deadline) close_connection(c, nullptr);
     } else if (c.closing) {
       if (now > c.close_deadline) close_connection(c, "its error response was not read within 10 s");
-    } else if (reads && c.in_len > 0 && !c.paused && now - c.partial_since > config_.read_timeout) {
-      // Paused connections are excluded: their request is whole, waiting for credit.
+    } else if (reads && c.in_len > 0 && !c.paused && !c.write_blocked &&
+               now - c.partial_since > config_.read_timeout) {
+      // Paused connections are excluded: their request is whole, waiting for
+      // credit. So are those the server stops reading while their output waits.
       refuse(c, Framing::Failure::ReadTimeout, "request not complete within the read timeout");
-    } else if (idles && c.in_len == 0 && c.in_flight == 0 && c.queue.empty() && c.out_used() == 0 &&
+    } else if (idles && c.in_len == 0 && c.in_flight == 0 && c.queue.empty() && !stream_pending(c) &&
                now - c.last_activity > config_.idle_timeout) {
       log::app().debug("thread {}: closing idle client {}", config_.index, c.peer);
       close_connection(c, nullptr);
@@ -748,10 +930,15 @@ void ServerThread::close_connection(Connection& c, const char* why) {
   c.fd = -1;
   c.in.reset();
   c.out.reset();
+  held_output_ -= c.out_touched + c.queued_bytes;
+  c.out_touched = c.queued_bytes = 0;
   for (auto& q : c.queue)
     if (q.pending) q.pending->abandon();  // its work may be skipped
   c.queue.clear();
   c.kept.clear();
+  c.refs.clear();
+  c.ref_count = 0;
+  c.write_blocked = false;
   c.in_len = c.out_head = c.out_tail = 0;
   // Responses still in the channel for this connection carry the old generation
   // and are dropped when they arrive; the slot may be reused at once.
@@ -760,11 +947,13 @@ void ServerThread::close_connection(Connection& c, const char* why) {
 }
 
 bool ServerThread::has_output(const Connection& c) const {
-  return c.out_used() > 0 || (!c.queue.empty() && !c.queue.front().pending);
+  return stream_pending(c) || (!c.queue.empty() && !c.queue.front().pending);
 }
 
-void ServerThread::enqueue_ready(Connection& c, std::string bytes, bool close_after) {
-  c.queue.push_back({nullptr, std::move(bytes), 0});
+void ServerThread::enqueue_ready(Connection& c, std::string bytes, ByteView body, bool close_after) {
+  held_output_ += bytes.size();
+  c.queued_bytes += bytes.size();
+  c.queue.push_back({nullptr, std::move(bytes), body, 0});
   if (close_after) close_after_output(c);
 }
 
@@ -787,10 +976,15 @@ void ServerThread::take_deferred() {
     }
     it->pending.reset();
     it->bytes = std::move(r.bytes);
+    held_output_ += it->bytes.size();
+    c->queued_bytes += it->bytes.size();
     if (r.close_after) {
       // Nothing after it is sent: drop what waits behind it.
-      for (auto later = std::next(it); later != c->queue.end(); ++later)
+      for (auto later = std::next(it); later != c->queue.end(); ++later) {
         if (later->pending) later->pending->abandon();
+        held_output_ -= later->bytes.size();
+        c->queued_bytes -= later->bytes.size();
+      }
       c->queue.erase(std::next(it), c->queue.end());
       close_after_output(*c);
     }

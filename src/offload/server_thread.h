@@ -2,6 +2,8 @@
 // One data-path thread of the server: an epoll loop over its clients' sockets
 // and one channel of the arena. Internal to the server.
 
+#include <sys/types.h>
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -29,6 +31,12 @@ struct ServerThreadConfig {
   std::shared_ptr<const Framing> framing;  // shared by every thread; required
   std::chrono::duration<double> read_timeout{0};  // a begun request must complete within this; 0: off
   std::chrono::duration<double> idle_timeout{0};  // close a connection idle this long; 0: off
+  // Bytes of copied output (responses written for clients that have not read
+  // them, and the output buffer pages they touched) all of the thread's
+  // connections may hold, counting the room reserved for responses in flight.
+  // Beyond it only a connection that owes nothing takes a request. 0: no bound
+  // beyond each connection's own.
+  std::size_t max_held_output = 0;
 };
 
 // One stage's latency histogram, written by its thread alone (relaxed stores)
@@ -98,6 +106,17 @@ class ServerThread {
   void read_from(Connection& c);
   void parse_requests(Connection& c);
   bool can_post(const Connection& c) const;
+  // Whether c owes its client bytes from `out` or from a page it sends by reference.
+  static bool stream_pending(const Connection& c);
+  // Counts the output pages c's latest write touched against the thread's bound.
+  void note_written(Connection& c);
+  // Once c's copied output is all sent: rewinds its buffer and gives back the
+  // pages beyond the first few.
+  void rewind_output(Connection& c);
+  // Sends what c owes from `out` and its references, in order; the bytes sent, or -1 with errno.
+  ssize_t send_stream(Connection& c);
+  // Sends what the front of c's queue owes: its copied bytes, then its body.
+  ssize_t send_queued(Connection& c);
   // Stops reading c until resume_paused() finds it can post again.
   void pause(Connection& c);
   // Moves every published response to its connection's output; returns how many.
@@ -118,7 +137,7 @@ class ServerThread {
   // Builds the deferred responses that came back (Framing::Deferred) into their connections' queues.
   void take_deferred();
   // Puts a ready response at the back of c's queue, in order behind a deferred one.
-  void enqueue_ready(Connection& c, std::string bytes, bool close_after);
+  void enqueue_ready(Connection& c, std::string bytes, ByteView body, bool close_after);
   bool has_output(const Connection& c) const;
   void fail_in_flight(const std::string& why);
   void note_unanswered_since(std::chrono::steady_clock::time_point t);
@@ -157,6 +176,9 @@ class ServerThread {
   std::uint32_t channel_in_flight_ = 0;
   std::shared_ptr<DeferredMailbox> mailbox_;
   std::vector<std::uint8_t> scratch_;  // a response written while others wait before it
+  // Copied output the connections hold: their output buffers' touched pages
+  // and their queued responses (ServerThreadConfig::max_held_output).
+  std::size_t held_output_ = 0;
   log::Throttle warn_throttle_;  // one line a second for hostile clients' errors
 
   ServerThreadStats stats_;

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -225,7 +226,8 @@ std::string through_proxy(const std::string& request, const std::shared_ptr<cons
   std::vector<std::uint8_t> out(framing.max_response_bytes());
   const auto w = framing.write_response(ByteView{slot.data(), n}, out.data(), {"127.0.0.1:5000"});
   if (close != nullptr) *close = w.close_after;
-  return std::string(reinterpret_cast<const char*>(out.data()), w.bytes);
+  return std::string(reinterpret_cast<const char*>(out.data()), w.bytes) +
+         std::string(reinterpret_cast<const char*>(w.body.data), w.body.size);
 }
 
 TEST(HttpFraming, WritesTheWorkersHeadWithTheDateAndThePage) {
@@ -246,6 +248,36 @@ TEST(HttpFraming, WritesTheWorkersHeadWithTheDateAndThePage) {
   EXPECT_TRUE(close);
   EXPECT_EQ(missing.rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u);
   EXPECT_NE(missing.find("Connection: close"), std::string::npos);
+}
+
+// A page goes by reference from the page store: the proxy writes only its
+// head, and its room for a response does not grow with the pages.
+TEST(HttpFraming, APageGoesByReferenceFromThePageStore) {
+  const std::string root = ::testing::TempDir() + "ferry-http-page-store";
+  std::filesystem::create_directories(root);
+  constexpr std::size_t kPage = std::size_t{4} << 20;
+  std::ofstream(root + "/large.bin", std::ios::binary) << std::string(kPage, 'p');
+  const auto content = std::make_shared<const Content>(Content::load(root, std::uint64_t{64} << 20));
+  std::filesystem::remove_all(root);
+  HttpFraming framing({}, 4096, content, std::make_shared<Metrics>());
+  EXPECT_LT(framing.max_response_bytes(), std::size_t{64} << 10);
+  HttpHandler h{content->view()};
+  const std::string& page = content->page(content->view().find(u8(std::string("/large.bin")), 10)->page);
+  std::vector<std::uint8_t> slot(4096), out(framing.max_response_bytes());
+  for (const std::string method : {"GET", "HEAD"}) {
+    const std::string request = method + " /large.bin HTTP/1.1\r\nHost: a\r\n\r\n";
+    const std::size_t n = h(ByteView{u8(request), request.size()}, MutableByteView{slot.data(), slot.size()});
+    const auto w = framing.write_response(ByteView{slot.data(), n}, out.data(), {"127.0.0.1:5000"});
+    const std::string head(reinterpret_cast<const char*>(out.data()), w.bytes);
+    EXPECT_EQ(head.substr(head.size() - 4), "\r\n\r\n") << "only the head is written";
+    EXPECT_NE(head.find("Content-Length: " + std::to_string(kPage) + "\r\n"), std::string::npos) << head;
+    if (method == "GET") {
+      EXPECT_EQ(w.body.data, u8(page)) << "the page store's own bytes";
+      EXPECT_EQ(w.body.size, kPage);
+    } else {
+      EXPECT_EQ(w.body.size, 0u);
+    }
+  }
 }
 
 TEST(HttpFraming, AReplyItCannotTrustBecomesA500) {

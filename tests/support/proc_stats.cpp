@@ -22,13 +22,21 @@ std::uint64_t cpu_ticks(pid_t pid) {
   return utime + stime;
 }
 
-std::uint64_t peak_rss_kib(pid_t pid) {
+namespace {
+
+std::uint64_t status_kib(pid_t pid, const std::string& field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6));
+    if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size()));
   return 0;
 }
+
+}  // namespace
+
+std::uint64_t peak_rss_kib(pid_t pid) { return status_kib(pid, "VmHWM:"); }
+
+std::uint64_t rss_kib(pid_t pid) { return status_kib(pid, "VmRSS:"); }
 
 std::size_t open_fds(pid_t pid) {
   std::size_t n = 0;

@@ -14,6 +14,8 @@ namespace ferry::test {
 std::uint64_t cpu_ticks(pid_t pid);
 // Peak resident memory (VmHWM), KiB.
 std::uint64_t peak_rss_kib(pid_t pid);
+// Resident memory now (VmRSS), KiB; 0 once the process is gone.
+std::uint64_t rss_kib(pid_t pid);
 std::size_t open_fds(pid_t pid);
 
 }  // namespace ferry::test

@@ -1,6 +1,9 @@
 #include "support/raw_client.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,6 +24,23 @@ RawClient::RawClient(std::uint16_t port, double timeout_s) {
     if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("connect refused");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+RawClient RawClient::slow_reader(std::uint16_t port) {
+  RawClient c;
+  c.fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (c.fd_ < 0) throw std::runtime_error("socket failed");
+  const int smallest = 1;  // the kernel raises it to its minimum
+  const int ethernet_mss = 1448;
+  setsockopt(c.fd_, SOL_SOCKET, SO_RCVBUF, &smallest, sizeof(smallest));
+  setsockopt(c.fd_, IPPROTO_TCP, TCP_MAXSEG, &ethernet_mss, sizeof(ethernet_mss));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(c.fd_, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0)
+    throw std::runtime_error("connect failed");
+  return c;
 }
 
 RawClient::~RawClient() { close(); }

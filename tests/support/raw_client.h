@@ -19,6 +19,11 @@ class RawClient {
  public:
   // Connects (retrying while refused for up to timeout_s).
   RawClient(std::uint16_t port, double timeout_s = 10.0);
+  // A client that reads the way a distant, slow one does: the smallest receive
+  // buffer, and Ethernet-sized segments. (Over loopback's 64 KiB segments the
+  // kernel gives the server's end a send buffer of megabytes, which would take
+  // in what a test means the server to hold.) Throws when it cannot connect.
+  static RawClient slow_reader(std::uint16_t port);
   ~RawClient();
   RawClient(RawClient&& o) noexcept;
   RawClient(const RawClient&) = delete;
@@ -41,6 +46,7 @@ class RawClient {
   int fd() const { return fd_; }
 
  private:
+  RawClient() = default;
   bool read_exact(std::uint8_t* p, std::size_t n, double timeout_s);
   int fd_ = -1;
 };

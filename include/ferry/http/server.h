@@ -39,6 +39,10 @@ struct HttpOptions {
   std::uint64_t max_chunk_framing = 131072;
   std::uint32_t max_connections_per_thread = 1024;  // 503 beyond
   std::uint32_t max_pipelined = 128;                // requests in flight per connection
+  // Response copies (heads, small bodies, /metrics) a proxy thread may hold for
+  // clients that have not read them; pages are sent uncopied from the page
+  // store. Beyond it, only connections that owe nothing are read.
+  std::uint64_t max_output_per_thread = std::uint64_t{64} << 20;
   double header_timeout_s = 10;  // a begun request must be whole this soon (408)
   double idle_timeout_s = 75;    // a keep-alive connection idle this long is closed
   std::string port_file;         // write the bound port here once serving

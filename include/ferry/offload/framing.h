@@ -61,16 +61,21 @@ class Framing {
 
   // Upper bounds the threads size their buffers by. A connection's input holds
   // two of the largest requests; its output reserves the largest response for
-  // each request in flight, plus room for one reply.
+  // each request in flight, plus room for one reply. Bytes a response sends by
+  // reference (Written::body) need no room there.
   virtual std::size_t max_request_bytes() const noexcept = 0;
   virtual std::size_t max_response_bytes() const noexcept = 0;
   virtual std::size_t max_reply_bytes() const noexcept { return 1024; }
 
   struct Written {
-    std::size_t bytes = 0;     // at most max_response_bytes()
+    std::size_t bytes = 0;     // written into dst: at most max_response_bytes()
     bool close_after = false;  // the connection closes once this is sent; later responses are dropped
     std::uint32_t worker_ns = 0;  // the worker's own time on it, when its output says; 0: unknown
     bool deferred = false;     // Client::deferrer->defer() was called: the response comes later
+    // Sent after the bytes in dst, uncopied: memory the framing owns and leaves
+    // unchanged for as long as it lives (a static page). Any number of
+    // connections send the one copy, each keeping only a cursor into it.
+    ByteView body{};
   };
 
   // A response another thread finishes later (an embedding a batcher computes).
@@ -105,7 +110,8 @@ class Framing {
     Deferrer* deferrer = nullptr;
   };
   // Writes the client's response for a worker's output into dst, which has room
-  // for max_response_bytes(), or defers it (Client::deferrer).
+  // for max_response_bytes(), and names any body sent by reference; or defers
+  // it (Client::deferrer).
   virtual Written write_response(ByteView worker_output, std::uint8_t* dst, const Client& client) const noexcept = 0;
 };
 

@@ -38,6 +38,11 @@ struct ServerOptions {
   // 0: never.
   double read_timeout_s = 0;
   double idle_timeout_s = 0;
+  // Bytes of response copies one data-path thread may hold for clients that
+  // have not read them, the room reserved for responses in flight included.
+  // Beyond it the thread takes new requests only from connections that owe
+  // nothing. 0: each connection's own bound only.
+  std::uint64_t max_output_per_thread = 0;
   PeerPolicy control_peers;  // who besides our own uid may attach as the orchestrator
   bool pin_threads = true;
   // The clients' protocol. Null: the DOCA wire with max_message_length. Another
