@@ -19,6 +19,7 @@ declare -A checks=(
   [route-probe]="route-qs-probe.sh: A/B variants of qs-mini, interleaved"
   [xfer-sweep]="xfer-sweep.sh: ferry kv bench over the agent's pipeline settings"
   [xfer-ncu]="xfer-ncu.sh: the copy kernel under Nsight Compute, agent against baseline"
+  [hardening]="hardening-check.sh: issue 35's fixes: the process-memory probe, then the xfer, mover, http and l2fwd suites"
 )
 name=${1:-}
 if [ -z "$name" ] || [ -z "${checks[$name]:-}" ]; then

@@ -70,6 +70,10 @@ class HttpServer::Impl {
     if (opts_.embedding) opts_.embedding->stop();
     // Every line is in: write them out now, whoever else still holds the log.
     if (access_log_) access_log_->close();
+    // The metrics hold the inference route, which holds the metrics: let go,
+    // so that a program that hosts the server gets all of it back.
+    metrics_->set_extra(nullptr);
+    metrics_->set_server_stats(nullptr);
   }
 
   void start() {
