@@ -148,9 +148,16 @@ offload::Framing::Written HttpFraming::write_response(ByteView out, std::uint8_t
   } else if (m.kind == ReplyKind::Page) {
     if (m.page >= content_->size()) return fail("worker named a page that does not exist");
     if (!no_body) {
-      // From the page store itself, which lives as long as this framing and
-      // never changes: every connection sends the one copy.
       const std::string& page = content_->page(m.page);
+      // A small page is copied after its head, so that the response goes out
+      // in one piece: its copy is bounded as any response's is (the room the
+      // connection reserves for each one in flight).
+      if (page.size() <= kCopyPagesUpTo && n + page.size() <= max_response_bytes_) {
+        std::memcpy(dst + n, page.data(), page.size());
+        return done(m.status, n + page.size(), page.size(), close);
+      }
+      // A larger one goes from the page store itself, which lives as long as
+      // this framing and never changes: every connection sends the one copy.
       return done(m.status, n, page.size(), close,
                   ByteView{reinterpret_cast<const std::uint8_t*>(page.data()), page.size()});
     }

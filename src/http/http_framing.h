@@ -22,6 +22,9 @@ class HttpFraming final : public offload::Framing {
   // Largest reply head a worker writes, and what the proxy renders for /metrics.
   static constexpr std::size_t kMaxHead = 1024;
   static constexpr std::size_t kMaxMetrics = 32768;
+  // Pages up to this size are copied into the response; larger ones are sent
+  // by reference from the page store.
+  static constexpr std::size_t kCopyPagesUpTo = 16384;
 
   // access_log may be null (no log); inference too (the embedding APIs then answer 503).
   HttpFraming(Limits limits, std::uint32_t slot_payload, std::shared_ptr<const Content> content,

@@ -280,6 +280,28 @@ TEST(HttpFraming, APageGoesByReferenceFromThePageStore) {
   }
 }
 
+// A page of a few KiB is copied after its head: the response leaves in one
+// piece, and its copy is bounded as any response's is.
+TEST(HttpFraming, ASmallPageIsCopiedWithItsHead) {
+  const std::string root = ::testing::TempDir() + "ferry-http-small-page";
+  std::filesystem::create_directories(root);
+  const std::string body(HttpFraming::kCopyPagesUpTo, 's');
+  std::ofstream(root + "/small.txt", std::ios::binary) << body;
+  const auto content = std::make_shared<const Content>(Content::load(root, std::uint64_t{64} << 20));
+  std::filesystem::remove_all(root);
+  HttpFraming framing({}, 4096, content, std::make_shared<Metrics>());
+  HttpHandler h{content->view()};
+  std::vector<std::uint8_t> slot(4096), out(framing.max_response_bytes());
+  const std::string request = "GET /small.txt HTTP/1.1\r\nHost: a\r\n\r\n";
+  const std::size_t n = h(ByteView{u8(request), request.size()}, MutableByteView{slot.data(), slot.size()});
+  const auto w = framing.write_response(ByteView{slot.data(), n}, out.data(), {"127.0.0.1:5000"});
+  EXPECT_EQ(w.body.size, 0u) << "nothing by reference";
+  const std::string whole(reinterpret_cast<const char*>(out.data()), w.bytes);
+  ASSERT_GT(whole.size(), body.size());
+  EXPECT_EQ(whole.substr(whole.size() - body.size()), body);
+  EXPECT_NE(whole.find("Content-Length: " + std::to_string(body.size()) + "\r\n"), std::string::npos);
+}
+
 TEST(HttpFraming, AReplyItCannotTrustBecomesA500) {
   const auto content = std::make_shared<const Content>(Content::load("", 1 << 20));
   HttpFraming framing({}, 4096, content, std::make_shared<Metrics>());
