@@ -192,15 +192,13 @@ std::vector<std::string>& agent_flags_under_test() {
   return flags;
 }
 
-FerryAgent::FerryAgent(std::vector<std::string> tiers, std::vector<std::string> extra,
-                       std::vector<std::string> launcher) {
+FerryAgent::FerryAgent(std::vector<std::string> tiers, std::vector<std::string> extra) {
   const std::string name = "xfer-test-" + unique_suffix();
   endpoint_ = "unix:" + name;
   dir_ = (std::filesystem::temp_directory_path() / ("ferry-test-" + name)).string();
   std::filesystem::create_directories(dir_);
   argv_ = {ferry_bin(), "agent", "--endpoint", endpoint_, "--ready-file", dir_ + "/ready", "--staging-mib", "64",
            "--queue-depth", "4", "--chunk-kib", "1024"};
-  argv_.insert(argv_.begin(), launcher.begin(), launcher.end());
   for (const auto& t : tiers) {
     argv_.push_back("--tier");
     argv_.push_back(t);

@@ -79,11 +79,9 @@ std::vector<std::string>& agent_flags_under_test();
 
 // `ferry agent` on a unique abstract socket, with the given --tier flags (and
 // any extra flags); the constructor returns once it accepts applications.
-// `launcher`: a command the agent runs under (setpriv with fewer capabilities).
 class FerryAgent {
  public:
-  explicit FerryAgent(std::vector<std::string> tiers, std::vector<std::string> extra = {},
-                      std::vector<std::string> launcher = {});
+  explicit FerryAgent(std::vector<std::string> tiers, std::vector<std::string> extra = {});
   ~FerryAgent();
   const std::string& endpoint() const { return endpoint_; }
   Subprocess& process() { return proc_; }

@@ -2,8 +2,10 @@
 // memory (src/xfer/agent/process_memory.h) against process_vm_readv/writev as
 // they are, the minimal cross-memory mechanism:
 //   as_owner   the same calls, each made by a thread that takes the memory
-//              owner's uid and gid for it (what a root agent does for others);
-//   proc_mem   pread/pwrite on /proc/<pid>/mem (the Bound reach).
+//              owner's uid and gid for it: an alternative for a root agent,
+//              measured and not taken (docs/bench/xfer.md says why);
+//   proc_mem   pread/pwrite on /proc/<pid>/mem (the Bound reach, what a root
+//              agent does for other users).
 // A child process holds the memory, running as --owner-uid; T threads copy it
 // in blocks of B bytes, each way. The mechanisms run interleaved round by
 // round, and each round's ratio to process_vm is the result: this machine
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -32,7 +35,6 @@
 #include <thread>
 #include <vector>
 
-#include "xfer/agent/owner_credentials.h"
 
 namespace {
 
@@ -67,8 +69,18 @@ std::pair<double, double> run(const Setup& s, Way way, std::size_t block, int th
           ssize_t n;
           if (way != Way::ProcMem) {
             iovec l{local + off, len}, r{there, len};
-            std::optional<ferry::xfer::agent::AsOwner> as;
-            if (way == Way::AsOwner && !as.emplace(s.owner, s.owner).ok()) failed = true;
+            // As the owner: the thread takes the owner's uid and gid for the
+            // call (raw system calls: this thread only), as a root agent
+            // could, and gives them back.
+            if (way == Way::AsOwner && (syscall(SYS_setresgid, s.owner, s.owner, -1) != 0 ||
+                                        syscall(SYS_setresuid, s.owner, s.owner, -1) != 0))
+              failed = true;
+            struct Restore {
+              bool on;
+              ~Restore() {
+                if (on && (syscall(SYS_setresuid, 0, 0, -1) != 0 || syscall(SYS_setresgid, 0, 0, -1) != 0)) std::abort();
+              }
+            } restore{way == Way::AsOwner};
             n = to_remote ? process_vm_writev(s.child, &l, 1, &r, 1, 0) : process_vm_readv(s.child, &l, 1, &r, 1, 0);
           } else {
             const auto at = static_cast<off_t>(reinterpret_cast<std::uintptr_t>(there));

@@ -188,10 +188,7 @@ void DataMover::run(int lane) {
   Flight* in_flight = nullptr;
   const auto complete = [&](Flight& f) {
     end(lane, f);
-    if (f.batch.job->foreign) {
-      unwatch(lane, f.copy.slot);
-      release_owner_lane(f.batch.job);
-    }
+    if (f.batch.job->foreign) release_owner_lane(f.batch.job);
     for (std::size_t i = f.first(); i < f.first() + f.count(); ++i)
       if (is_error(f.batch.job->results[i].status)) failures_.fetch_add(1, std::memory_order_relaxed);
     finish_batch(f.batch.job);
@@ -213,7 +210,6 @@ void DataMover::run(int lane) {
       begun = &flights[next];
       next = (next + 1) % flights.size();
       begun->batch = std::move(b);
-      if (begun->batch.job->foreign) watch(lane, begun->copy.slot, begun->batch.job);
       begin(lane, *begun);
     }
     if (in_flight != nullptr) complete(*std::exchange(in_flight, nullptr));
@@ -234,6 +230,14 @@ void DataMover::watch(int lane, int slot, const std::shared_ptr<Job>& job) {
   LaneWatch& w = *watches_[static_cast<std::size_t>(lane)];
   std::lock_guard lk(w.mu);
   w.flights[static_cast<std::size_t>(slot)] = {job, std::chrono::steady_clock::now()};
+}
+
+void DataMover::watch_copy(int lane, Flight& f, bool on) {
+  if (!f.batch.job->foreign) return;
+  if (on)
+    watch(lane, f.copy.slot, f.batch.job);
+  else
+    unwatch(lane, f.copy.slot);
 }
 
 void DataMover::unwatch(int lane, int slot) {
@@ -355,7 +359,14 @@ void DataMover::begin(int lane, Flight& f) {
   f.staged = false;
   f.copy.started = false;
   f.copied = XferStatus::Ok;
-  if (f.batch.streamed && stream(f)) return;
+  if (f.batch.streamed) {
+    // Storage's own time is in the watched span here: the object moves
+    // between the application and storage piece by piece.
+    watch_copy(lane, f, true);
+    const bool streamed = stream(f);
+    watch_copy(lane, f, false);
+    if (streamed) return;
+  }
   const Job& job = *f.batch.job;
   f.copy.way = copier_->way(job.op, job.descs[f.first()].len);
   if (job.op == XferOp::Write)
@@ -455,15 +466,22 @@ void DataMover::begin_write(int lane, Flight& f) {
 
   f.sums.resize(count);
   PhaseTimer copy_time(phases_, Phase::Copy);
+  watch_copy(lane, f, true);
   f.copied = copier_->start_push(lane, f.copy, f.blocks, f.sums, job.fault);
+  watch_copy(lane, f, false);
 }
 
 void DataMover::end_write(int lane, Flight& f) {
   Job& job = *f.batch.job;
   const std::size_t first = f.first(), count = f.count();
   PhaseTimer copy_time(phases_, Phase::Copy);
+  watch_copy(lane, f, true);
   if (f.copied == XferStatus::Ok) f.copied = copier_->finish_push(lane, f.copy, f.blocks, f.sums, job.fault);
+  watch_copy(lane, f, false);
   copy_time.stop();
+  // Answered already (abandoned at the deadline): the application was told it
+  // failed, and may have stored the key anew since. Nothing of it is stored.
+  if (f.copied == XferStatus::Ok && job.answered.load(std::memory_order_relaxed)) f.copied = XferStatus::Cancelled;
   PhaseTimer put_time(phases_, Phase::Put);
 
   if (f.copied != XferStatus::Ok) {
@@ -570,7 +588,9 @@ void DataMover::begin_read(int lane, Flight& f) {
     const DescResult& r = job.results[first + k];
     if (r.status == XferStatus::Ok) f.blocks[k].len = r.size;
   }
+  watch_copy(lane, f, true);
   f.copied = copier_->start_pull(lane, f.copy, f.blocks, job.fault);
+  watch_copy(lane, f, false);
 }
 
 void DataMover::end_read(int lane, Flight& f) {
@@ -581,8 +601,11 @@ void DataMover::end_read(int lane, Flight& f) {
   // Verifies only the borrowed blocks: storage's get verified the staged ones.
   // A mismatch fails the descriptor: the application must not use what landed
   // in its buffer.
-  if (f.copied == XferStatus::Ok)
+  if (f.copied == XferStatus::Ok) {
+    watch_copy(lane, f, true);
     f.copied = copier_->finish_pull(lane, f.copy, f.blocks, f.borrowed, f.computed, job.fault);
+    watch_copy(lane, f, false);
+  }
   copy_time.stop();
   PhaseTimer verify_time(phases_, Phase::Verify);
   for (std::size_t k = 0; f.copied == XferStatus::Ok && k < count; ++k) {

@@ -170,6 +170,9 @@ class DataMover {
   };
   void watch(int lane, int slot, const std::shared_ptr<Job>& job);
   void unwatch(int lane, int slot);
+  // Watches (on) or stops watching the copy calls of a batch of a job that
+  // touches an application's own memory: only they may wait on its pages.
+  void watch_copy(int lane, Flight& f, bool on);
   // A lane for a batch of an application's own memory: false (the batch is
   // deferred until one of its owner's lanes comes back) when its owner holds
   // foreign_lanes_max lanes already.

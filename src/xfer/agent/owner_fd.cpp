@@ -1,5 +1,6 @@
 #include "xfer/agent/owner_fd.h"
 
+#include <linux/capability.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -52,10 +53,11 @@ bool runs_wholly_as(pid_t pid, uid_t uid) {
 
 bool process_alive(int pidfd) noexcept { return pidfd_alive(pidfd); }
 
-std::optional<gid_t> sole_gid(pid_t pid) {
-  const auto id = sole_id(pid, "Gid:");
-  if (!id) return std::nullopt;
-  return static_cast<gid_t>(*id);
+bool agent_traces_anyone() noexcept {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return true;  // unknown: assume the worst
+  return (data[CAP_SYS_PTRACE / 32].effective & (1u << (CAP_SYS_PTRACE % 32))) != 0;
 }
 
 bool owner_unrestricted(pid_t pid, uid_t uid) {

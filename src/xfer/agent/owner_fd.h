@@ -10,8 +10,6 @@
 
 #include <sys/types.h>
 
-#include <optional>
-
 namespace ferry::xfer::agent {
 
 // The descriptor `fd` of process `pid`, duplicated into the agent, once `pid`'s
@@ -28,9 +26,9 @@ int open_owner_process(pid_t pid, uid_t uid, const char* context);
 // trace it: a process that gained privilege (a setuid or file-capability
 // exec) is left non-dumpable, and its /proc entries then belong to root.
 bool owner_unrestricted(pid_t pid, uid_t uid);
-// The gid process `pid` runs as, when its real, effective, saved and
-// filesystem gids are all one.
-std::optional<gid_t> sole_gid(pid_t pid);
+// Whether the kernel lets this process trace every other one (CAP_SYS_PTRACE
+// in its effective set): then it checks none of the agent's copies itself.
+bool agent_traces_anyone() noexcept;
 // Whether the process behind a pidfd still runs (a pid can be reused; a pidfd
 // cannot).
 bool process_alive(int pidfd) noexcept;

@@ -8,10 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <optional>
 
 #include "ferry/core/status.h"
-#include "xfer/agent/owner_credentials.h"
 #include "xfer/agent/owner_fd.h"
 
 namespace ferry::xfer::agent {
@@ -60,20 +58,18 @@ std::unique_ptr<ProcessMemory> ProcessMemory::open(pid_t pid, uid_t uid, std::ui
     throw Error("register: process " + std::to_string(pid) + ": " + why(err));
   }
   std::unique_ptr<ProcessMemory> m(new ProcessMemory(pid, pidfd, mem_fd));
-  m->uid_ = uid;
   // The checks before the open looked at whatever ran under the pid then; a
   // setuid exec in between would have given the open a privileged address
   // space. Looked at again now that it is held.
-  const auto gid = sole_gid(pid);
-  if (!owner_unrestricted(pid, uid) || !process_alive(pidfd) || !gid)
+  if (!owner_unrestricted(pid, uid) || !process_alive(pidfd))
     throw Error("register: process " + std::to_string(pid) +
-                " changed its uid, privileges or program, or exited, while registering (or runs under several gids)");
-  m->gid_ = *gid;
+                " changed its uid, privileges or program, or exited, while registering");
   // An agent that may trace anyone gets no check from the kernel, unless the
-  // memory is root's (whose programs gain nothing by an exec). Taking the
-  // owner's uid drops the capabilities only where it leaves uid 0.
-  if (agent_traces_anyone() && uid != 0)
-    m->reach_ = geteuid() == 0 && agent_may_act_as_others() ? Reach::AsOwner : Reach::Bound;
+  // memory is root's (whose programs gain nothing by an exec). It does not
+  // take the owner's uid on a thread to get one: a thread whose real uid is
+  // the user's may be signalled by that user (SIGKILL or SIGSTOP for the whole
+  // agent) for as long as its copy waits on the user's pages.
+  if (agent_traces_anyone() && uid != 0) m->reach_ = Reach::Bound;
   // Probed through the file: a fault there never waits on a userfaultfd.
   for (const std::uint64_t at : {addr, addr + len - 1}) {
     std::uint8_t probe = 0;
@@ -99,8 +95,7 @@ ProcessMemory::~ProcessMemory() {
 }
 
 std::string ProcessMemory::describe() const {
-  const char* how = reach_ == Reach::Bound ? "/proc/pid/mem" : reach_ == Reach::AsOwner ? "cross-memory attach as its user"
-                                                                                         : "cross-memory attach";
+  const char* how = reach_ == Reach::Bound ? "/proc/pid/mem" : "cross-memory attach";
   return "process " + std::to_string(pid_) + "'s memory, " + how;
 }
 
@@ -149,8 +144,6 @@ ssize_t ProcessMemory::move(bool to_remote, std::uint8_t* remote, std::uint8_t* 
   } else {
     iovec here{local, len};
     iovec there{remote, len};
-    std::optional<AsOwner> as_owner;
-    if (reach_ == Reach::AsOwner && !as_owner.emplace(uid_, gid_).ok()) return -EPERM;
     n = to_remote ? process_vm_writev(pid_, &here, 1, &there, 1, 0) : process_vm_readv(pid_, &here, 1, &there, 1, 0);
   }
   return n < 0 ? -errno : n;

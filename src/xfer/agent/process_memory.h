@@ -11,13 +11,11 @@
 //             Yama's ptrace_scope 1, an application that named the agent with
 //             prctl(PR_SET_PTRACER) (the client library does). A program the
 //             application exec'd that gained privileges fails that check.
-//   AsOwner   the same calls, made by a thread that takes the owner's uid and
-//             gid for each (owner_credentials.h): for a root agent, which the
-//             kernel would otherwise wave through, and memory not root's.
 //   Bound     pread/pwrite on /proc/<pid>/mem, opened at registration: it holds
 //             the address space of that moment, and one the process left by an
-//             exec reads as gone. For an agent that may trace anyone but is
-//             not root or may not take other uids; about half as fast
+//             exec reads as gone. For an agent that may trace anyone (root, or
+//             CAP_SYS_PTRACE), which the kernel would wave through, serving
+//             memory that is not root's; about half as fast
 //             (docs/bench/xfer.md).
 //
 // Every reach also keeps /proc/<pid>/mem open from registration, to tell that
@@ -40,7 +38,7 @@ namespace ferry::xfer::agent {
 
 class ProcessMemory final : public RemoteMemory {
  public:
-  enum class Reach { Direct, AsOwner, Bound };
+  enum class Reach { Direct, Bound };
 
   // [addr, addr + len) in process pid, which must run wholly as uid and be
   // traceable by it (owner_fd.h), before and after its memory is opened. Reads
@@ -81,8 +79,6 @@ class ProcessMemory final : public RemoteMemory {
   int pidfd_;
   int mem_fd_;  // /proc/<pid>/mem as it was at registration
   Reach reach_ = Reach::Direct;
-  uid_t uid_ = 0;
-  gid_t gid_ = 0;
   // Set, once, by the first copy that found the address space gone.
   mutable std::atomic<Gone> gone_{Gone::No};
   mutable std::atomic<std::int64_t> checked_ns_{0};
