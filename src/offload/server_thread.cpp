@@ -31,6 +31,16 @@ constexpr std::uint32_t kPrefetchAhead = 4;
 constexpr std::size_t kKeptOutputBytes = 16 * 1024;
 constexpr int kMaxIov = 16;  // pieces one sendmsg() gathers
 
+// Sends n pieces without blocking. One piece (nothing by reference) goes by
+// send(2), which spares the kernel the gathering list sendmsg(2) copies in and checks.
+ssize_t send_pieces(int fd, iovec* iov, int n) noexcept {
+  if (n == 1) return send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = static_cast<std::size_t>(n);
+  return sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 const std::size_t kPageBytes = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 
 std::size_t round_to_page(std::size_t n) { return (n + kPageBytes - 1) / kPageBytes * kPageBytes; }
@@ -717,13 +727,7 @@ ssize_t ServerThread::send_stream(Connection& c) {
     iov[n++] = {const_cast<std::uint8_t*>(r.rest.data), r.rest.size};
   }
   if (i == c.ref_count && c.out_tail > pos && n < kMaxIov) iov[n++] = {c.out.data() + pos, c.out_tail - pos};
-  msghdr m{};
-  m.msg_iov = iov;
-  m.msg_iovlen = static_cast<std::size_t>(n);
-  // One piece (nothing by reference): send(2), which spares the kernel the
-  // gathering list that sendmsg(2) copies in and checks.
-  const ssize_t r = n == 1 ? send(c.fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL | MSG_DONTWAIT)
-                           : sendmsg(c.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  const ssize_t r = send_pieces(c.fd, iov, n);
   if (r <= 0) return r;
   // Consumes what went, piece by piece in the same order.
   for (std::size_t sent = static_cast<std::size_t>(r); sent > 0;) {
@@ -753,13 +757,7 @@ ssize_t ServerThread::send_queued(Connection& c) {
   if (q.sent < q.bytes.size()) iov[n++] = {q.bytes.data() + q.sent, q.bytes.size() - q.sent};
   const std::size_t body_sent = q.sent > q.bytes.size() ? q.sent - q.bytes.size() : 0;
   if (body_sent < q.body.size) iov[n++] = {const_cast<std::uint8_t*>(q.body.data) + body_sent, q.body.size - body_sent};
-  msghdr m{};
-  m.msg_iov = iov;
-  m.msg_iovlen = static_cast<std::size_t>(n);
-  // One piece (nothing by reference): send(2), which spares the kernel the
-  // gathering list that sendmsg(2) copies in and checks.
-  const ssize_t r = n == 1 ? send(c.fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL | MSG_DONTWAIT)
-                           : sendmsg(c.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  const ssize_t r = send_pieces(c.fd, iov, n);
   if (r <= 0) return r;
   q.sent += static_cast<std::size_t>(r);
   if (q.sent == q.bytes.size() + q.body.size) {
