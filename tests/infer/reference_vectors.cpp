@@ -15,12 +15,14 @@ std::string env_or(const char* name, const char* fallback) {
   return env != nullptr && *env != '\0' ? env : fallback;
 }
 
+std::string reference_dir() { return env_or("FERRY_REFERENCE_DIR", FERRY_REFERENCE_DIR); }
+
 }  // namespace
 
 std::string model_dir() { return env_or("FERRY_MODEL_DIR", FERRY_MODEL_DIR); }
 
 Reference load_reference() {
-  const std::string dir = env_or("FERRY_REFERENCE_DIR", FERRY_REFERENCE_DIR);
+  const std::string dir = reference_dir();
   std::ifstream json_in(dir + "/sentences.json");
   if (!json_in) throw Error("cannot read " + dir + "/sentences.json: run make_reference.py there");
   const auto doc = nlohmann::json::parse(json_in);
@@ -36,6 +38,16 @@ Reference load_reference() {
   f32_in.read(reinterpret_cast<char*>(r.embeddings.data()), static_cast<std::streamsize>(r.embeddings.size() * 4));
   if (!f32_in || f32_in.peek() != EOF) throw Error(dir + "/embeddings.f32 does not hold count * dims floats");
   return r;
+}
+
+std::vector<float> load_reference_vectors(const std::string& name, const Reference& ref) {
+  const std::string path = reference_dir() + "/" + name;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::vector<float> v(ref.ids.size() * ref.dims);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+  if (!in || in.peek() != EOF) throw Error(path + " does not hold count * dims floats");
+  return v;
 }
 
 double cosine(std::span<const float> a, std::span<const float> b) {

@@ -26,6 +26,11 @@ struct Reference {
 // machine), else the source tree's. Throws ferry::Error if it cannot be read whole.
 Reference load_reference();
 
+// Another vector file of the reference folder (as embeddings.f32: ref's
+// count rows of dims little-endian floats), e.g. embeddings_cls.f32. Empty when
+// the file does not exist; throws ferry::Error when it holds another size.
+std::vector<float> load_reference_vectors(const std::string& name, const Reference& ref);
+
 double cosine(std::span<const float> a, std::span<const float> b);
 
 }  // namespace ferry::infer::test

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ferry/infer/model.h"
@@ -25,10 +26,14 @@ struct BertOptions {
   int cpu_threads = 0;              // the CPU model's threads; 0: one per core
   std::size_t max_batch_tokens = 16384;  // the largest TokenBatch::tokens() embed() will see
   std::size_t max_batch = 256;           // the most sequences in one TokenBatch
+  // How embed() pools (TEI's --pooling). Unset: as model_dir/1_Pooling/config.json
+  // says (sentence-transformers' format), or Mean when the folder has none.
+  std::optional<Pooling> pooling;
 };
 
-// Loads and checks the weights; throws ferry::Error with the reason (missing
-// file, bad sha256, unknown tensor layout, no GPU, ...).
+// Loads and checks the weights and the pooling; throws ferry::Error with the
+// reason (missing file, bad sha256, unknown tensor layout, a pooling mode Ferry
+// does not compute, no GPU, ...).
 std::unique_ptr<EmbeddingModel> make_bert_model(const BertOptions& options);
 
 // The sha256 of all-MiniLM-L6-v2's model.safetensors as PyPI's

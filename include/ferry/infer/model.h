@@ -1,5 +1,6 @@
 #pragma once
-// An embedding model: token ids in, one mean-pooled vector per sequence out.
+// An embedding model: token ids in, one pooled vector per sequence out (or,
+// for TEI's /embed_all, every token's last hidden state).
 //
 // Sequences travel packed, without padding (TokenBatch): the matrix products
 // run over every token of the batch at once and only attention looks at
@@ -10,8 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ferry::infer {
@@ -31,6 +34,18 @@ struct TokenBatch {
   void clear() noexcept;
 };
 
+// How a sequence's last hidden states become one vector, as sentence-
+// transformers' 1_Pooling/config.json names them: the mean of every token's
+// (pooling_mode_mean_tokens), the [CLS] token's (pooling_mode_cls_token), or
+// the last token's (pooling_mode_lasttoken).
+enum class Pooling : std::uint8_t { Mean, Cls, LastToken };
+
+// "mean", "cls", "last_token": TEI's names, as /info reports them.
+const char* pooling_name(Pooling p) noexcept;
+// The inverse of pooling_name(), also taking TEI's flag spelling "last-token";
+// nullopt for any other name.
+std::optional<Pooling> pooling_from_name(std::string_view name) noexcept;
+
 struct ModelInfo {
   std::string name;      // as the server reports it (/info, OpenAI's "model")
   std::size_t hidden = 0;           // the embedding's dimensions
@@ -38,6 +53,7 @@ struct ModelInfo {
   std::size_t vocab = 0;
   std::string precision;            // "f32", "f16", "bf16"
   std::string device;               // "cpu", or the GPU's name
+  Pooling pooling = Pooling::Mean;  // what embed() writes
 };
 
 class EmbeddingModel {
@@ -45,10 +61,17 @@ class EmbeddingModel {
   virtual ~EmbeddingModel() = default;
   virtual const ModelInfo& info() const noexcept = 0;
   // Writes batch.size() rows of info().hidden floats to out: each sequence's
-  // mean-pooled last hidden state, not normalised (l2_normalize() does that).
-  // Every sequence holds 1..info().max_positions ids, each below info().vocab.
-  // Throws ferry::Error on a failure of the device or of the input.
+  // last hidden states pooled as info().pooling says, not normalised
+  // (l2_normalize() does that). Every sequence holds 1..info().max_positions
+  // ids, each below info().vocab. Throws ferry::Error on a failure of the
+  // device or of the input.
   virtual void embed(const TokenBatch& batch, float* out) = 0;
+  // Writes batch.tokens() rows of info().hidden floats to out: every token's
+  // last hidden state, in the batch's order, not pooled nor normalised (TEI's
+  // /embed_all). Row 0 of a sequence is what Cls pooling returns for it, its
+  // last row what LastToken pooling returns. The same input rules and errors
+  // as embed().
+  virtual void embed_tokens(const TokenBatch& batch, float* out) = 0;
 };
 
 // Scales v to unit length (a zero vector stays zero).

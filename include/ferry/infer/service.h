@@ -46,8 +46,14 @@ struct EmbedJob {
   // Polled before the job's sequences are computed: true skips them (the
   // client went away), and done is then not called.
   std::function<bool()> abandoned;
+  // TEI's /embed_all: vectors holds every token's state, not one pooled
+  // vector per sequence. Such jobs are batched apart from pooled ones.
+  bool token_vectors = false;
 
-  std::vector<float> vectors;   // tokens.size() rows of hidden floats, mean-pooled, not normalised
+  // tokens.size() rows of hidden floats, pooled as the model says, or with
+  // token_vectors tokens.tokens() rows (sequence i's from row
+  // tokens.starts[i]); not normalised.
+  std::vector<float> vectors;
   std::string error;            // the model's failure, if any
   std::size_t batch_size = 0;   // sequences in the batch that computed the last of this job's
   std::size_t batch_tokens = 0;

@@ -132,6 +132,7 @@ class BertCpuModel final : public EmbeddingModel {
     info_.max_positions = config_.max_positions;
     info_.vocab = config_.vocab;
     info_.precision = "f32";
+    info_.pooling = options.pooling.value_or(Pooling::Mean);
     static const char* const kParallel[] = {"serial", "pthreads", "OpenMP"};
     const int parallel = openblas().get_parallel();
     info_.device = "cpu (" + std::to_string(threads) + " threads, OpenBLAS " +
@@ -141,14 +142,26 @@ class BertCpuModel final : public EmbeddingModel {
   const ModelInfo& info() const noexcept override { return info_; }
 
   void embed(const TokenBatch& batch, float* out) override {
+    if (!forward(batch)) return;
+    pool(batch, out);
+  }
+
+  void embed_tokens(const TokenBatch& batch, float* out) override {
+    if (!forward(batch)) return;
+    std::memcpy(out, hidden_.get(), batch.tokens() * config_.hidden * sizeof(float));
+  }
+
+ private:
+  // Leaves the batch's last hidden states in hidden_; false for an empty batch.
+  bool forward(const TokenBatch& batch) {
     check_batch(batch, info_, max_batch_, max_batch_tokens_);
     const std::size_t tokens = batch.tokens();
-    if (tokens == 0) return;
+    if (tokens == 0) return false;
     const std::size_t h = config_.hidden;
     const float eps = config_.layer_norm_eps;
 
     const std::size_t inter = config_.intermediate;
-    embed_tokens(batch);
+    embedding_layer(batch);
     for (const Layer& l : layers_) {
       // Each block of token rows goes through a step on one thread; attention
       // goes by sequence. Every step reads only what the one before wrote.
@@ -168,10 +181,9 @@ class BertCpuModel final : public EmbeddingModel {
         add_layer_norm(hidden_.get() + r0 * h, sublayer_.get() + r0 * h, n, h, l.output_norm, eps);
       });
     }
-    mean_pool(batch, out);
+    return true;
   }
 
- private:
   struct Layer {
     std::vector<float> qkv_weight;  // [3 * hidden][hidden]: query, key, value
     std::vector<float> qkv_bias;    // [3 * hidden]
@@ -196,7 +208,7 @@ class BertCpuModel final : public EmbeddingModel {
 
   // hidden_ = LayerNorm(word + position + token type 0), positions restarting
   // at 0 in every sequence.
-  void embed_tokens(const TokenBatch& batch) noexcept {
+  void embedding_layer(const TokenBatch& batch) noexcept {
     const std::size_t h = config_.hidden;
     const float* type0 = token_type_embeddings_.data();
     for (std::size_t s = 0; s < batch.size(); ++s) {
@@ -234,11 +246,16 @@ class BertCpuModel final : public EmbeddingModel {
     });
   }
 
-  // out[s] = the mean of sequence s's last hidden states.
-  void mean_pool(const TokenBatch& batch, float* out) const noexcept {
+  // out[s] = sequence s's last hidden states pooled as info_.pooling says.
+  void pool(const TokenBatch& batch, float* out) const noexcept {
     const std::size_t h = config_.hidden;
     for (std::size_t s = 0; s < batch.size(); ++s) {
       float* row = out + s * h;
+      if (info_.pooling != Pooling::Mean) {
+        const std::size_t t = info_.pooling == Pooling::Cls ? batch.starts[s] : batch.starts[s + 1] - 1;
+        std::memcpy(row, hidden_.get() + t * h, h * sizeof(float));
+        continue;
+      }
       std::fill(row, row + h, 0.0f);
       for (std::size_t t = batch.starts[s]; t < batch.starts[s + 1]; ++t) {
         const float* x = hidden_.get() + t * h;

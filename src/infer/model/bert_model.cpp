@@ -43,11 +43,13 @@ std::unique_ptr<EmbeddingModel> make_bert_model(const BertOptions& options) {
   if (options.cuda)
     throw Error("this build has no CUDA: rebuild with nvcc present, or run the model on the CPU");
 #endif
+  BertOptions resolved = options;
+  if (!resolved.pooling) resolved.pooling = read_pooling_config(options.model_dir);
   BertWeights weights = load_bert_weights(options.model_dir, options.expected_sha256);
 #if defined(FERRY_HAVE_CUDA)
-  if (options.cuda) return make_bert_cuda_model(std::move(weights), options);
+  if (options.cuda) return make_bert_cuda_model(std::move(weights), resolved);
 #endif
-  return make_bert_cpu_model(std::move(weights), options, model_name(options.model_dir));
+  return make_bert_cpu_model(std::move(weights), resolved, model_name(options.model_dir));
 }
 
 }  // namespace ferry::infer

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -151,6 +152,32 @@ BertWeights load_bert_weights(const std::string& model_dir, const std::string& e
     w.layers.push_back(std::move(l));
   }
   return w;
+}
+
+Pooling read_pooling_config(const std::string& model_dir) {
+  const std::string path = model_dir + "/1_Pooling/config.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Pooling::Mean;
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read " + path + " (the model's pooling)");
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto config = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) throw Error(path + " is not a JSON object");
+  const auto wants = [&](const char* key) {
+    auto it = config.find(key);
+    return it != config.end() && it->is_boolean() && it->get<bool>();
+  };
+  // TEI's order: a file that sets several takes the first.
+  if (wants("pooling_mode_cls_token")) return Pooling::Cls;
+  if (wants("pooling_mode_mean_tokens")) return Pooling::Mean;
+  if (wants("pooling_mode_lasttoken")) return Pooling::LastToken;
+  std::string others;
+  for (const char* key : {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
+                          "pooling_mode_weightedmean_tokens"})
+    if (wants(key)) others += std::string(others.empty() ? "" : ", ") + key;
+  throw Error(path + (others.empty() ? std::string(" sets no pooling mode") : " asks for " + others) +
+              ": Ferry pools by mean, cls or last token; choose one with --pooling");
 }
 
 }  // namespace ferry::infer

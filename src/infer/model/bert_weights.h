@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ferry/infer/model.h"
+
 namespace ferry::infer {
 
 struct BertConfig {
@@ -50,5 +52,12 @@ struct BertWeights {
 // tensors, converted to f32), checking every tensor's shape against the config.
 // expected_sha256: as BertOptions. Throws ferry::Error.
 BertWeights load_bert_weights(const std::string& model_dir, const std::string& expected_sha256);
+
+// The pooling model_dir/1_Pooling/config.json asks for, as TEI reads it: the
+// first of pooling_mode_cls_token, pooling_mode_mean_tokens and
+// pooling_mode_lasttoken that is true. Mean when the file does not exist (as
+// Ferry always pooled). Throws ferry::Error when the file is not JSON, or asks
+// only for a mode Ferry does not compute (max, mean_sqrt_len, weightedmean).
+Pooling read_pooling_config(const std::string& model_dir);
 
 }  // namespace ferry::infer

@@ -1,4 +1,5 @@
-// TokenBatch's methods and l2_normalize (declared in ferry/infer/model.h).
+// TokenBatch's methods, the pooling names and l2_normalize (declared in
+// ferry/infer/model.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,6 +27,22 @@ void TokenBatch::add(std::span<const std::int32_t> sequence) {
 void TokenBatch::clear() noexcept {
   ids.clear();
   starts.assign(1, 0);  // capacity is kept: no allocation, hence noexcept
+}
+
+const char* pooling_name(Pooling p) noexcept {
+  switch (p) {
+    case Pooling::Mean: return "mean";
+    case Pooling::Cls: return "cls";
+    case Pooling::LastToken: return "last_token";
+  }
+  return "?";
+}
+
+std::optional<Pooling> pooling_from_name(std::string_view name) noexcept {
+  if (name == "mean") return Pooling::Mean;
+  if (name == "cls") return Pooling::Cls;
+  if (name == "last_token" || name == "last-token") return Pooling::LastToken;
+  return std::nullopt;
 }
 
 void l2_normalize(std::span<float> v) noexcept {

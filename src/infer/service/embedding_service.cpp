@@ -78,7 +78,7 @@ class EmbeddingService::Impl {
       rejected_full_.fetch_add(1, std::memory_order_relaxed);
       return Admission::Full;
     }
-    job->vectors.assign(n * hidden_, 0.0f);
+    job->vectors.assign((job->token_vectors ? job->tokens.tokens() : n) * hidden_, 0.0f);
     job->remaining.store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
     job->queued_ns = now_ns();
     for (std::uint32_t i = 0; i < n; ++i) {
@@ -185,7 +185,16 @@ class EmbeddingService::Impl {
           held = item;  // the token budget is spent: it starts the next batch
           break;
         }
-        if (members_.empty()) first_ns = now_ns();
+        // A batch returns pooled vectors or token states, not both: the
+        // other kind starts the next batch.
+        if (!members_.empty() && job.token_vectors != token_batch_) {
+          held = item;
+          break;
+        }
+        if (members_.empty()) {
+          first_ns = now_ns();
+          token_batch_ = job.token_vectors;
+        }
         batch_.add(seq);
         members_.push_back(*item);
       }
@@ -200,7 +209,12 @@ class EmbeddingService::Impl {
     std::string error;
     const std::int64_t launched = now_ns();
     try {
-      model_->embed(batch_, out_.data());
+      if (token_batch_) {
+        if (token_out_.empty()) token_out_.resize(opts_.max_batch_tokens * hidden_);  // on the first /embed_all
+        model_->embed_tokens(batch_, token_out_.data());
+      } else {
+        model_->embed(batch_, out_.data());
+      }
     } catch (const std::exception& e) {
       error = e.what();
       model_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -217,8 +231,15 @@ class EmbeddingService::Impl {
 
     for (std::size_t m = 0; m < members_.size(); ++m) {
       EmbedJob& job = *members_[m].job;
-      std::memcpy(job.vectors.data() + std::size_t(members_[m].index) * hidden_, out_.data() + m * hidden_,
-                  hidden_ * sizeof(float));
+      if (token_batch_) {
+        // The member's rows: its sequence's place in the batch, to its place in the job.
+        const std::size_t rows = batch_.starts[m + 1] - batch_.starts[m];
+        std::memcpy(job.vectors.data() + std::size_t(job.tokens.starts[members_[m].index]) * hidden_,
+                    token_out_.data() + std::size_t(batch_.starts[m]) * hidden_, rows * hidden_ * sizeof(float));
+      } else {
+        std::memcpy(job.vectors.data() + std::size_t(members_[m].index) * hidden_, out_.data() + m * hidden_,
+                    hidden_ * sizeof(float));
+      }
       if (!error.empty() && job.error.empty()) job.error = error;
       job.batch_size = members_.size();
       job.batch_tokens = batch_.tokens();
@@ -250,7 +271,9 @@ class EmbeddingService::Impl {
   // The batcher's own.
   TokenBatch batch_;
   std::vector<Item> members_;
-  std::vector<float> out_;
+  bool token_batch_ = false;      // batch_ is of token_vectors jobs
+  std::vector<float> out_;        // [max_batch][hidden]: pooled vectors
+  std::vector<float> token_out_;  // [max_batch_tokens][hidden]: token states, once needed
 
   std::atomic<std::uint64_t> jobs_{0}, sequences_{0}, batches_{0}, batch_tokens_{0};
   std::atomic<std::uint64_t> rejected_full_{0}, skipped_{0}, model_errors_{0}, model_ns_{0};

@@ -62,6 +62,16 @@ class BertCpuTest : public ::testing::Test {
     return out;
   }
 
+  // The same weights with another pooling than the folder's.
+  static std::unique_ptr<EmbeddingModel> pooled_model(Pooling pooling) {
+    BertOptions options;
+    options.model_dir = model_dir();
+    options.cpu_threads = 1;
+    options.max_batch_tokens = 4096;
+    options.pooling = pooling;
+    return make_bert_model(options);
+  }
+
   static inline EmbeddingModel* model_ = nullptr;
   static inline std::string missing_;
 };
@@ -145,6 +155,77 @@ TEST_F(BertCpuTest, AVectorDoesNotDependOnItsBatch) {
   }
 }
 
+// TEI's /embed_all and the poolings are one forward pass read two ways: a
+// sequence's pooled vector is its token states' mean, its first row ([CLS])
+// or its last, as the model's pooling says.
+TEST_F(BertCpuTest, PoolingsAreTheTokenStatesMeanFirstAndLastRows) {
+  const Reference ref = load_reference();
+  const std::size_t dims = model_->info().hidden;
+  TokenBatch batch;
+  for (std::size_t i : {0, 1, 5, 17, 200}) batch.add(ref.ids[i]);
+  std::vector<float> states(batch.tokens() * dims);
+  model_->embed_tokens(batch, states.data());
+
+  EXPECT_EQ(model_->info().pooling, Pooling::Mean);  // all-MiniLM-L6-v2's 1_Pooling/config.json
+  std::vector<float> mean(batch.size() * dims);
+  model_->embed(batch, mean.data());
+  const auto cls = pooled_model(Pooling::Cls);
+  const auto last = pooled_model(Pooling::LastToken);
+  EXPECT_EQ(cls->info().pooling, Pooling::Cls);
+  EXPECT_EQ(last->info().pooling, Pooling::LastToken);
+  std::vector<float> first_rows(batch.size() * dims), last_rows(batch.size() * dims);
+  cls->embed(batch, first_rows.data());
+  last->embed(batch, last_rows.data());
+
+  for (std::size_t s = 0; s < batch.size(); ++s) {
+    const float* first = states.data() + std::size_t(batch.starts[s]) * dims;
+    const float* final = states.data() + std::size_t(batch.starts[s + 1] - 1) * dims;
+    // The same sgemm calls on the same rows: the same bits.
+    EXPECT_EQ(std::vector<float>(first, first + dims),
+              std::vector<float>(first_rows.begin() + s * dims, first_rows.begin() + (s + 1) * dims))
+        << "sequence " << s;
+    EXPECT_EQ(std::vector<float>(final, final + dims),
+              std::vector<float>(last_rows.begin() + s * dims, last_rows.begin() + (s + 1) * dims))
+        << "sequence " << s;
+    for (std::size_t c = 0; c < dims; ++c) {
+      double sum = 0;
+      for (std::size_t t = batch.starts[s]; t < batch.starts[s + 1]; ++t) sum += states[t * dims + c];
+      EXPECT_NEAR(mean[s * dims + c], sum / (batch.starts[s + 1] - batch.starts[s]), 1e-5) << s << "," << c;
+    }
+  }
+  // [CLS] pooling is not mean pooling in disguise.
+  EXPECT_LT(cosine(std::span(first_rows).subspan(0, dims), std::span(mean).subspan(0, dims)), 0.99);
+}
+
+// sentence-transformers' vectors for the same model with a CLS Pooling module
+// (make_reference.py writes embeddings_cls.f32 beside embeddings.f32). They
+// need torch, which only the GPU machine has: without them the test says so
+// and is skipped; the test above holds CLS pooling to the token states.
+TEST_F(BertCpuTest, ClsPoolingMatchesSentenceTransformers) {
+  const Reference ref = load_reference();
+  const std::vector<float> expected = test::load_reference_vectors("embeddings_cls.f32", ref);
+  if (expected.empty())
+    GTEST_SKIP() << "no embeddings_cls.f32 in the reference folder: run make_reference.py where torch is";
+  const auto cls = pooled_model(Pooling::Cls);
+  constexpr std::size_t kBatch = 7;
+  double min_cosine = 1.0;
+  for (std::size_t first = 0; first < ref.ids.size(); first += kBatch) {
+    TokenBatch batch;
+    const std::size_t n = std::min(kBatch, ref.ids.size() - first);
+    for (std::size_t i = 0; i < n; ++i) batch.add(ref.ids[first + i]);
+    std::vector<float> out(n * ref.dims);
+    cls->embed(batch, out.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      std::span<float> v = std::span(out).subspan(i * ref.dims, ref.dims);
+      l2_normalize(v);
+      const double c = cosine(v, std::span(expected).subspan((first + i) * ref.dims, ref.dims));
+      EXPECT_GE(c, 0.999999) << "sentence " << first + i;
+      min_cosine = std::min(min_cosine, c);
+    }
+  }
+  std::printf("bert cpu, cls pooling: %zu sentences, minimum cosine %.9f\n", ref.ids.size(), min_cosine);
+}
+
 TEST_F(BertCpuTest, RejectsInvalidBatches) {
   std::vector<float> out(2 * model_->info().hidden);
   TokenBatch b;
@@ -153,9 +234,12 @@ TEST_F(BertCpuTest, RejectsInvalidBatches) {
   b.clear();
   b.add(std::vector<std::int32_t>(513, 1000));
   EXPECT_THROW(model_->embed(b, out.data()), Error);
+  std::vector<float> states(513 * model_->info().hidden);
+  EXPECT_THROW(model_->embed_tokens(b, states.data()), Error);
   b.clear();
   b.add(std::vector<std::int32_t>{});
   EXPECT_THROW(model_->embed(b, out.data()), Error);
+  EXPECT_THROW(model_->embed_tokens(b, states.data()), Error);
   b.clear();
   for (int i = 0; i < 9; ++i) b.add(std::vector<std::int32_t>(500, 1000));  // 4500 > max_batch_tokens 4096
   EXPECT_THROW(model_->embed(b, out.data()), Error);

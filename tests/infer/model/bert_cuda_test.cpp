@@ -79,6 +79,28 @@ EmbeddingModel& cuda_model(Precision p) {
   return *slot;
 }
 
+// The same weights pooled otherwise than the folder's mean.
+EmbeddingModel& cuda_pooled_model(Precision p, Pooling pooling) {
+  auto& slot = models()[std::string("cuda-") + precision_name(p) + "-" + pooling_name(pooling)];
+  if (!slot) {
+    require_model_files();
+    BertOptions options;
+    options.model_dir = model_dir();
+    options.cuda = true;
+    options.precision = p;
+    options.pooling = pooling;
+    slot = make_bert_model(options);
+  }
+  return *slot;
+}
+
+// Every token's state (/embed_all), not normalised.
+std::vector<float> embed_tokens(EmbeddingModel& model, const TokenBatch& batch) {
+  std::vector<float> out(batch.tokens() * model.info().hidden);
+  model.embed_tokens(batch, out.data());
+  return out;
+}
+
 EmbeddingModel& cpu_model() {
   auto& slot = models()["cpu"];
   if (!slot) {
@@ -179,6 +201,67 @@ TEST_P(BertCudaTest, MatchesTheCpuModelOnLongSequences) {
   }
   std::printf("bert cuda %s vs cpu, lengths up to 512: minimum cosine %.9f\n", precision_name(GetParam()),
               min_cosine);
+}
+
+// /embed_all's token states against the CPU model's, row by row. The same
+// shapes as embed() runs: graphs are kept per (tokens, sequences, output), so
+// alternating the two never replays one's graph for the other.
+TEST_P(BertCudaTest, TokenStatesMatchTheCpuModelAndKeepTheirOwnGraphs) {
+  const Reference ref = load_reference();
+  TokenBatch batch;
+  for (std::size_t i : {0, 1, 5, 17, 200, 239}) batch.add(ref.ids[i]);
+  const std::size_t dims = model().info().hidden;
+  const std::vector<float> cpu = embed_tokens(cpu_model(), batch);
+  const double required = GetParam() == Precision::BF16 ? 0.995 : required_cosine(GetParam());
+  std::vector<float> first_pooled;
+  std::vector<float> first_tokens;
+  double min_cosine = 1.0;
+  for (int round = 0; round < 3; ++round) {  // eager, captured, replayed
+    const std::vector<float> pooled = embed(model(), batch);
+    const std::vector<float> tokens = embed_tokens(model(), batch);
+    ASSERT_EQ(tokens.size(), cpu.size());
+    for (std::size_t t = 0; t < batch.tokens(); ++t) {
+      const double c = cosine(std::span(tokens).subspan(t * dims, dims), std::span(cpu).subspan(t * dims, dims));
+      EXPECT_GE(c, required) << "token " << t << ", round " << round;
+      min_cosine = std::min(min_cosine, c);
+    }
+    if (round == 0) {
+      first_pooled = pooled;
+      first_tokens = tokens;
+      continue;
+    }
+    EXPECT_EQ(pooled, first_pooled) << "round " << round;
+    EXPECT_EQ(tokens, first_tokens) << "round " << round;
+  }
+  std::printf("bert cuda %s token states vs cpu: minimum cosine %.9f\n", precision_name(GetParam()), min_cosine);
+}
+
+// CLS and last-token pooling on the GPU: each sequence's first and last token
+// state, bit for bit as embed_tokens() returns them, and close to the CPU's.
+TEST_P(BertCudaTest, ClsAndLastTokenPoolingAreTheFirstAndLastTokenStates) {
+  const Reference ref = load_reference();
+  TokenBatch batch;
+  for (std::size_t i : {0, 1, 5, 17, 37, 200}) batch.add(ref.ids[i]);
+  const std::size_t dims = model().info().hidden;
+  const std::vector<float> cpu = embed_tokens(cpu_model(), batch);
+  const double required = GetParam() == Precision::BF16 ? 0.995 : required_cosine(GetParam());
+  for (const Pooling pooling : {Pooling::Cls, Pooling::LastToken}) {
+    EmbeddingModel& m = cuda_pooled_model(GetParam(), pooling);
+    ASSERT_EQ(m.info().pooling, pooling);
+    const std::vector<float> tokens = embed_tokens(m, batch);
+    for (int round = 0; round < 3; ++round) {  // eager, captured, replayed
+      std::vector<float> pooled(batch.size() * dims);
+      m.embed(batch, pooled.data());
+      for (std::size_t s = 0; s < batch.size(); ++s) {
+        const std::size_t t = pooling == Pooling::Cls ? batch.starts[s] : batch.starts[s + 1] - 1;
+        const auto row = std::span(pooled).subspan(s * dims, dims);
+        EXPECT_TRUE(std::equal(row.begin(), row.end(), tokens.begin() + t * dims))
+            << pooling_name(pooling) << ", sequence " << s << ", round " << round;
+        EXPECT_GE(cosine(row, std::span(cpu).subspan(t * dims, dims)), required)
+            << pooling_name(pooling) << ", sequence " << s;
+      }
+    }
+  }
 }
 
 // A shape's first batch runs eagerly, its second is captured into a graph,

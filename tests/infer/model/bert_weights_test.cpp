@@ -10,7 +10,9 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ferry/core/status.h"
@@ -218,6 +220,46 @@ TEST_F(BertWeightsTest, RejectsConfigsItCannotRun) {
   write(small_model("F32", ""));
   fs::remove(dir_ + "/config.json");
   expect_error("cannot read");
+}
+
+// 1_Pooling/config.json as sentence-transformers writes it, read as TEI does;
+// --pooling (BertOptions::pooling) wins over it.
+TEST_F(BertWeightsTest, PoolingComesFromTheFolderUnlessSet) {
+  write(small_model("F32", ""));
+  const auto pooling_of = [&](const std::optional<Pooling>& set) {
+    BertOptions options;
+    options.model_dir = dir_;
+    options.pooling = set;
+    return make_bert_model(options)->info().pooling;
+  };
+  EXPECT_EQ(pooling_of(std::nullopt), Pooling::Mean);  // no 1_Pooling folder: as Ferry always pooled
+  fs::create_directory(dir_ + "/1_Pooling");
+  const auto config = [&](const char* json) { test::write_file(dir_ + "/1_Pooling/config.json", json); };
+  config(R"({"word_embedding_dimension": 8, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false})");
+  EXPECT_EQ(pooling_of(std::nullopt), Pooling::Cls);
+  EXPECT_EQ(pooling_of(Pooling::LastToken), Pooling::LastToken);
+  config(R"({"pooling_mode_cls_token": false, "pooling_mode_mean_tokens": false, "pooling_mode_lasttoken": true})");
+  EXPECT_EQ(pooling_of(std::nullopt), Pooling::LastToken);
+  config(R"({"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true})");  // TEI's order: cls first
+  EXPECT_EQ(pooling_of(std::nullopt), Pooling::Cls);
+  for (const auto& [json, expected] :
+       std::vector<std::pair<const char*, const char*>>{
+           {R"({"pooling_mode_cls_token": false, "pooling_mode_max_tokens": true})", "pooling_mode_max_tokens"},
+           {R"({"pooling_mode_mean_tokens": false})", "sets no pooling mode"},
+           {"[1, 2]", "is not a JSON object"}}) {
+    config(json);
+    try {
+      (void)pooling_of(std::nullopt);
+      ADD_FAILURE() << "accepted " << json;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(pooling_of(Pooling::Mean), Pooling::Mean);  // --pooling needs no readable file
+  }
+  EXPECT_STREQ(pooling_name(Pooling::LastToken), "last_token");
+  EXPECT_EQ(pooling_from_name("last-token"), Pooling::LastToken);
+  EXPECT_EQ(pooling_from_name("cls"), Pooling::Cls);
+  EXPECT_EQ(pooling_from_name("max"), std::nullopt);
 }
 
 TEST_F(BertWeightsTest, CpuModelRejectsInvalidBatches) {

@@ -53,6 +53,28 @@ class StandInModel final : public EmbeddingModel {
       out[i * kHidden + 3] = static_cast<float>(batch.size());
     }
   }
+  // Row t: (id, place in its sequence, the sequence's length, -1): the
+  // last column tells token rows from pooled ones.
+  void embed_tokens(const TokenBatch& batch, float* out) override {
+    {
+      std::lock_guard lock(mutex_);
+      ++calls_;
+      token_batch_sizes_.push_back(batch.size());
+    }
+    if (fail_.load()) throw Error("stand-in failure");
+    for (std::size_t s = 0; s < batch.size(); ++s) {
+      for (std::size_t t = batch.starts[s]; t < batch.starts[s + 1]; ++t) {
+        out[t * kHidden + 0] = static_cast<float>(batch.ids[t]);
+        out[t * kHidden + 1] = static_cast<float>(t - batch.starts[s]);
+        out[t * kHidden + 2] = static_cast<float>(batch.starts[s + 1] - batch.starts[s]);
+        out[t * kHidden + 3] = -1.0f;
+      }
+    }
+  }
+  std::vector<std::size_t> token_batch_sizes() {
+    std::lock_guard lock(mutex_);
+    return token_batch_sizes_;
+  }
   void hold() {
     std::lock_guard lock(mutex_);
     held_ = true;
@@ -82,7 +104,7 @@ class StandInModel final : public EmbeddingModel {
   std::condition_variable cv_;
   bool held_ = false;
   int calls_ = 0;
-  std::vector<std::size_t> batch_sizes_, batch_tokens_;
+  std::vector<std::size_t> batch_sizes_, batch_tokens_, token_batch_sizes_;
 };
 
 // A tokenizer is required by the service but unused here: the jobs arrive tokenized.
@@ -136,6 +158,36 @@ TEST(EmbeddingService, EachSequenceGetsItsOwnVector) {
   EXPECT_TRUE(j->error.empty());
   EXPECT_GE(j->batched_ns, j->queued_ns);
   EXPECT_GE(j->computed_ns, j->launched_ns);
+}
+
+TEST(EmbeddingService, TokenJobsGetEveryTokensRowAndAreBatchedApart) {
+  Fixture f(ServiceOptions{});
+  f.model->hold();  // both jobs queue before the batcher takes either
+  std::atomic<int> finished{0};
+  auto warm = job_of({{101, 102}}, finished);
+  ASSERT_EQ(f.service->submit(warm), Admission::Ok);
+  f.model->wait_for_calls(1);
+  auto pooled = job_of({{101, 5, 102}}, finished);
+  auto tokens = job_of({{101, 7, 8, 102}, {101, 9, 102}}, finished);
+  tokens->token_vectors = true;
+  auto pooled_after = job_of({{101, 6, 102}}, finished);
+  ASSERT_EQ(f.service->submit(pooled), Admission::Ok);
+  ASSERT_EQ(f.service->submit(tokens), Admission::Ok);
+  ASSERT_EQ(f.service->submit(pooled_after), Admission::Ok);
+  f.model->release();
+  ASSERT_TRUE(wait_for([&] { return finished.load() == 4; }));
+  // The batches: warm, pooled (a token job ends it), tokens, pooled_after.
+  EXPECT_EQ(f.model->batch_sizes(), (std::vector<std::size_t>{1, 1, 1}));
+  EXPECT_EQ(f.model->token_batch_sizes(), (std::vector<std::size_t>{2}));
+  ASSERT_EQ(tokens->vectors.size(), 7 * kHidden);
+  const float expected[7][3] = {{101, 0, 4}, {7, 1, 4}, {8, 2, 4}, {102, 3, 4}, {101, 0, 3}, {9, 1, 3}, {102, 2, 3}};
+  for (std::size_t t = 0; t < 7; ++t) {
+    for (std::size_t c = 0; c < 3; ++c) EXPECT_EQ(tokens->vectors[t * kHidden + c], expected[t][c]) << t << "," << c;
+    EXPECT_EQ(tokens->vectors[t * kHidden + 3], -1.0f);
+  }
+  ASSERT_EQ(pooled->vectors.size(), kHidden);
+  EXPECT_EQ(pooled->vectors[0], 208.0f);
+  EXPECT_EQ(pooled_after->vectors[0], 209.0f);
 }
 
 TEST(EmbeddingService, BatchesAreCappedBySequencesAndTokens) {

@@ -5,10 +5,12 @@
 // device -> ~50 kernels -> one copy of the pooled [n][hidden] f32 rows back ->
 // stream synchronise -> memcpy to the caller. All of it between the staging
 // and the synchronise is enqueued by enqueue_batch(), which a CUDA graph
-// captures once per (tokens, sequences) shape and then replays with one
-// launch: every launch's grid and every copy's size depends only on those two
+// captures once per (tokens, sequences, output) shape and then replays with
+// one launch: every launch's grid and every copy's size depends only on those
 // numbers (attention reads the sequence bounds from starts_d on the device),
-// and every buffer address is fixed for the model's life.
+// and every buffer address is fixed for the model's life. embed_tokens()
+// (/embed_all) is the same pass ending in a copy of every token's state: its
+// own output in the key, so that its graphs never replace embed()'s.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -20,6 +22,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "ferry/core/status.h"
@@ -138,7 +141,9 @@ class BertCudaModel final : public EmbeddingModel {
         context_d_(rows_ * config_.hidden),
         sublayer_d_(rows_ * config_.hidden),
         intermediate_d_(rows_ * config_.intermediate),
-        pooled_d_(max_batch_ * config_.hidden) {
+        pooled_d_(max_batch_ * config_.hidden),
+        tokens_d_(max_batch_tokens_ * config_.hidden),
+        tokens_h_(max_batch_tokens_ * config_.hidden) {
     // cublasSetStream resets the workspace to cuBLAS's own pool, so the
     // workspace is set after it.
     FERRY_CUBLAS_CHECK(cublasSetStream(cublas_.get(), stream_.get()));
@@ -149,6 +154,7 @@ class BertCudaModel final : public EmbeddingModel {
     info_.vocab = config_.vocab;
     info_.precision = precision_name(options.precision);
     info_.device = std::move(device_name);
+    info_.pooling = options.pooling.value_or(Pooling::Mean);
     warm_up();
   }
 
@@ -161,10 +167,31 @@ class BertCudaModel final : public EmbeddingModel {
   const ModelInfo& info() const noexcept override { return info_; }
 
   void embed(const TokenBatch& batch, float* out) override {
+    if (!stage(batch)) return;
+    run(batch.tokens(), batch.size(), Output::Pooled);
+    // Kernel faults surface here (or in the launch above for a graph).
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    std::memcpy(out, pooled_h_.get(), batch.size() * config_.hidden * sizeof(float));
+  }
+
+  void embed_tokens(const TokenBatch& batch, float* out) override {
+    if (!stage(batch)) return;
+    run(batch.tokens(), batch.size(), Output::Tokens);
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    std::memcpy(out, tokens_h_.get(), batch.tokens() * config_.hidden * sizeof(float));
+  }
+
+ private:
+  // What a pass copies back: pooled_h_ or, for embed_tokens(), tokens_h_.
+  enum class Output : std::uint8_t { Pooled, Tokens };
+  using Shape = std::tuple<std::size_t, std::size_t, Output>;
+
+  // Checks the batch and puts it in the pinned staging; false for an empty one.
+  bool stage(const TokenBatch& batch) {
     check_batch(batch, info_, max_batch_, max_batch_tokens_);
     const std::size_t tokens = batch.tokens();
     const std::size_t sequences = batch.size();
-    if (sequences == 0) return;
+    if (sequences == 0) return false;
     // embed() may be called from a thread other than the one that built the model.
     FERRY_CUDA_CHECK(cudaSetDevice(gpu_));
     // check_launch reads the thread's last error: drop one that another
@@ -173,27 +200,22 @@ class BertCudaModel final : public EmbeddingModel {
     (void)cudaGetLastError();
     std::memcpy(ids_h_.get(), batch.ids.data(), tokens * sizeof(std::int32_t));
     std::memcpy(starts_h_.get(), batch.starts.data(), (sequences + 1) * sizeof(std::uint32_t));
-
-    run(tokens, sequences);
-    // Kernel faults surface here (or in the launch above for a graph).
-    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-    std::memcpy(out, pooled_h_.get(), sequences * config_.hidden * sizeof(float));
+    return true;
   }
 
- private:
   // Replays the shape's graph if there is one. A shape's first batch runs
   // eagerly: a one-off shape is not worth a capture and an instantiation, and
   // that run loads every kernel the shape needs (CUDA loads modules lazily,
   // which must not happen inside a capture). Its second batch is captured.
-  void run(std::size_t tokens, std::size_t sequences) {
-    if (!use_graphs_) return enqueue_batch(tokens, sequences);
-    const auto key = std::make_pair(tokens, sequences);
+  void run(std::size_t tokens, std::size_t sequences, Output output) {
+    if (!use_graphs_) return enqueue_batch(tokens, sequences, output);
+    const Shape key{tokens, sequences, output};
     auto it = graphs_.find(key);
     if (it == graphs_.end()) {
       const bool seen_before = seen_shapes_.count(key) > 0;
       if (!seen_before && seen_shapes_.size() < kMaxSeenShapes) seen_shapes_.insert(key);
-      if (!seen_before || graphs_.size() >= kMaxGraphs) return enqueue_batch(tokens, sequences);
-      it = graphs_.emplace(key, capture(tokens, sequences)).first;
+      if (!seen_before || graphs_.size() >= kMaxGraphs) return enqueue_batch(tokens, sequences, output);
+      it = graphs_.emplace(key, capture(tokens, sequences, output)).first;
     }
     FERRY_CUDA_CHECK(cudaGraphLaunch(it->second.get(), stream_.get()));
   }
@@ -201,10 +223,10 @@ class BertCudaModel final : public EmbeddingModel {
   // Records enqueue_batch() into a graph. Thread-local capture mode: CUDA
   // calls from other threads (another model, the GPU workers) neither join
   // this capture nor invalidate it.
-  cuda::GraphExec capture(std::size_t tokens, std::size_t sequences) {
+  cuda::GraphExec capture(std::size_t tokens, std::size_t sequences, Output output) {
     FERRY_CUDA_CHECK(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal));
     try {
-      enqueue_batch(tokens, sequences);
+      enqueue_batch(tokens, sequences, output);
     } catch (...) {
       // End the capture so that the stream is usable again; the partial graph is dropped.
       cudaGraph_t partial = nullptr;
@@ -249,7 +271,7 @@ class BertCudaModel final : public EmbeddingModel {
   }
 
   // Everything from the staged input to the staged output, on stream_.
-  void enqueue_batch(std::size_t tokens, std::size_t sequences) {
+  void enqueue_batch(std::size_t tokens, std::size_t sequences, Output output) {
     cudaStream_t stream = stream_.get();
     cublasHandle_t cublas = cublas_.get();
     const std::size_t h = config_.hidden;
@@ -287,7 +309,13 @@ class BertCudaModel final : public EmbeddingModel {
                                          stream);
     }
 
-    cuda::launch_mean_pool<T>(hidden_d_.get(), starts_d_.get(), sequences, h, pooled_d_.get(), stream);
+    if (output == Output::Tokens) {
+      cuda::launch_to_f32<T>(hidden_d_.get(), tokens * h, tokens_d_.get(), stream);
+      FERRY_CUDA_CHECK(cudaMemcpyAsync(tokens_h_.get(), tokens_d_.get(), tokens * h * sizeof(float),
+                                       cudaMemcpyDeviceToHost, stream));
+      return;
+    }
+    cuda::launch_pool<T>(hidden_d_.get(), starts_d_.get(), sequences, h, info_.pooling, pooled_d_.get(), stream);
     FERRY_CUDA_CHECK(cudaMemcpyAsync(pooled_h_.get(), pooled_d_.get(), sequences * h * sizeof(float),
                                      cudaMemcpyDeviceToHost, stream));
   }
@@ -323,10 +351,15 @@ class BertCudaModel final : public EmbeddingModel {
   DeviceBuffer<T> sublayer_d_;
   DeviceBuffer<T> intermediate_d_;
   DeviceBuffer<float> pooled_d_;
+  // embed_tokens()'s [max_batch_tokens][hidden] f32 states. Made with the
+  // model, not on first use: an allocation once persistent GPU workers run
+  // is one more call that could wait on them.
+  DeviceBuffer<float> tokens_d_;
+  PinnedBuffer<float> tokens_h_;
 
   // Last, so destroyed first: graphs refer to the buffers above.
-  std::map<std::pair<std::size_t, std::size_t>, cuda::GraphExec> graphs_;
-  std::set<std::pair<std::size_t, std::size_t>> seen_shapes_;
+  std::map<Shape, cuda::GraphExec> graphs_;
+  std::set<Shape> seen_shapes_;
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 #pragma once
 // The BERT encoder on one CUDA GPU: weights uploaded once in the chosen
 // precision, cuBLAS for the matrix products, Ferry's kernels for the rest
-// (embeddings, LayerNorm, GELU, varlen attention, mean pooling), and the whole
+// (embeddings, LayerNorm, GELU, varlen attention, pooling), and the whole
 // forward pass replayed as a CUDA graph per batch shape. make_bert_model()
 // calls this when BertOptions::cuda is set; it exists only in CUDA builds.
 

@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ferry/infer/model.h"
+
 namespace ferry::infer::cuda {
 
 // LayerNorm's widest row the kernels take: the row is gathered in shared memory.
@@ -58,9 +60,14 @@ void launch_attention(const T* qkv_d, const float* qkv_bias_d, const std::uint32
                       std::size_t sequences, std::size_t hidden, std::size_t heads, T* ctx_d,
                       cudaStream_t stream);
 
-// out[s] = the mean of hidden_d's rows of sequence s, in f32: [sequences][hidden].
+// out[s] = hidden_d's rows of sequence s pooled (their mean, the first row or
+// the last), in f32: [sequences][hidden].
 template <typename T>
-void launch_mean_pool(const T* hidden_d, const std::uint32_t* starts_d, std::size_t sequences,
-                      std::size_t hidden, float* out_d, cudaStream_t stream);
+void launch_pool(const T* hidden_d, const std::uint32_t* starts_d, std::size_t sequences, std::size_t hidden,
+                 Pooling pooling, float* out_d, cudaStream_t stream);
+
+// out[i] = in[i] in f32, for count elements (the token states /embed_all returns).
+template <typename T>
+void launch_to_f32(const T* in_d, std::size_t count, float* out_d, cudaStream_t stream);
 
 }  // namespace ferry::infer::cuda
