@@ -35,6 +35,10 @@ struct ServiceOptions {
   // ~14 us a request; polling for 2 ms made that ~1 us but cost throughput
   // under load on the H100 machine (docs/bench/inference.md).
   std::chrono::microseconds spin{50};
+  // A model call that runs longer is a fault: a watchdog thread answers its
+  // jobs, and every job that waits or arrives until the call returns, with
+  // EmbedJob::unhealthy (HTTP 503), and health() says why. 0: no deadline.
+  std::chrono::milliseconds batch_timeout{5000};
 };
 
 // One request: its sequences, and what the service fills in.
@@ -55,6 +59,9 @@ struct EmbedJob {
   // tokens.starts[i]); not normalised.
   std::vector<float> vectors;
   std::string error;            // the model's failure, if any
+  // error is the service's, not the model's: its batch ran past
+  // batch_timeout, or the model can run no more batches (EmbeddingModel::fault).
+  bool unhealthy = false;
   std::size_t batch_size = 0;   // sequences in the batch that computed the last of this job's
   std::size_t batch_tokens = 0;
   // steady-clock nanoseconds
@@ -66,13 +73,22 @@ struct EmbedJob {
   // The service's own.
   std::atomic<std::uint32_t> remaining{0};
   bool skipped = false;
+  // Set by whoever calls done (the batcher, or the watchdog failing the job):
+  // done runs once, and nothing writes to a job after it.
+  std::atomic<bool> finished{false};
 };
 
-enum class Admission { Ok, Full, Invalid };
+// Unhealthy: a batch is stuck past ServiceOptions::batch_timeout or the model
+// has faulted (health() says why); nothing is queued.
+enum class Admission { Ok, Full, Invalid, Unhealthy };
 
 struct ServiceStats {
   std::uint64_t jobs = 0, sequences = 0, batches = 0, batch_tokens = 0;
   std::uint64_t rejected_full = 0, skipped_abandoned = 0, model_errors = 0;
+  // Batches that ran past batch_timeout; jobs answered unhealthy (failed by
+  // the watchdog or the model's fault, or refused by submit()).
+  std::uint64_t timed_out_batches = 0, unhealthy_jobs = 0;
+  bool stuck = false;  // a batch is past batch_timeout now
   std::size_t queued = 0;  // sequences waiting now
   double model_seconds = 0;
 };
@@ -96,6 +112,13 @@ class EmbeddingService {
   const ModelInfo& model_info() const noexcept;
   const ServiceOptions& options() const noexcept;
   ServiceStats stats() const;
+  // ok, or why not: a batch stuck past batch_timeout (its size, tokens and
+  // time so far), or the model's fault, which lasts. Any thread.
+  struct Health {
+    bool ok = true;
+    std::string reason;
+  };
+  Health health() const;
   // Sizes of the batches run so far, as a histogram over 1, 2, 4, ... max_batch.
   std::vector<std::uint64_t> batch_size_histogram() const;
 

@@ -369,5 +369,286 @@ TEST(EmbeddingService, BadOptionsAreRefused) {
   EXPECT_THROW(make(o), Error);
 }
 
+
+// The watchdog's tests: a model whose calls block until the test lets them go
+// (a GPU call that never returns), then return, throw, or report a fault.
+class GatedModel final : public EmbeddingModel {
+ public:
+  GatedModel() {
+    info_.name = "gated";
+    info_.hidden = kHidden;
+    info_.max_positions = 512;
+    info_.vocab = 30522;
+    info_.precision = "f32";
+    info_.device = "cpu";
+  }
+  const ModelInfo& info() const noexcept override { return info_; }
+  void embed(const TokenBatch& batch, float* out) override {
+    std::unique_lock lock(mutex_);
+    ++calls_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !held_; });
+    if (!fault_after_.empty()) {
+      fault_ = fault_after_;
+      throw Error("CUDA error: " + fault_);
+    }
+    lock.unlock();
+    if (sleep_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_.load()));
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const auto seq = batch.sequence(i);
+      float sum = 0;
+      for (auto id : seq) sum += static_cast<float>(id);
+      for (std::size_t c = 0; c < kHidden; ++c) out[i * kHidden + c] = sum;
+    }
+  }
+  void embed_tokens(const TokenBatch& batch, float* out) { embed(batch, out); }
+  std::string fault() const override {
+    std::lock_guard lock(mutex_);
+    return fault_;
+  }
+  void hold() {
+    std::lock_guard lock(mutex_);
+    held_ = true;
+  }
+  // Lets the held calls go; with a fault, they throw and the model reports it from then on.
+  void release(std::string fault = {}) {
+    std::lock_guard lock(mutex_);
+    held_ = false;
+    fault_after_ = std::move(fault);
+    cv_.notify_all();
+  }
+  void wait_for_calls(int n) {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return calls_ >= n; });
+  }
+  int calls() {
+    std::lock_guard lock(mutex_);
+    return calls_;
+  }
+  std::atomic<long> sleep_us_{0};
+
+ private:
+  ModelInfo info_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  int calls_ = 0;
+  std::string fault_after_, fault_;
+};
+
+// What a job's done saw, as the HTTP route takes it: the vectors are moved
+// out, so a later write into the job's vectors would be caught by ASan.
+struct Answer {
+  std::atomic<int> calls{0};
+  std::vector<float> vectors;
+  std::string error;
+  bool unhealthy = false;
+  std::int64_t at_ns = 0;
+};
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::shared_ptr<EmbedJob> watched_job(const std::vector<std::vector<std::int32_t>>& seqs, Answer& a) {
+  auto j = std::make_shared<EmbedJob>();
+  for (const auto& s : seqs) j->tokens.add(s);
+  j->done = [&a](EmbedJob& job) {
+    a.vectors = std::move(job.vectors);
+    a.error = std::move(job.error);
+    a.unhealthy = job.unhealthy;
+    a.at_ns = steady_ns();
+    a.calls.fetch_add(1, std::memory_order_release);
+  };
+  return j;
+}
+
+struct GatedFixture {
+  explicit GatedFixture(ServiceOptions o) {
+    auto m = std::make_unique<GatedModel>();
+    model = m.get();
+    service = std::make_unique<EmbeddingService>(std::move(m), tiny_tokenizer(), o);
+    service->start();
+  }
+  ~GatedFixture() {
+    model->release();  // a call still held would keep stop() waiting
+    service.reset();
+  }
+  GatedModel* model;
+  std::unique_ptr<EmbeddingService> service;
+};
+
+TEST(EmbeddingServiceWatchdog, AStuckBatchIsAnswered503AndTheServiceRecoversWhenItReturns) {
+  ServiceOptions o;
+  o.batch_timeout = std::chrono::milliseconds(300);
+  o.max_batch = 2;
+  GatedFixture f(o);
+  ASSERT_TRUE(f.service->health().ok);
+  f.model->hold();
+  Answer stuck, behind, refused_answer;
+  // Three inputs: two in the batch that sticks, one left in the ring.
+  const std::int64_t submitted = steady_ns();
+  auto a = watched_job({{1, 2}, {3}, {4}}, stuck);
+  ASSERT_EQ(f.service->submit(a), Admission::Ok);
+  f.model->wait_for_calls(1);
+  auto b = watched_job({{5}}, behind);
+  ASSERT_EQ(f.service->submit(b), Admission::Ok);
+
+  ASSERT_TRUE(wait_for([&] { return stuck.calls.load() == 1 && behind.calls.load() == 1; }, 5));
+  const double answered_s = static_cast<double>(stuck.at_ns - submitted) / 1e9;
+  EXPECT_GE(answered_s, 0.3);
+  EXPECT_LT(answered_s, 1.5);  // within about the deadline, not at the model's return
+  EXPECT_TRUE(stuck.unhealthy);
+  EXPECT_NE(stuck.error.find("--batch-timeout"), std::string::npos) << stuck.error;
+  EXPECT_TRUE(behind.unhealthy);  // queued behind the stuck batch: answered, not left waiting
+  const auto h = f.service->health();
+  EXPECT_FALSE(h.ok);
+  EXPECT_NE(h.reason.find("2 inputs (3 tokens)"), std::string::npos) << h.reason;
+  EXPECT_NE(h.reason.find("running for"), std::string::npos) << h.reason;
+  ServiceStats s = f.service->stats();
+  EXPECT_TRUE(s.stuck);
+  EXPECT_EQ(s.timed_out_batches, 1u);
+  EXPECT_EQ(s.queued, 0u);
+  // New jobs are refused at once while it is stuck.
+  EXPECT_EQ(f.service->submit(watched_job({{6}}, refused_answer)), Admission::Unhealthy);
+  EXPECT_EQ(f.service->stats().unhealthy_jobs, 3u);
+
+  f.model->release();  // the stuck call returns: its vectors are nobody's
+  ASSERT_TRUE(wait_for([&] { return f.service->health().ok; }, 5));
+  EXPECT_FALSE(f.service->stats().stuck);
+  Answer after;
+  auto c = watched_job({{7, 8}}, after);
+  ASSERT_EQ(f.service->submit(c), Admission::Ok);
+  ASSERT_TRUE(wait_for([&] { return after.calls.load() == 1; }, 5));
+  EXPECT_FALSE(after.unhealthy);
+  ASSERT_EQ(after.vectors.size(), kHidden);
+  EXPECT_EQ(after.vectors[0], 15.0f);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(stuck.calls.load(), 1);  // answered once, whatever came back later
+  EXPECT_EQ(behind.calls.load(), 1);
+  EXPECT_EQ(refused_answer.calls.load(), 0);
+  EXPECT_EQ(f.service->stats().timed_out_batches, 1u);
+}
+
+// A job split over the stuck batch and a sequence the batcher held back for
+// the next one: answered once, and its held sequence never reaches the model.
+TEST(EmbeddingServiceWatchdog, AJobSplitAcrossAStuckBatchIsAnsweredOnce) {
+  ServiceOptions o;
+  o.batch_timeout = std::chrono::milliseconds(100);
+  o.max_tokens = 4;
+  o.max_batch_tokens = 4;
+  GatedFixture f(o);
+  f.model->hold();
+  Answer split;
+  // 3 tokens then 2: the second does not fit the first batch's 4 and is held.
+  ASSERT_EQ(f.service->submit(watched_job({{1, 2, 3}, {4, 5}}, split)), Admission::Ok);
+  f.model->wait_for_calls(1);
+  ASSERT_TRUE(wait_for([&] { return split.calls.load() == 1; }, 5));
+  EXPECT_TRUE(split.unhealthy);
+  f.model->release();
+  ASSERT_TRUE(wait_for([&] { return f.service->health().ok; }, 5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(split.calls.load(), 1);
+  EXPECT_EQ(f.model->calls(), 1);
+}
+
+// A call that returns with a sticky device error: the service stays unhealthy,
+// with the model's reason, and answers 503 without calling the model again.
+TEST(EmbeddingServiceWatchdog, AFaultAfterTheDeadlineLasts) {
+  ServiceOptions o;
+  o.batch_timeout = std::chrono::milliseconds(100);
+  GatedFixture f(o);
+  f.model->hold();
+  Answer first;
+  ASSERT_EQ(f.service->submit(watched_job({{1}}, first)), Admission::Ok);
+  ASSERT_TRUE(wait_for([&] { return first.calls.load() == 1; }, 5));
+  f.model->release("an illegal memory access was encountered");
+  ASSERT_TRUE(wait_for([&] { return !f.service->stats().stuck; }, 5));
+  const auto h = f.service->health();
+  EXPECT_FALSE(h.ok);
+  EXPECT_NE(h.reason.find("illegal memory access"), std::string::npos) << h.reason;
+  Answer later;
+  EXPECT_EQ(f.service->submit(watched_job({{2}}, later)), Admission::Unhealthy);
+  EXPECT_EQ(f.model->calls(), 1);
+  EXPECT_EQ(first.calls.load(), 1);
+}
+
+// Calls that end around the deadline, from several producers (TSan runs it):
+// every job is answered exactly once, with its own vectors or a 503.
+TEST(EmbeddingServiceWatchdog, CallsEndingAtTheDeadlineAnswerEachJobOnce) {
+  ServiceOptions o;
+  o.batch_timeout = std::chrono::milliseconds(5);
+  o.max_batch = 4;
+  GatedFixture f(o);
+  const int threads = 3, per_thread = 150;
+  std::atomic<int> wrong{0}, unhealthy{0}, ok{0};
+  std::atomic<bool> stop_wobble{false};
+  // The model's calls take 0 to 9 ms: some end before the deadline, some after.
+  std::thread wobble([&] {
+    long us = 0;
+    while (!stop_wobble.load()) {
+      f.model->sleep_us_ = us;
+      us = (us + 1300) % 9000;
+      std::this_thread::sleep_for(std::chrono::microseconds(700));
+    }
+  });
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        Answer a;
+        const std::int32_t id = t * 1000 + i + 1;
+        auto j = watched_job({{id}, {id, id}}, a);
+        Admission r;
+        while ((r = f.service->submit(j)) == Admission::Full || r == Admission::Unhealthy)
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        if (r != Admission::Ok) {
+          wrong.fetch_add(1);
+          continue;
+        }
+        if (!wait_for([&] { return a.calls.load(std::memory_order_acquire) >= 1; }, 10)) {
+          wrong.fetch_add(1);
+          continue;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a second answer would come by now
+        if (a.calls.load() != 1) wrong.fetch_add(1);
+        if (a.unhealthy) {
+          unhealthy.fetch_add(1);
+        } else if (a.vectors.size() != 2 * kHidden || a.vectors[0] != float(id) || a.vectors[kHidden] != 2.0f * id) {
+          wrong.fetch_add(1);
+        } else {
+          ok.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  stop_wobble = true;
+  wobble.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(ok.load() + unhealthy.load(), threads * per_thread);
+  std::printf("%d answered, %d with 503; %llu batches past the deadline\n", ok.load() + unhealthy.load(),
+              unhealthy.load(), static_cast<unsigned long long>(f.service->stats().timed_out_batches));
+}
+
+TEST(EmbeddingServiceWatchdog, ANegativeTimeoutIsRefusedAndZeroMeansNone) {
+  ServiceOptions o;
+  o.batch_timeout = std::chrono::milliseconds(-1);
+  EXPECT_THROW(EmbeddingService(std::make_unique<GatedModel>(), tiny_tokenizer(), o), Error);
+  o.batch_timeout = std::chrono::milliseconds(0);
+  GatedFixture f(o);
+  f.model->hold();
+  Answer a;
+  ASSERT_EQ(f.service->submit(watched_job({{1}}, a)), Admission::Ok);
+  f.model->wait_for_calls(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(a.calls.load(), 0);
+  EXPECT_TRUE(f.service->health().ok);
+  f.model->release();
+  ASSERT_TRUE(wait_for([&] { return a.calls.load() == 1; }, 5));
+  EXPECT_FALSE(a.unhealthy);
+}
+
 }  // namespace
 }  // namespace ferry::infer
