@@ -8,6 +8,12 @@
 //
 // Connections are keep-alive and pipelined: request k goes to connection
 // k mod C at t0 + k/rate. Prints a table per rate and writes JSON.
+//
+// --closed is the closed loop instead, for the latency of a lone request:
+// each connection has one request in flight and sends the next when the
+// answer is in (after --think-us), for --seconds; latency counts from the send.
+//
+//   ferry-open-loop --port 8080 --closed -t 1 -c 1 --seconds 5
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -43,6 +49,15 @@ struct Connection {
   std::size_t out_sent = 0;
   std::string in;
   std::deque<Clock::time_point> due;  // requests sent, oldest first
+  Clock::time_point next_at{};        // closed loop: when the next request may leave
+};
+
+// What drive() offers: a fixed rate (open loop), or one request in flight per
+// connection (closed loop, rate unused).
+struct Load {
+  double rate = 0;
+  bool closed = false;
+  std::chrono::nanoseconds think{0};
 };
 
 struct Result {
@@ -81,9 +96,11 @@ std::size_t response_size(std::string_view in, int* status) {
   return in.size() >= total ? total : 0;
 }
 
-// One thread's share: rate/threads requests a second over its connections.
-void drive(const std::string& host, std::uint16_t port, const std::string& request, double rate, double seconds,
+// One thread's share: load.rate (its part of the total) requests a second
+// over its connections, or with load.closed one in flight on each.
+void drive(const std::string& host, std::uint16_t port, const std::string& request, Load load, double seconds,
            int connections, Clock::time_point start, Result& r) {
+  const double rate = load.closed ? 1.0 : load.rate;
   std::vector<Connection> conns(connections);
   const int ep = epoll_create1(0);
   for (int i = 0; i < connections; ++i) {
@@ -94,15 +111,26 @@ void drive(const std::string& host, std::uint16_t port, const std::string& reque
     epoll_ctl(ep, EPOLL_CTL_ADD, conns[i].fd, &ev);
   }
   const auto interval = std::chrono::duration<double>(1.0 / rate);
-  const auto total = static_cast<std::uint64_t>(rate * seconds);
+  const auto total = load.closed ? 0 : static_cast<std::uint64_t>(rate * seconds);
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   const auto drain_until = start + std::chrono::duration<double>(seconds + 10);
+  for (auto& c : conns) c.next_at = start;
   std::uint64_t next = 0, outstanding = 0;
   epoll_event events[64];
-  while (next < total || outstanding > 0) {
+  while (next < total || outstanding > 0 || (load.closed && Clock::now() < end)) {
     const auto now = Clock::now();
     if (now > drain_until) {
       r.errors += outstanding;  // never answered
       break;
+    }
+    if (load.closed && now < end) {
+      for (auto& c : conns) {
+        if (!c.due.empty() || now < c.next_at) continue;
+        c.out += request;
+        c.due.push_back(now);  // latency from the send: nothing was due before it
+        ++outstanding;
+        ++r.sent;
+      }
     }
     while (next < total) {
       const auto due = start + std::chrono::duration_cast<Clock::duration>(interval * double(next));
@@ -158,6 +186,7 @@ void drive(const std::string& host, std::uint16_t port, const std::string& reque
             std::chrono::duration_cast<std::chrono::nanoseconds>(at - c.due.front()).count()));
         c.due.pop_front();
         --outstanding;
+        c.next_at = at + load.think;
         if (status == 200) ++r.ok;
         else if (status == 429) ++r.busy;
         else ++r.other;
@@ -176,21 +205,33 @@ int main(int argc, char** argv) {
   CLI::App app("ferry-open-loop: requests at fixed rates, latency from when each was due");
   std::string host = "127.0.0.1", path = "/inference?d=hello+world", json_path, body, method = "GET";
   std::uint16_t port = 8080;
-  std::vector<double> rates{1000};
+  std::vector<double> rates;
   double seconds = 5;
   int connections = 64, threads = 2;
+  bool closed = false;
+  double think_us = 0;
   app.add_option("--host", host, "Server IPv4 address")->capture_default_str();
   app.add_option("-p,--port", port, "Server port")->required();
   app.add_option("--path", path, "Request target")->capture_default_str();
   app.add_option("--body", body, "A POST body (JSON); sets the method to POST");
-  app.add_option("--rates", rates, "Requests per second to offer, one run each (comma-separated)")
-      ->delimiter(',')
-      ->required();
+  auto* rates_opt = app.add_option("--rates", rates, "Requests per second to offer, one run each (comma-separated)")
+                        ->delimiter(',');
+  app.add_flag("--closed", closed,
+               "Closed loop instead of --rates: one request in flight per connection, the next sent when the "
+               "answer is in; with -t 1 -c 1, the latency of a lone request")
+      ->excludes(rates_opt);
+  app.add_option("--think-us", think_us, "--closed: microseconds between an answer and the next request")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--seconds", seconds, "Length of each run")->capture_default_str();
   app.add_option("-c,--connections", connections, "Keep-alive connections per thread")->capture_default_str();
   app.add_option("-t,--threads", threads, "Client threads (each spins on a core)")->capture_default_str();
   app.add_option("--json", json_path, "Write the rows here as JSON");
   CLI11_PARSE(app, argc, argv);
+  if (rates.empty() && !closed) {
+    std::fprintf(stderr, "ferry-open-loop: give --rates, or --closed for the closed loop\n");
+    return 2;
+  }
+  if (closed) rates = {0};  // one run; its row's offered_rps is 0
   if (!body.empty()) method = "POST";
   std::string request = method + " " + path + " HTTP/1.1\r\nHost: " + host + "\r\n";
   if (!body.empty())
@@ -207,7 +248,9 @@ int main(int argc, char** argv) {
     for (int t = 0; t < threads; ++t)
       ts.emplace_back([&, t] {
         try {
-          drive(host, port, request, rate / threads, seconds, connections, start, results[t]);
+          const Load load{rate / threads, closed,
+                          std::chrono::nanoseconds(static_cast<std::int64_t>(think_us * 1e3))};
+          drive(host, port, request, load, seconds, connections, start, results[t]);
         } catch (const std::exception& e) {
           std::fprintf(stderr, "ferry-open-loop: %s\n", e.what());
           results[t].errors += 1;
@@ -242,6 +285,7 @@ int main(int argc, char** argv) {
                     {"other_status", all.other},
                     {"errors", all.errors},
                     {"seconds", seconds},
+                    {"closed_loop", closed},
                     {"connections", connections * threads}});
   }
   if (!json_path.empty()) std::ofstream(json_path) << rows.dump(2) << "\n";
