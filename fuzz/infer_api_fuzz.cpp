@@ -2,8 +2,9 @@
 // on any bytes a client can send.
 //
 // Input: one byte choosing the limits (so that 413 is reached with small
-// inputs), then the bytes, fed as a GAZSI query string, a TEI body and an
-// OpenAI body. Beside ASan/UBSan, it checks:
+// inputs), then the bytes, fed as a GAZSI query string, a TEI /embed,
+// /embed_all, /tokenize and /decode body and an OpenAI body. Beside
+// ASan/UBSan, it checks:
 //  - a refusal has a status and type from TEI's taxonomy (400 Empty, 400/413/
 //    422 Validation), and its error_body() is valid JSON;
 //  - an accepted request holds 1..max_inputs non-empty, valid UTF-8 inputs of
@@ -12,12 +13,15 @@
 //  - every writer's output, for the request's inputs and vectors made from the
 //    input's bytes (NaN and Inf included), is valid JSON; base64 is as long
 //    as the vector's bytes need;
+//  - a /decode request holds 1..max_inputs sequences (one unless batched) of
+//    non-negative ids, max_input_bytes ids at most, exactly those of the body;
 //  - append_json_string() makes valid JSON of any bytes, and gives valid
 //    UTF-8 back unchanged.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -139,6 +143,60 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(r.endpoint == Endpoint::TeiEmbed);
     FUZZ_CHECK(r.inputs == reference_inputs(text, "inputs"));
     check_writers(r, text);
+  }
+
+  for (const bool tokenize : {false, true}) {
+    const auto tei_other = tokenize ? parse_tei_tokenize(text, limits) : parse_tei_embed_all(text, limits);
+    if (const auto* e = std::get_if<Error>(&tei_other)) {
+      check_error(*e);
+    } else {
+      const Request& r = std::get<Request>(tei_other);
+      check_request(r, limits);
+      FUZZ_CHECK(r.endpoint == (tokenize ? Endpoint::TeiTokenize : Endpoint::TeiEmbedAll));
+      FUZZ_CHECK(r.inputs == reference_inputs(text, "inputs"));
+      // The /tokenize writer on spans of each input (bytes of it, and a special one).
+      std::vector<std::vector<TokenSpan>> spans(r.inputs.size());
+      for (std::size_t i = 0; i < r.inputs.size(); ++i) {
+        spans[i].push_back({101, "[CLS]", true, 0, 0});
+        spans[i].push_back({7, std::string_view(r.inputs[i]).substr(0, 1 + r.inputs[i].size() / 2), false, 0, 1});
+      }
+      std::string out;
+      write_tei_tokenize(out, spans);
+      FUZZ_CHECK(json::accept(out));
+      const std::vector<float> v = vector_from(text, 6);
+      std::vector<std::span<const float>> rows(r.inputs.size(), std::span<const float>(v));
+      out.clear();
+      write_tei_embed_all(out, rows, 3);
+      const json j = json::parse(out, nullptr, false);
+      FUZZ_CHECK(!j.is_discarded() && j.size() == r.inputs.size() && j[0].size() == 2);
+    }
+  }
+
+  const auto decode = parse_tei_decode(text, limits);
+  if (const auto* e = std::get_if<Error>(&decode)) {
+    check_error(*e);
+  } else {
+    const DecodeRequest& r = std::get<DecodeRequest>(decode);
+    FUZZ_CHECK(!r.ids.empty() && r.ids.size() <= limits.max_inputs && (r.batch || r.ids.size() == 1));
+    const json doc = json::parse(text, nullptr, false);
+    const json& ids = doc["ids"];
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < r.ids.size(); ++i) {
+      const json& row = r.batch ? ids[i] : ids;
+      FUZZ_CHECK(!r.ids[i].empty() && row.size() == r.ids[i].size());
+      for (std::size_t k = 0; k < r.ids[i].size(); ++k) FUZZ_CHECK(r.ids[i][k] >= 0 && row[k] == r.ids[i][k]);
+      total += r.ids[i].size();
+    }
+    FUZZ_CHECK(total <= limits.max_input_bytes);
+    std::string out;
+    write_tei_decode(out, std::vector<std::string>{std::string(text)});
+    FUZZ_CHECK(json::accept(out));
+  }
+
+  {
+    std::string out;
+    write_openai_models(out, text, static_cast<std::int64_t>(size) - 8, text);
+    FUZZ_CHECK(json::accept(out));
   }
 
   const auto openai = parse_openai(text, limits);

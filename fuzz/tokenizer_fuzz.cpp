@@ -6,7 +6,9 @@
 // then the text. Beside ASan/UBSan, it checks what encode() promises: [CLS]
 // first and [SEP] last, at most max_tokens ids, each in the vocabulary,
 // full_length and truncated consistent, and the truncated ids a prefix of the
-// untruncated ones. The vocabulary is a small one written here (ASCII, a few
+// untruncated ones; tokenize() gives encode()'s ids, each non-special one
+// from a non-empty, in-order span of the text; decode() takes any ids of the
+// vocabulary (made from the text's bytes). The vocabulary is a small one written here (ASCII, a few
 // multi-byte tokens and continuations), so that the target needs no model.
 #include <unistd.h>
 
@@ -73,5 +75,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(cut.front() == tok.cls_id() && cut.back() == tok.sep_id());
   for (std::size_t i = 0; i + 1 < cut.size(); ++i) FUZZ_CHECK(cut[i] == full[i]);
   for (std::int32_t id : full) FUZZ_CHECK(id >= 0 && static_cast<std::size_t>(id) < tok.vocab_size());
+
+  std::vector<WordPieceTokenizer::Token> tokens;
+  tok.tokenize(text, true, tokens);
+  FUZZ_CHECK(tokens.size() == full.size());
+  std::size_t previous_start = 0;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    FUZZ_CHECK(tokens[i].id == full[i]);
+    if (i == 0 || i + 1 == tokens.size()) continue;  // [CLS] and [SEP] put around
+    FUZZ_CHECK(tokens[i].start < tokens[i].stop && tokens[i].stop <= text.size());
+    FUZZ_CHECK(tokens[i].start >= previous_start);
+    previous_start = tokens[i].start;
+  }
+  std::vector<std::int32_t> ids;
+  for (const std::uint8_t b : text) ids.push_back(static_cast<std::int32_t>(b % tok.vocab_size()));
+  const std::string back = tok.decode(ids, (data[1] & 0x80) != 0);
+  FUZZ_CHECK(back.size() <= ids.size() * 16);
   return 0;
 }

@@ -64,6 +64,17 @@ std::optional<Error> read_dimensions(const json& doc, Request& r) {
   return std::nullopt;
 }
 
+std::optional<Error> read_truncation_direction(const json& doc) {
+  if (const json* dir = field(doc, "truncation_direction")) {
+    // TEI spells it "Right"/"Left"; the lowercase forms are accepted too.
+    const bool right = *dir == "Right" || *dir == "right";
+    const bool left = *dir == "Left" || *dir == "left";
+    if (left) return unprocessable("`truncation_direction` Left is not supported: only Right");
+    if (!right) return unprocessable("`truncation_direction` must be \"Right\"");
+  }
+  return std::nullopt;
+}
+
 // A token id sequence: an array of integers (OpenAI's [int] or one row of [[int]]).
 bool is_token_ids(const json& v) {
   if (!v.is_array() || v.empty()) return false;
@@ -124,15 +135,74 @@ std::variant<Request, Error> parse_tei_embed(std::string_view body, const Limits
     if (auto e = read_inputs(doc, "inputs", limits, r)) return e;
     if (auto e = read_bool(doc, "normalize", r.normalize)) return e;
     if (auto e = read_bool(doc, "truncate", r.truncate)) return e;
-    if (const json* dir = field(doc, "truncation_direction")) {
-      // TEI spells it "Right"/"Left"; the lowercase forms are accepted too.
-      const bool right = *dir == "Right" || *dir == "right";
-      const bool left = *dir == "Left" || *dir == "left";
-      if (left) return unprocessable("`truncation_direction` Left is not supported: only Right");
-      if (!right) return unprocessable("`truncation_direction` must be \"Right\"");
-    }
+    if (auto e = read_truncation_direction(doc)) return e;
     return read_dimensions(doc, r);
   });
+}
+
+std::variant<Request, Error> parse_tei_embed_all(std::string_view body, const Limits& limits) {
+  return parse_body(body, Endpoint::TeiEmbedAll, [&](const json& doc, Request& r) -> std::optional<Error> {
+    r.truncate = false;
+    r.normalize = false;  // token states go out as the model wrote them, as TEI's do
+    if (auto e = read_inputs(doc, "inputs", limits, r)) return e;
+    if (auto e = read_bool(doc, "truncate", r.truncate)) return e;
+    return read_truncation_direction(doc);
+  });
+}
+
+std::variant<Request, Error> parse_tei_tokenize(std::string_view body, const Limits& limits) {
+  return parse_body(body, Endpoint::TeiTokenize, [&](const json& doc, Request& r) -> std::optional<Error> {
+    if (auto e = read_inputs(doc, "inputs", limits, r)) return e;
+    return read_bool(doc, "add_special_tokens", r.add_special_tokens);
+  });
+}
+
+std::variant<DecodeRequest, Error> parse_tei_decode(std::string_view body, const Limits& limits) {
+  try {
+    auto parsed = parse_object(body);
+    if (auto* e = std::get_if<Error>(&parsed)) return std::move(*e);
+    const json& doc = std::get<json>(parsed);
+    DecodeRequest r;
+    const json* v = field(doc, "ids");
+    if (!v) return unprocessable("missing field `ids`");
+    constexpr const char* kShape = "`ids` must be an array of token ids or an array of arrays of them";
+    if (!v->is_array()) return unprocessable(kShape);
+    if (v->empty()) return Error{400, "`ids` cannot be empty", "Empty"};
+    r.batch = (*v)[0].is_array();
+    if (r.batch) {
+      if (auto e = check_input_count(v->size(), limits)) return std::move(*e);
+    }
+    std::size_t total = 0;
+    const auto read_ids = [&](const json& row, std::vector<std::int32_t>& out) -> std::optional<Error> {
+      if (!row.is_array()) return unprocessable(kShape);
+      if (row.empty()) return Error{400, "`ids` cannot hold an empty sequence", "Empty"};
+      total += row.size();
+      if (total > limits.max_input_bytes)
+        return validation_error(413, "more than " + std::to_string(limits.max_input_bytes) + " ids in all");
+      out.reserve(row.size());
+      for (const json& id : row) {
+        if (!id.is_number_unsigned() || id.get<std::uint64_t>() > 0x7fffffffu)
+          return unprocessable("a token id must be an integer from 0 to 2147483647");
+        out.push_back(static_cast<std::int32_t>(id.get<std::uint64_t>()));
+      }
+      return std::nullopt;
+    };
+    if (r.batch) {
+      for (const json& row : *v) {
+        r.ids.emplace_back();
+        if (auto e = read_ids(row, r.ids.back())) return std::move(*e);
+      }
+    } else {
+      r.ids.emplace_back();
+      if (auto e = read_ids(*v, r.ids.back())) return std::move(*e);
+    }
+    if (auto e = read_bool(doc, "skip_special_tokens", r.skip_special_tokens)) return std::move(*e);
+    return r;
+  } catch (const std::bad_alloc&) {
+    return validation_error(413, "request body too large to decode");
+  } catch (const std::exception& e) {
+    return unprocessable(std::string("body could not be decoded: ") + e.what());
+  }
 }
 
 std::variant<Request, Error> parse_openai(std::string_view body, const Limits& limits) {

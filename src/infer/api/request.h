@@ -2,6 +2,8 @@
 // The embedding APIs' requests, decoded into one Request:
 //   GAZSI   GET /embed?d=TEXT[&full=1]         (query string)
 //   TEI     POST /embed {"inputs": ...}         (text-embeddings-inference)
+//           POST /embed_all, POST /tokenize {"inputs": ...}
+//           POST /decode {"ids": ...}           (a DecodeRequest)
 //   OpenAI  POST /v1/embeddings {"input": ...}
 // Each parser returns a Request or an Error and never throws on bad input;
 // errors follow TEI's taxonomy (status and "error_type"):
@@ -21,7 +23,7 @@
 
 namespace ferry::infer::api {
 
-enum class Endpoint : std::uint8_t { Gazsi, TeiEmbed, OpenAi };
+enum class Endpoint : std::uint8_t { Gazsi, TeiEmbed, OpenAi, TeiEmbedAll, TeiTokenize };
 
 // A refused request: the HTTP status, a message for the client, TEI's error_type.
 struct Error {
@@ -41,6 +43,14 @@ struct Request {
   std::string model;                      // OpenAI "model", echoed back (any string; empty when absent)
   std::optional<std::size_t> dimensions;  // TEI/OpenAI Matryoshka cut: > 0 here; the
                                           // service checks it against the model's hidden size
+  bool add_special_tokens = true;         // TEI /tokenize: [CLS] and [SEP] around each input
+};
+
+// TEI's /decode: token id sequences back to text.
+struct DecodeRequest {
+  std::vector<std::vector<std::int32_t>> ids;  // each id in [0, 2^31); the route checks the vocabulary
+  bool batch = false;                          // "ids" came as [[int]] (the answer is a list either way)
+  bool skip_special_tokens = true;
 };
 
 struct Limits {
@@ -57,6 +67,20 @@ std::variant<Request, Error> parse_gazsi_query(std::string_view query, const Lim
 // "truncation_direction": "Right", "dimensions": int, "prompt_name": ignored}.
 // Unknown fields are ignored; a null field counts as absent.
 std::variant<Request, Error> parse_tei_embed(std::string_view body, const Limits& limits);
+
+// TEI's /embed_all body: {"inputs": str | [str], "truncate": bool,
+// "truncation_direction": "Right", "prompt_name": ignored}. Not normalised.
+std::variant<Request, Error> parse_tei_embed_all(std::string_view body, const Limits& limits);
+
+// TEI's /tokenize body: {"inputs": str | [str], "add_special_tokens": bool
+// (true), "prompt_name": ignored}. Inputs are not truncated.
+std::variant<Request, Error> parse_tei_tokenize(std::string_view body, const Limits& limits);
+
+// TEI's /decode body: {"ids": [int] | [[int]], "skip_special_tokens": bool
+// (true)}. 400 Empty for no ids, 413 for more sequences than
+// limits.max_inputs or more ids in all than limits.max_input_bytes, 422 for
+// anything but non-negative integers below 2^31.
+std::variant<DecodeRequest, Error> parse_tei_decode(std::string_view body, const Limits& limits);
 
 // OpenAI's /v1/embeddings body: {"input": str | [str], "model": str,
 // "encoding_format": "float" | "base64", "dimensions": int, "user": ignored}.

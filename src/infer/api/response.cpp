@@ -28,6 +28,66 @@ void write_tei(std::string& out, std::span<const Embedded> items) {
   out.push_back(']');
 }
 
+void write_tei_embed_all(std::string& out, std::span<const std::span<const float>> inputs, std::size_t dims) {
+  std::size_t room = 2;
+  for (const auto& rows : inputs) room += 3 + (rows.size() / std::max<std::size_t>(dims, 1)) * (1 + float_array_room(dims));
+  out.reserve(out.size() + room);
+  out.push_back('[');
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out.push_back('[');
+    for (std::size_t r = 0; dims > 0 && r * dims < inputs[i].size(); ++r) {
+      if (r > 0) out.push_back(',');
+      append_json_floats(out, inputs[i].subspan(r * dims, dims));
+    }
+    out.push_back(']');
+  }
+  out.push_back(']');
+}
+
+void write_tei_tokenize(std::string& out, std::span<const std::vector<TokenSpan>> inputs) {
+  out.push_back('[');
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out.push_back('[');
+    for (std::size_t k = 0; k < inputs[i].size(); ++k) {
+      const TokenSpan& t = inputs[i][k];
+      if (k > 0) out.push_back(',');
+      out.append(R"({"id":)");
+      append_json_number(out, static_cast<std::size_t>(t.id));
+      out.append(R"(,"text":)");
+      append_json_string(out, t.text);
+      out.append(t.special ? R"(,"special":true,"start":null,"stop":null})" : R"(,"special":false,"start":)");
+      if (t.special) continue;
+      append_json_number(out, t.start);
+      out.append(R"(,"stop":)");
+      append_json_number(out, t.stop);
+      out.push_back('}');
+    }
+    out.push_back(']');
+  }
+  out.push_back(']');
+}
+
+void write_tei_decode(std::string& out, std::span<const std::string> texts) {
+  out.push_back('[');
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    append_json_string(out, texts[i]);
+  }
+  out.push_back(']');
+}
+
+void write_openai_models(std::string& out, std::string_view id, std::int64_t created, std::string_view owned_by) {
+  out.append(R"({"object":"list","data":[{"id":)");
+  append_json_string(out, id);
+  out.append(R"(,"object":"model","created":)");
+  append_json_number(out, static_cast<std::size_t>(created < 0 ? 0 : created));
+  out.append(R"(,"owned_by":)");
+  append_json_string(out, owned_by);
+  out.append("}]}");
+}
+
 void write_openai(std::string& out, std::span<const Embedded> items, std::string_view model, bool base64) {
   constexpr std::string_view kItemHead = R"({"object":"embedding","embedding":)";
   constexpr std::string_view kItemIndex = R"(,"index":)";

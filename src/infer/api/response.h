@@ -6,15 +6,21 @@
 //   GAZSI   {"input":"...","tokens":N,"truncated":b,"embedding_sample":[8 floats],
 //            "embedding":[all, only with full],"dims":D,"inference_time_us":X,
 //            "batch_size":B,"stages_us":{"t0_received":0,...,"t8_built":X}}
-//   errors  {"error":"...","error_type":"..."} (TEI's shape, for all three)
+//   TEI /embed_all  [[[f,...] per token] per input]
+//   TEI /tokenize   [[{"id":N,"text":"...","special":b,"start":N|null,"stop":N|null},...],...]
+//   TEI /decode     ["...",...]
+//   OpenAI /v1/models  {"object":"list","data":[{"id":"...","object":"model","created":N,"owned_by":"..."}]}
+//   errors  {"error":"...","error_type":"..."} (TEI's shape, for all of them)
 // Floats go out in their shortest exact form (std::to_chars); NaN and Inf,
 // which JSON cannot carry, as 0. Each writer reserves its size up front.
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "infer/api/request.h"
 
@@ -49,6 +55,25 @@ void write_openai(std::string& out, std::span<const Embedded> items, std::string
 // input is the decoded text, echoed back; full adds the whole vector.
 void write_gazsi(std::string& out, std::string_view input, const Embedded& e, bool full,
                  double inference_time_us, std::size_t batch_size, const StageTimes& stages);
+
+// One token of a /tokenize answer. text: the input's bytes [start, stop), or
+// the vocabulary's token for a special one, whose start and stop go out as
+// null (as TEI writes them).
+struct TokenSpan {
+  std::int32_t id;
+  std::string_view text;
+  bool special;
+  std::size_t start, stop;
+};
+void write_tei_tokenize(std::string& out, std::span<const std::vector<TokenSpan>> inputs);
+
+void write_tei_decode(std::string& out, std::span<const std::string> texts);
+
+// inputs[i]: input i's token states, rows of dims floats back to back.
+void write_tei_embed_all(std::string& out, std::span<const std::span<const float>> inputs, std::size_t dims);
+
+// The one model a server holds; created in seconds since the epoch.
+void write_openai_models(std::string& out, std::string_view id, std::int64_t created, std::string_view owned_by);
 
 // TEI's error body for e (its status goes in the status line, not here).
 std::string error_body(const Error& e);

@@ -36,9 +36,11 @@ constexpr std::size_t kInsertionSortMax = 16;
 
 }  // namespace
 
-void WordSplitter::split(std::string_view s, bool lowercase, bool strip_accents) {
+void WordSplitter::split(std::string_view s, bool lowercase, bool strip_accents, bool offsets) {
   lowercase_ = lowercase;
   strip_accents_ = strip_accents;
+  offsets_ = offsets;
+  origins_.clear();
   text_.clear();
   spans_.clear();
   marks_.clear();
@@ -47,11 +49,15 @@ void WordSplitter::split(std::string_view s, bool lowercase, bool strip_accents)
   std::size_t i = 0;
   while (i < s.size()) {
     const auto b = static_cast<unsigned char>(s[i]);
+    from_.begin = static_cast<std::uint32_t>(i);
     if (b < 0x80) {
       ++i;
+      from_.end = static_cast<std::uint32_t>(i);
       ascii(b);
     } else {
-      non_ascii(decode_utf8(s, i));
+      const char32_t cp = decode_utf8(s, i);
+      from_.end = static_cast<std::uint32_t>(i);
+      non_ascii(cp);
     }
   }
   flush_marks();
@@ -68,18 +74,18 @@ void WordSplitter::ascii(unsigned char b) {
     case Ascii::Punct:
       flush_marks();
       end_word();
-      text_.push_back(static_cast<char>(b));
+      append(static_cast<char>(b));
       word_chars_ = 1;
       end_word();
       return;
     case Ascii::Upper:
       flush_marks();
-      text_.push_back(static_cast<char>(lowercase_ ? b + ('a' - 'A') : b));
+      append(static_cast<char>(lowercase_ ? b + ('a' - 'A') : b));
       ++word_chars_;
       return;
     case Ascii::Letter:
       flush_marks();
-      text_.push_back(static_cast<char>(b));
+      append(static_cast<char>(b));
       ++word_chars_;
       return;
   }
@@ -122,7 +128,7 @@ void WordSplitter::order(char32_t cp) {
     return;
   }
   if (is_nonspacing_mark(cp)) return;
-  marks_.push_back({cp, ccc});
+  marks_.push_back({cp, ccc, from_});
 }
 
 void WordSplitter::flush_marks() {
@@ -138,7 +144,12 @@ void WordSplitter::flush_marks() {
   } else {
     std::stable_sort(marks_.begin(), marks_.end(), by_class);
   }
-  for (const Mark& m : marks_) emit(m.cp);
+  const Origin reading = from_;
+  for (const Mark& m : marks_) {
+    from_ = m.from;  // a mark sorted into place still came from its own bytes
+    emit(m.cp);
+  }
+  from_ = reading;
   marks_.clear();
 }
 
@@ -162,8 +173,14 @@ void WordSplitter::put(char32_t cp) {
   const bool punct = cp < 0x80 ? kAscii.cls[cp] == Ascii::Punct : is_punctuation(cp);
   if (punct) end_word();
   append_utf8(cp, text_);
+  if (offsets_) origins_.resize(text_.size(), from_);
   ++word_chars_;
   if (punct) end_word();
+}
+
+void WordSplitter::append(char c) {
+  text_.push_back(c);
+  if (offsets_) origins_.push_back(from_);
 }
 
 void WordSplitter::end_word() {

@@ -38,7 +38,8 @@ Vocab load_vocab(const std::string& path) {
   if (text.empty()) throw Error("vocabulary " + path + " is empty: expected one token a line (vocab.txt)");
   std::size_t lines = 0;
   for (char c : text) lines += c == '\n';
-  Vocab v{TokenTable(lines + 1), TokenTable(lines + 1), 0};
+  Vocab v{TokenTable(lines + 1), TokenTable(lines + 1), 0, {}};
+  v.tokens.reserve(lines + 1);
   std::string_view rest = text;
   while (!rest.empty()) {
     const std::size_t nl = rest.find('\n');
@@ -46,6 +47,7 @@ Vocab load_vocab(const std::string& path) {
     rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
     const auto id = static_cast<std::int32_t>(v.size++);
     v.whole.insert(token, id);
+    v.tokens.emplace_back(token);
     if (token.size() > kContinuation.size() && token.substr(0, kContinuation.size()) == kContinuation) {
       v.continuation.insert(token.substr(kContinuation.size()), id);
     }

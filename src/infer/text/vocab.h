@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "infer/text/token_table.h"
 
@@ -13,6 +14,7 @@ struct Vocab {
   TokenTable whole;         // every line as written: a word's first piece, id_of()
   TokenTable continuation;  // lines starting with "##", keyed without it: a word's later pieces
   std::size_t size = 0;     // lines read
+  std::vector<std::string> tokens;  // by id: each line as written, for decoding
 };
 
 // Reads path. Trailing whitespace on a line is not part of the token (the

@@ -4,8 +4,10 @@
 
 namespace ferry::infer::text {
 
-bool split_word(std::string_view word, const Vocab& vocab, std::vector<std::int32_t>& pieces) {
+bool split_word(std::string_view word, const Vocab& vocab, std::vector<std::int32_t>& pieces,
+                std::vector<std::size_t>* ends) {
   const std::size_t before = pieces.size();
+  const std::size_t ends_before = ends != nullptr ? ends->size() : 0;
   std::size_t start = 0;
   while (start < word.size()) {
     const TokenTable& table = start == 0 ? vocab.whole : vocab.continuation;
@@ -21,9 +23,11 @@ bool split_word(std::string_view word, const Vocab& vocab, std::vector<std::int3
     }
     if (id < 0) {
       pieces.resize(before);
+      if (ends != nullptr) ends->resize(ends_before);
       return false;
     }
     pieces.push_back(id);
+    if (ends != nullptr) ends->push_back(end);
     start = end;
   }
   return true;

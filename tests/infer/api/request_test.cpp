@@ -174,6 +174,67 @@ TEST(Tei, Limits) {
 
 // ---- OpenAI /v1/embeddings ------------------------------------------------
 
+// ---- TEI /embed_all, /tokenize, /decode -------------------------------------
+
+TEST(TeiOther, EmbedAllAndTokenize) {
+  const Request all = ok(parse_tei_embed_all(R"({"inputs":["a","b"],"truncate":true,"prompt_name":null})", kLimits));
+  EXPECT_EQ(all.endpoint, Endpoint::TeiEmbedAll);
+  EXPECT_EQ(all.inputs, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(all.truncate);
+  EXPECT_FALSE(all.normalize);
+  EXPECT_FALSE(ok(parse_tei_embed_all(R"({"inputs":"a"})", kLimits)).truncate);  // TEI's default
+  refused(parse_tei_embed_all(R"({"inputs":"a","truncation_direction":"Left"})", kLimits), 422, "Validation");
+
+  const Request tok = ok(parse_tei_tokenize(R"({"inputs":"Hello"})", kLimits));
+  EXPECT_EQ(tok.endpoint, Endpoint::TeiTokenize);
+  EXPECT_TRUE(tok.add_special_tokens);
+  EXPECT_FALSE(ok(parse_tei_tokenize(R"({"inputs":["a"],"add_special_tokens":false})", kLimits)).add_special_tokens);
+  refused(parse_tei_tokenize(R"({"inputs":"a","add_special_tokens":"no"})", kLimits), 422, "Validation",
+          "add_special_tokens");
+  refused(parse_tei_tokenize(R"({"inputs":[]})", kLimits), 400, "Empty");
+  refused(parse_tei_tokenize(R"({"inputs":""})", kLimits), 400, "Empty");
+  refused(parse_tei_tokenize(R"([1])", kLimits), 422, "Validation");
+  refused(parse_tei_tokenize(R"({"inputs":["a","b","c"]})", Limits{2, 100}), 413, "Validation");
+}
+
+TEST(TeiOther, Decode) {
+  auto decoded = [](std::string_view body, const Limits& limits = kLimits) {
+    const auto v = parse_tei_decode(body, limits);
+    if (const auto* e = std::get_if<Error>(&v)) {
+      ADD_FAILURE() << "refused: " << e->status << " " << e->message;
+      return DecodeRequest{};
+    }
+    return std::get<DecodeRequest>(v);
+  };
+  const DecodeRequest one = decoded(R"({"ids":[101,7592,102]})");
+  EXPECT_FALSE(one.batch);
+  EXPECT_TRUE(one.skip_special_tokens);
+  EXPECT_EQ(one.ids, (std::vector<std::vector<std::int32_t>>{{101, 7592, 102}}));
+  const DecodeRequest two = decoded(R"({"ids":[[1],[2,3]],"skip_special_tokens":false})");
+  EXPECT_TRUE(two.batch);
+  EXPECT_FALSE(two.skip_special_tokens);
+  EXPECT_EQ(two.ids.size(), 2u);
+  const auto refused_decode = [](std::string_view body, int status, std::string_view type, const Limits& l = kLimits) {
+    const auto v = parse_tei_decode(body, l);
+    const auto* e = std::get_if<Error>(&v);
+    ASSERT_NE(e, nullptr) << body;
+    EXPECT_EQ(e->status, status) << body << ": " << e->message;
+    EXPECT_EQ(e->type, type) << body;
+  };
+  refused_decode(R"({"ids":[]})", 400, "Empty");
+  refused_decode(R"({"ids":[[1],[]]})", 400, "Empty");
+  refused_decode(R"({"ids":[-1]})", 422, "Validation");
+  refused_decode(R"({"ids":[1.5]})", 422, "Validation");
+  refused_decode(R"({"ids":[2147483648]})", 422, "Validation");
+  refused_decode(R"({"ids":["a"]})", 422, "Validation");
+  refused_decode(R"({"ids":[[1],2]})", 422, "Validation");
+  refused_decode(R"({"ids":"1 2"})", 422, "Validation");
+  refused_decode(R"({"id":[1]})", 422, "Validation");
+  refused_decode(R"({"ids":[1],"skip_special_tokens":1})", 422, "Validation");
+  refused_decode(R"({"ids":[[1],[2],[3]]})", 413, "Validation", Limits{2, 100});
+  refused_decode(R"({"ids":[1,2,3,4]})", 413, "Validation", Limits{2, 3});
+}
+
 TEST(OpenAi, StringArrayAndOptions) {
   const Request r = ok(parse_openai(R"({"input":"hello","model":"text-embedding-3-small"})", kLimits));
   EXPECT_EQ(r.endpoint, Endpoint::OpenAi);

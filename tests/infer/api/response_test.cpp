@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,25 @@ TEST(WriteTei, ArrayOfArrays) {
   out.clear();
   write_tei(out, {});
   EXPECT_EQ(out, "[]");
+}
+
+TEST(WriteTeiOther, TokenizeDecodeEmbedAllAndModels) {
+  std::vector<std::vector<TokenSpan>> tokens{{{101, "[CLS]", true, 0, 0}, {7, "Caf\xC3\xA9", false, 0, 5}}, {}};
+  std::string out;
+  write_tei_tokenize(out, tokens);
+  EXPECT_EQ(json::parse(out), json::parse(R"([[{"id":101,"text":"[CLS]","special":true,"start":null,"stop":null},
+                                               {"id":7,"text":"Café","special":false,"start":0,"stop":5}],[]])"));
+  out.clear();
+  write_tei_decode(out, std::vector<std::string>{"hello, world!", "\"q\""});
+  EXPECT_EQ(json::parse(out), json::parse(R"(["hello, world!","\"q\""])"));
+  const std::vector<float> rows{1, 2, 3, 4, 5, 6};
+  out.clear();
+  write_tei_embed_all(out, std::vector<std::span<const float>>{rows, std::span(rows).first(3)}, 3);
+  EXPECT_EQ(json::parse(out), json::parse("[[[1,2,3],[4,5,6]],[[1,2,3]]]"));
+  out.clear();
+  write_openai_models(out, "all-MiniLM-L6-v2", 1700000000, "ferry");
+  EXPECT_EQ(json::parse(out), json::parse(R"({"object":"list","data":[{"id":"all-MiniLM-L6-v2","object":"model",
+                                               "created":1700000000,"owned_by":"ferry"}]})"));
 }
 
 TEST(WriteOpenAi, FloatArrays) {

@@ -102,6 +102,61 @@ TEST_F(TokenizerTest, MatchesReferenceOnEveryCase) {
   EXPECT_EQ(passed, cases.size());
 }
 
+// TEI's /tokenize: the same ids as encode(), uncut, each with the bytes of
+// the text it came from.
+TEST_F(TokenizerTest, TokenizeGivesEncodesIdsWithTheirPlaceInTheText) {
+  std::vector<WordPieceTokenizer::Token> tokens;
+  for (const Case& c : load_cases()) {
+    tokenizer_->tokenize(c.text, true, tokens);
+    Ids ids;
+    for (const auto& t : tokens) ids.push_back(t.id);
+    ASSERT_EQ(ids, encode(c.text, 1u << 20)) << nlohmann::json(c.text).dump();
+    // In order; two pieces may share a source code point ("안" is three jamo
+    // after NFD, and a piece may end between them), as the reference's do.
+    std::size_t previous_start = 0, previous_stop = 0;
+    for (std::size_t i = 1; i + 1 < tokens.size(); ++i) {
+      const auto& t = tokens[i];
+      ASSERT_LT(t.start, t.stop) << nlohmann::json(c.text).dump() << " token " << i;
+      ASSERT_LE(t.stop, c.text.size());
+      ASSERT_GE(t.start, previous_start) << nlohmann::json(c.text).dump() << " token " << i;
+      ASSERT_GE(t.stop, previous_stop) << nlohmann::json(c.text).dump() << " token " << i;
+      previous_start = t.start;
+      previous_stop = t.stop;
+    }
+    tokenizer_->tokenize(c.text, false, tokens);
+    ASSERT_EQ(tokens.size(), ids.size() - 2);
+  }
+}
+
+TEST_F(TokenizerTest, TokenizeMapsPiecesBackToTheTextAsSent) {
+  std::vector<WordPieceTokenizer::Token> tokens;
+  const std::string text = "Café [MASK] unaffable, ÉCOLE";
+  tokenizer_->tokenize(text, true, tokens);
+  std::vector<std::string> pieces;
+  for (const auto& t : tokens) pieces.push_back(t.special && t.stop == 0 ? "*" : text.substr(t.start, t.stop - t.start));
+  // [CLS], café, [MASK] (special, written in the text), una ##ffa ##ble, ",", ecole, [SEP]
+  EXPECT_EQ(pieces, (std::vector<std::string>{"*", "Café", "[MASK]", "una", "ffa", "ble", ",", "ÉCOLE", "*"}));
+  EXPECT_TRUE(tokens[0].special);
+  EXPECT_TRUE(tokens[2].special);
+  EXPECT_FALSE(tokens[1].special);
+  EXPECT_EQ(tokens[3].start, 13u);
+  EXPECT_EQ(tokenizer_->token_text(tokens[4].id), "##ffa");
+  EXPECT_EQ(tokenizer_->token_text(-1), "");
+  EXPECT_EQ(tokenizer_->token_text(static_cast<std::int32_t>(tokenizer_->vocab_size())), "");
+}
+
+// As tokenizers' WordPiece decoder with cleanup: spaces between tokens, none
+// before a "##" piece or before . , ! ?
+TEST_F(TokenizerTest, DecodeJoinsPiecesAsTheReference) {
+  const Ids ids = encode("Hello, World! unaffable tokenizers?");
+  EXPECT_EQ(tokenizer_->decode(ids, true), "hello, world! unaffable tokenizers?");
+  EXPECT_EQ(tokenizer_->decode(ids, false), "[CLS] hello, world! unaffable tokenizers? [SEP]");
+  EXPECT_EQ(tokenizer_->decode(Ids{}, true), "");
+  const Ids continuation_first = {tokenizer_->id_of("##ing"), tokenizer_->id_of("run")};
+  EXPECT_EQ(tokenizer_->decode(continuation_first, true), "##ing run");
+  EXPECT_EQ(tokenizer_->decode(Ids{tokenizer_->unk_id(), tokenizer_->id_of("a")}, true), "a");
+}
+
 TEST_F(TokenizerTest, FixturesTruncateSomewhere) {
   // Without a case past 256 tokens the reference check would not cover truncation.
   std::size_t truncated = 0;
