@@ -57,10 +57,14 @@ def to_us(text):
     return float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[m.group(2)]
 
 
-def run_wrk(url, connections, seconds, cpus):
+def run_wrk(url, connections, seconds, cpus, script=None, allow_non2xx=False):
+    """wrk --latency on cpus (a thread per core, at most one per connection):
+    requests/s, p50 and p99 in us. script: a Lua file (a POST body, say).
+    Raises BenchError on socket errors, and on non-2xx answers unless
+    allow_non2xx, which counts them in "non2xx" instead."""
     threads = max(1, min(len(cpus), connections))
     argv = ["taskset", "-c", ",".join(map(str, cpus)), "wrk", "--latency", f"-t{threads}", f"-c{connections}",
-            f"-d{seconds}s", url]
+            f"-d{seconds}s"] + (["-s", script] if script else []) + [url]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60).stdout
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     p50 = re.search(r"^\s+50%\s+(\S+)", out, re.M)
@@ -69,9 +73,12 @@ def run_wrk(url, connections, seconds, cpus):
     socket_errors = re.search(r"Socket errors: (.*)", out)
     if not (rps and p50 and p99):
         raise BenchError(f"cannot read wrk's output:\n{out}")
-    if errors or socket_errors:
+    if socket_errors or (errors and not allow_non2xx):
         raise BenchError(f"wrk saw errors against {url}:\n{out}")
-    return {"rps": float(rps.group(1)), "p50_us": to_us(p50.group(1)), "p99_us": to_us(p99.group(1))}
+    row = {"rps": float(rps.group(1)), "p50_us": to_us(p50.group(1)), "p99_us": to_us(p99.group(1))}
+    if allow_non2xx:
+        row.update({"non2xx": int(errors.group(1)) if errors else 0, "connections": connections, "threads": threads})
+    return row
 
 
 def stage_means(port):

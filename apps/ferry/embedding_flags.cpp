@@ -1,5 +1,7 @@
 #include "embedding_flags.h"
 
+#include <cmath>
+
 #include "core/log.h"
 #include "ferry/core/status.h"
 #include "ferry/infer/bert.h"
@@ -34,6 +36,11 @@ void add_embedding_flags(CLI::App& sub, EmbeddingFlags& f) {
   sub.add_option("--max-tokens", f.service.max_tokens,
                  "Tokens of one input, [CLS] and [SEP] included; longer inputs are cut (TEI: 413 unless truncate)")
       ->capture_default_str();
+  sub.add_option("--batch-timeout", f.batch_timeout_s,
+                 "Seconds a model call may run; a batch past it is a fault: its requests, and those waiting or "
+                 "arriving until it returns, get 503 and /health reports it (0: no deadline)")
+      ->check(duration_check("seconds"))
+      ->capture_default_str();
   sub.add_option("--batcher-cpu", f.service.cpu, "Core to pin the batcher thread to (-1: unpinned)")
       ->capture_default_str();
   sub.add_option("--batcher-spin-us", f.spin_us,
@@ -47,6 +54,8 @@ std::shared_ptr<infer::EmbeddingService> make_embedding_service(EmbeddingFlags& 
   if (f.model_dir.empty()) return nullptr;
   f.service.max_wait = std::chrono::microseconds(f.max_wait_us);
   f.service.spin = std::chrono::microseconds(f.spin_us);
+  // Rounded up: a deadline under a millisecond is still one.
+  f.service.batch_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(f.batch_timeout_s * 1e3)));
   infer::BertOptions b;
   b.model_dir = f.model_dir;
   b.expected_sha256 = f.sha256 == "minilm" ? infer::kMiniLmSha256 : f.sha256 == "none" ? "" : f.sha256;

@@ -20,6 +20,7 @@ struct EmbeddingFlags {
   int threads = 0;
   long max_wait_us = 0;
   long spin_us = 50;
+  double batch_timeout_s = 5;
   infer::ServiceOptions service;
 };
 

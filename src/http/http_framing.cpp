@@ -130,6 +130,24 @@ offload::Framing::Written HttpFraming::write_response(ByteView out, std::uint8_t
     }
   }
 
+  if (m.kind == ReplyKind::Health) {
+    try {
+      const InferenceRoute::Health h = inference_->health();
+      HeadWriter w(dst, kMaxHead);
+      const std::size_t date_at = write_head(w, h.status, reinterpret_cast<const std::uint8_t*>(h.content_type),
+                                             std::strlen(h.content_type), h.body.size(), !close);
+      write_http_date(dst + date_at);
+      std::size_t n = w.size();
+      if (!no_body) {
+        std::memcpy(dst + n, h.body.data(), h.body.size());  // a reason of a few hundred bytes: room is >= 1 KiB
+        n += h.body.size();
+      }
+      return done(h.status, n, no_body ? 0 : h.body.size(), close);
+    } catch (...) {
+      return fail("cannot answer /health");
+    }
+  }
+
   if (m.kind == ReplyKind::Inference) {
     if (m.head_len > rest) return fail("worker reply's query out of bounds");
     return inference_->answer(m, line, std::string_view(reinterpret_cast<const char*>(head), m.head_len), client,

@@ -1,8 +1,8 @@
 #pragma once
 // The HTTP work on the workers, one source for the CPU and the GPU: parse and
 // validate the request head, route it, and write the reply (reply.h). Routes:
-// the content table (with "/" as "/index.html"), /health, /metrics (rendered by
-// the proxy), and the embedding APIs (/inference, /embed, /v1/embeddings,
+// the content table (with "/" as "/index.html"), /health and /metrics (answered
+// by the proxy), and the embedding APIs (/inference, /embed, /v1/embeddings,
 // /info: answered by the proxy through the embedding service). GET and HEAD
 // are served, POST on the APIs that take it; other methods get the reference's
 // 404 with Connection: close.
@@ -86,7 +86,7 @@ struct HttpHandler {
     if (syntax::equals(path, plen, "/v1/embeddings")) return api(InferenceApi::OpenAi, true);
     if (syntax::equals(path, plen, "/info")) return api(InferenceApi::Info, false);
     if (post) return reply.error(404, "method not served", false);
-    if (syntax::equals(path, plen, "/health")) return reply.inline_body(200, "text/plain", "ok\n", r.keep_alive, head_only);
+    if (syntax::equals(path, plen, "/health")) return reply.health(r.keep_alive, head_only);
     if (syntax::equals(path, plen, "/metrics")) return reply.metrics(r.keep_alive, head_only);
     const ContentEntry* e = syntax::equals(path, plen, "/")
                                 ? content.find(reinterpret_cast<const std::uint8_t*>("/index.html"), 11)
@@ -146,6 +146,13 @@ struct HttpHandler {
 
     FERRY_HOST_DEVICE std::size_t metrics(bool keep_alive, bool head_only) {
       ReplyMeta m = meta(200, ReplyKind::Metrics, keep_alive, head_only);
+      HeadWriter w = head_writer();
+      return finish(m, w);
+    }
+
+    // The proxy knows whether the embedding service is healthy; a worker does not.
+    FERRY_HOST_DEVICE std::size_t health(bool keep_alive, bool head_only) {
+      ReplyMeta m = meta(200, ReplyKind::Health, keep_alive, head_only);
       HeadWriter w = head_writer();
       return finish(m, w);
     }

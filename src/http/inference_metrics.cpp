@@ -75,6 +75,13 @@ std::string InferenceMetrics::render() const {
                 "Requests refused with 429 because the queue was full.", st.rejected_full);
   append_single(out, "ferry_embed_abandoned_total", "counter", "Sequences skipped because their client had gone.",
                 st.skipped_abandoned);
+  append_single(out, "ferry_embed_batch_timeouts_total", "counter",
+                "Batches whose model call ran past --batch-timeout.", st.timed_out_batches);
+  append_single(out, "ferry_embed_unhealthy_total", "counter",
+                "Requests answered 503 because a batch was stuck past --batch-timeout or the model had faulted.",
+                st.unhealthy_jobs);
+  append_single(out, "ferry_embed_batch_stuck", "gauge", "1 while a batch has run past --batch-timeout.",
+                st.stuck ? 1 : 0);
   out += "# HELP ferry_embed_batch_size Sequences per batch.\n# TYPE ferry_embed_batch_size histogram\n";
   const std::vector<std::uint64_t> sizes = service_->batch_size_histogram();
   std::uint64_t cumulative = 0;

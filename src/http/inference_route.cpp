@@ -66,6 +66,7 @@ struct InferenceRoute::Call {
   // The batcher's result.
   std::vector<float> vectors;
   std::string error;
+  bool unhealthy = false;  // error is the service's (503), not the model's (424)
   std::size_t batch_size = 0;
   // steady-clock ns
   std::int64_t received = 0, routed = 0, tokenized = 0, queued = 0, batched = 0, launched = 0, computed = 0;
@@ -92,6 +93,13 @@ std::string InferenceRoute::info_json() const {
                     ",\"queue_slots\":" + std::to_string(o.queue_slots) +
                     ",\"max_client_batch_size\":" + std::to_string(limits_.max_inputs) + "}";
   return out;
+}
+
+InferenceRoute::Health InferenceRoute::health() const {
+  if (!service_) return {};
+  const infer::EmbeddingService::Health h = service_->health();
+  if (h.ok) return {};
+  return {503, "application/json", error_json(503, h.reason, "Unhealthy")};
 }
 
 Framing::Written InferenceRoute::inline_reply(std::uint16_t status, const std::string& body, bool keep_alive,
@@ -211,6 +219,7 @@ Framing::Written InferenceRoute::submit(const ReplyMeta& m, infer::api::Request 
   job->done = [this, call](infer::EmbedJob& j) {
     call->vectors = std::move(j.vectors);
     call->error = std::move(j.error);
+    call->unhealthy = j.unhealthy;
     call->batch_size = j.batch_size;
     call->queued = j.queued_ns;
     call->batched = j.batched_ns;
@@ -219,7 +228,13 @@ Framing::Written InferenceRoute::submit(const ReplyMeta& m, infer::api::Request 
     call->deferred->complete([this, call] { return build(*call); });
   };
   const infer::Admission admitted = service_->submit(job);
-  if (admitted != infer::Admission::Ok) {
+  if (admitted == infer::Admission::Unhealthy) {
+    // A batch is stuck past --batch-timeout, or the model has faulted: fail
+    // now rather than queue behind it. The reason is the one /health gives.
+    call->error = service_->health().reason;
+    call->unhealthy = true;
+    call->deferred->complete([this, call] { return build(*call); });
+  } else if (admitted != infer::Admission::Ok) {
     const bool full = admitted == infer::Admission::Full;
     call->deferred->complete([this, call, full] {
       const std::uint16_t status = full ? 429 : 413;
@@ -238,11 +253,15 @@ Framing::Written InferenceRoute::submit(const ReplyMeta& m, infer::api::Request 
 Framing::Response InferenceRoute::build(Call& call) const {
   const std::int64_t delivered = now_ns();
   const bool keep_alive = call.keep_alive;
-  if (!call.error.empty()) {
-    const std::string body = error_json(424, "the model failed: " + call.error, "Backend");
-    std::string r = json_response(424, body, keep_alive);
-    metrics_->count(424, r.size());
-    if (access_log_) access_log_->write(call.peer, call.line, 424, body.size());
+  if (!call.error.empty() || call.unhealthy) {
+    // 503 Unhealthy: the service's fault (a stuck batch, a faulted model);
+    // 424 Backend: the model's failure on this batch. TEI's codes for both.
+    const std::uint16_t status = call.unhealthy ? 503 : 424;
+    const std::string body = call.unhealthy ? error_json(503, call.error, "Unhealthy")
+                                            : error_json(424, "the model failed: " + call.error, "Backend");
+    std::string r = json_response(status, body, keep_alive);
+    metrics_->count(status, r.size());
+    if (access_log_) access_log_->write(call.peer, call.line, status, body.size());
     return {std::move(r), !keep_alive};
   }
   const infer::api::Request& req = call.request;

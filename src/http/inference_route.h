@@ -37,6 +37,15 @@ class InferenceRoute {
 
   // /info's body: the model and the batching settings.
   std::string info_json() const;
+  // /health: 200 "ok", or 503 in TEI's error shape with the reason while the
+  // embedding service is unhealthy (a batch stuck past --batch-timeout, a
+  // faulted model). Without a model, 200: the rest of the server serves.
+  struct Health {
+    std::uint16_t status = 200;
+    const char* content_type = "text/plain";
+    std::string body = "ok\n";
+  };
+  Health health() const;
   // The embedding share of /metrics.
   std::string render_metrics() const { return inference_metrics_->render(); }
 

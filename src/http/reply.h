@@ -20,8 +20,9 @@
 namespace ferry::http {
 
 // Inference: the proxy answers through the embedding service (inference_route.h);
-// the reply's "head" is then the request's raw query string.
-enum class ReplyKind : std::uint8_t { Inline = 0, Page = 1, Metrics = 2, Inference = 3 };
+// the reply's "head" is then the request's raw query string. Health: /health,
+// which the proxy answers from the embedding service's state (no head).
+enum class ReplyKind : std::uint8_t { Inline = 0, Page = 1, Metrics = 2, Inference = 3, Health = 4 };
 
 inline constexpr std::uint8_t kReplyClose = 1;   // Connection: close; the proxy closes after it
 inline constexpr std::uint8_t kReplyNoBody = 2;  // HEAD: the head only

@@ -61,6 +61,7 @@ TEST(Cli, EveryDurationFlagRefusesNanInfinityAndNegativeValuesNamingItself) {
       {"http", "--cpu", "0", "-p", "0", "--idle-timeout"},
       {"http", "--cpu", "0", "-p", "0", "--max-wait-us"},
       {"http", "--cpu", "0", "-p", "0", "--batcher-spin-us"},
+      {"http", "--cpu", "0", "-p", "0", "--batch-timeout"},
       {"agent", "--tier", "dram:1MiB", "--endpoint", endpoint, "--stall-timeout"},
       {"agent", "--tier", "dram:1MiB", "--endpoint", endpoint, "--memory-timeout"},
       {"bench", "launch", "--channels", "1", "--seconds"},

@@ -451,9 +451,14 @@ class EmbeddingService::Impl {
       });
     }
     const bool faulted = faulted_.load(std::memory_order_acquire);
+    const bool stopping = !running_.load(std::memory_order_relaxed);
+    // Stopping, the watchdog may be gone without handing back: nothing runs after this batch.
+    if (stopping) flight_.store(kIdle, std::memory_order_release);
     log::app().error("embedding model: the batch past --batch-timeout returned after {:.3g} s{}{}; {}",
                      seconds(computed - launched), error.empty() ? "" : " with an error: ", error,
-                     faulted ? "the model has faulted and the service stays unhealthy" : "serving again");
+                     stopping ? "stopping"
+                     : faulted ? "the model has faulted and the service stays unhealthy"
+                               : "serving again");
   }
 
   bool watched() const noexcept { return opts_.batch_timeout.count() > 0; }
