@@ -23,6 +23,10 @@ void add_embedding_flags(CLI::App& sub, EmbeddingFlags& f) {
   sub.add_option("--model-sha256", f.sha256,
                  "Expected sha256 of model.safetensors: 'minilm' (all-MiniLM-L6-v2's), a hex digest, or 'none'")
       ->capture_default_str();
+  sub.add_option("--pooling", f.pooling,
+                 "How a sequence's token states become its vector (TEI's --pooling): mean, cls or last-token "
+                 "(default: as the model folder's 1_Pooling/config.json says, else mean); /info reports it")
+      ->check(CLI::IsMember({"mean", "cls", "last-token", "last_token"}));
   sub.add_option("--queue-slots", f.service.queue_slots,
                  "Inputs waiting for a batch at most; beyond, requests get 429 with Retry-After")
       ->capture_default_str();
@@ -65,6 +69,7 @@ std::shared_ptr<infer::EmbeddingService> make_embedding_service(EmbeddingFlags& 
                 : f.precision == "bf16" ? infer::Precision::BF16
                                         : infer::Precision::F16;
   b.cpu_threads = f.threads;
+  if (!f.pooling.empty()) b.pooling = infer::pooling_from_name(f.pooling);
   b.max_batch = f.service.max_batch;
   b.max_batch_tokens = f.service.max_batch_tokens;
   auto model = infer::make_bert_model(b);

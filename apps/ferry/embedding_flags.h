@@ -16,6 +16,7 @@ struct EmbeddingFlags {
   std::string device;     // cpu or cuda; empty: as the workers' backend
   std::string precision = "f16";
   std::string sha256 = "minilm";
+  std::string pooling;  // mean, cls or last-token; empty: the folder's 1_Pooling/config.json
   int gpu = 0;
   int threads = 0;
   long max_wait_us = 0;

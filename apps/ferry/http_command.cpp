@@ -22,8 +22,8 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
       "HTTP/1.1 server: the proxy threads find where each request ends; workers (CPU threads or a GPU launch "
       "method) parse, validate and route it and write the response head. Serves /index.html, /contacts.html, "
       "the files under --root, /health and /metrics (Prometheus); GET and HEAD. With --model, embeddings too: "
-      "GET /inference?d=TEXT (GAZSI), POST /embed (TEI), POST /v1/embeddings (OpenAI), GET /info, dynamically "
-      "batched on the GPU or the CPU.");
+      "GET /inference?d=TEXT (GAZSI), POST /embed, /embed_all, /tokenize and /decode (TEI), POST /v1/embeddings "
+      "and GET /v1/models (OpenAI), GET /info, dynamically batched on the GPU or the CPU.");
   add_general_flags(*sub, general);
   sub->add_option("-p,--port", o.port, "TCP port to listen on (0 picks a free one)")->capture_default_str();
   sub->add_option("--listen-address", o.listen_address, "IPv4 address to listen on")->capture_default_str();
@@ -78,6 +78,10 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
   sub->add_option("--access-log", o.access_log,
                   "Append a line per response in the common log format to this file ('-': stdout); off by default");
   sub->add_flag("--no-pin", no_pin, "Do not pin proxy threads to their --cpu cores");
+  sub->add_option("--api-key", o.api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health and /metrics (401 otherwise), as "
+                  "TEI's --api-key; read from $API_KEY when not given, to keep it off the command line")
+      ->envname("API_KEY");
   sub->add_option("--max-client-batch", o.max_client_batch, "Inputs one embedding request may carry (413 beyond)")
       ->capture_default_str();
   add_embedding_flags(*sub, embedding);

@@ -110,8 +110,18 @@ void Content::build_index() {
   }
 }
 
+void Content::require_api_key(const std::string& key) {
+  if (key.empty()) return;
+  const std::string credentials = "Bearer " + key;
+  credentials_offset_ = static_cast<std::uint32_t>(strings_.size());
+  credentials_len_ = static_cast<std::uint32_t>(credentials.size());
+  strings_.insert(strings_.end(), credentials.begin(), credentials.end());
+}
+
 ContentView Content::view() const {
   ContentView v;
+  v.credentials_offset = credentials_offset_;
+  v.credentials_len = credentials_len_;
   v.entries = entries_.data();
   v.buckets = buckets_.data();
   v.strings = strings_.data();

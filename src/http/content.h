@@ -19,6 +19,10 @@ class Content {
   // ferry::Error naming the file that cannot be read.
   static Content load(const std::string& root, std::uint64_t max_file_bytes);
 
+  // --api-key: from now on the index asks every route but /health and
+  // /metrics for "Authorization: Bearer KEY". Empty: none needed.
+  void require_api_key(const std::string& key);
+
   // The index with host pointers (the CPU backend's); valid while this lives.
   ContentView view() const;
   const std::vector<ContentEntry>& entries() const { return entries_; }
@@ -36,6 +40,7 @@ class Content {
 
  private:
   void add(const std::string& path, std::string body);
+  std::uint32_t credentials_offset_ = 0, credentials_len_ = 0;
   void build_index();
 
   std::vector<std::string> paths_;

@@ -18,6 +18,22 @@ struct ContentEntry {
   std::uint32_t reserved = 0;
 };
 
+// a == b, in a time that depends on their lengths only: every byte of the
+// longer is read and the differences are ORed, with no early exit (as
+// OpenSSL's CRYPTO_memcmp), so that a client timing the answer to a guessed
+// API key learns nothing of how much of it was right.
+FERRY_HOST_DEVICE inline bool equal_constant_time(const std::uint8_t* a, std::size_t a_len, const std::uint8_t* b,
+                                                  std::size_t b_len) {
+  const std::size_t n = a_len > b_len ? a_len : b_len;
+  std::uint32_t diff = static_cast<std::uint32_t>(a_len ^ b_len) | static_cast<std::uint32_t>((a_len ^ b_len) >> 32);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint8_t x = i < a_len ? a[i] : 0;
+    const std::uint8_t y = i < b_len ? b[i] : 0;
+    diff |= static_cast<std::uint32_t>(x ^ y);
+  }
+  return diff == 0;
+}
+
 FERRY_HOST_DEVICE inline std::uint32_t fnv1a(const std::uint8_t* p, std::size_t n) {
   std::uint32_t h = 2166136261u;
   for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
@@ -30,6 +46,9 @@ struct ContentView {
   const std::uint32_t* buckets = nullptr;  // entry index + 1; 0 = empty
   const std::uint8_t* strings = nullptr;
   std::uint32_t bucket_mask = 0;            // buckets: a power of two, at most half full
+  // --api-key: the credentials every route but /health and /metrics needs,
+  // "Bearer KEY", in strings; length 0: none needed.
+  std::uint32_t credentials_offset = 0, credentials_len = 0;
 
   FERRY_HOST_DEVICE const ContentEntry* find(const std::uint8_t* path, std::size_t n) const {
     if (buckets == nullptr) return nullptr;
@@ -43,6 +62,14 @@ struct ContentView {
         if (same) return &e;
       }
     }
+  }
+
+  // Whether a request may pass: no key is set, or its Authorization value is
+  // exactly "Bearer KEY" (value: null when the request has none).
+  FERRY_HOST_DEVICE bool authorized(const std::uint8_t* value, std::size_t value_len) const {
+    if (credentials_len == 0) return true;
+    if (value == nullptr) return false;
+    return equal_constant_time(value, value_len, strings + credentials_offset, credentials_len);
   }
 };
 

@@ -3,7 +3,9 @@
 // validate the request head, route it, and write the reply (reply.h). Routes:
 // the content table (with "/" as "/index.html"), /health and /metrics (answered
 // by the proxy), and the embedding APIs (/inference, /embed, /v1/embeddings,
-// /info: answered by the proxy through the embedding service). GET and HEAD
+// /info, /embed_all, /tokenize, /decode, /v1/models: answered by the proxy
+// through the embedding service). With --api-key, every route but /health and
+// /metrics needs the key (ContentView::authorized). GET and HEAD
 // are served, POST on the APIs that take it; other methods get the reference's
 // 404 with Connection: close.
 
@@ -75,6 +77,11 @@ struct HttpHandler {
     }
     const std::uint8_t* path = scratch;
 
+    // --api-key: every route but TEI's public ones (/health, /metrics) needs it.
+    if (!syntax::equals(path, plen, "/health") && !syntax::equals(path, plen, "/metrics") &&
+        !content.authorized(r.has_authorization ? in.data + r.authorization : nullptr, r.authorization_len))
+      return reply.unauthorized(r.keep_alive, head_only);
+
     // The embedding APIs: GET for GAZSI's and /info, POST for TEI's and OpenAI's.
     const auto api = [&](InferenceApi which, bool wants_post) -> std::size_t {
       if (post != wants_post || head_only)
@@ -85,6 +92,10 @@ struct HttpHandler {
     if (syntax::equals(path, plen, "/embed")) return api(InferenceApi::TeiEmbed, true);
     if (syntax::equals(path, plen, "/v1/embeddings")) return api(InferenceApi::OpenAi, true);
     if (syntax::equals(path, plen, "/info")) return api(InferenceApi::Info, false);
+    if (syntax::equals(path, plen, "/embed_all")) return api(InferenceApi::TeiEmbedAll, true);
+    if (syntax::equals(path, plen, "/tokenize")) return api(InferenceApi::TeiTokenize, true);
+    if (syntax::equals(path, plen, "/decode")) return api(InferenceApi::TeiDecode, true);
+    if (syntax::equals(path, plen, "/v1/models")) return api(InferenceApi::OpenAiModels, false);
     if (post) return reply.error(404, "method not served", false);
     if (syntax::equals(path, plen, "/health")) return reply.health(r.keep_alive, head_only);
     if (syntax::equals(path, plen, "/metrics")) return reply.metrics(r.keep_alive, head_only);
@@ -119,11 +130,11 @@ struct HttpHandler {
     }
 
     FERRY_HOST_DEVICE std::size_t inline_body(std::uint16_t status, const char* type, const char* body,
-                                              bool keep_alive, bool head_only) {
+                                              bool keep_alive, bool head_only, const char* extra = nullptr) {
       ReplyMeta m = meta(status, ReplyKind::Inline, keep_alive, head_only);
       HeadWriter w = head_writer();
       m.date_at = static_cast<std::uint32_t>(write_head(w, status, reinterpret_cast<const std::uint8_t*>(type),
-                                                        length(type), length(body), keep_alive));
+                                                        length(type), length(body), keep_alive, extra));
       const std::size_t head_len = w.size();
       if (!head_only) w.put(body);
       const std::size_t n = finish(m, w);
@@ -155,6 +166,15 @@ struct HttpHandler {
       ReplyMeta m = meta(200, ReplyKind::Health, keep_alive, head_only);
       HeadWriter w = head_writer();
       return finish(m, w);
+    }
+
+    // A request without the --api-key credentials: TEI's error shape (TEI
+    // itself sends an empty 401), and the connection stays open.
+    FERRY_HOST_DEVICE std::size_t unauthorized(bool keep_alive, bool head_only) {
+      return inline_body(401, "application/json",
+                         "{\"error\":\"missing or wrong API key: send Authorization: Bearer KEY\","
+                         "\"error_type\":\"Unauthorized\"}",
+                         keep_alive, head_only, "WWW-Authenticate: Bearer\r\n");
     }
 
     // An error ends the connection, as the reference's 404 does: what follows a

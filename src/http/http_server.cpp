@@ -51,7 +51,9 @@ class HttpServer::Impl {
  public:
   explicit Impl(HttpOptions o) : opts_(std::move(o)) {
     validate(opts_);
-    content_ = std::make_shared<const Content>(Content::load(opts_.root, opts_.max_file_bytes));
+    Content content = Content::load(opts_.root, opts_.max_file_bytes);
+    content.require_api_key(opts_.api_key);
+    content_ = std::make_shared<const Content>(std::move(content));
     metrics_ = std::make_shared<Metrics>();
     limits_.max_request_line = opts_.max_request_line;
     limits_.max_head = opts_.max_head;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <cstring>
 #include <variant>
 
@@ -63,6 +64,7 @@ struct InferenceRoute::Call {
   std::string line;
   bool keep_alive = true;
   std::size_t hidden = 0;
+  std::vector<std::uint32_t> starts;  // /embed_all: where each input's token rows start in vectors
   // The batcher's result.
   std::vector<float> vectors;
   std::string error;
@@ -78,7 +80,8 @@ InferenceRoute::InferenceRoute(std::shared_ptr<infer::EmbeddingService> service,
       limits_(limits),
       metrics_(std::move(metrics)),
       access_log_(std::move(access_log)),
-      inference_metrics_(std::make_shared<InferenceMetrics>(service_)) {}
+      inference_metrics_(std::make_shared<InferenceMetrics>(service_)),
+      created_(static_cast<std::int64_t>(std::time(nullptr))) {}
 
 std::string InferenceRoute::info_json() const {
   if (!service_) return "{}";
@@ -87,6 +90,7 @@ std::string InferenceRoute::info_json() const {
   std::string out = "{\"model_id\":\"" + m.name + "\",\"model_type\":\"embedding\",\"dims\":" +
                     std::to_string(m.hidden) + ",\"max_input_length\":" + std::to_string(o.max_tokens) +
                     ",\"precision\":\"" + m.precision + "\",\"device\":\"" + m.device +
+                    "\",\"pooling\":\"" + infer::pooling_name(m.pooling) +
                     "\",\"max_batch\":" + std::to_string(o.max_batch) +
                     ",\"max_batch_tokens\":" + std::to_string(o.max_batch_tokens) +
                     ",\"max_wait_us\":" + std::to_string(o.max_wait.count()) +
@@ -100,6 +104,73 @@ InferenceRoute::Health InferenceRoute::health() const {
   const infer::EmbeddingService::Health h = service_->health();
   if (h.ok) return {};
   return {503, "application/json", error_json(503, h.reason, "Unhealthy")};
+}
+
+std::string InferenceRoute::models_json() const {
+  std::string out;
+  if (service_) infer::api::write_openai_models(out, service_->model_info().name, created_, "ferry");
+  else out = R"({"object":"list","data":[]})";
+  return out;
+}
+
+Framing::Written InferenceRoute::reply_now(const std::string& body, bool keep_alive, std::string_view line,
+                                           const Framing::Client& client, std::uint8_t* dst,
+                                           std::size_t room) const {
+  constexpr std::size_t kHeadRoom = 256;  // json_response's head, with the date
+  if (body.size() + kHeadRoom <= room || client.deferrer == nullptr)
+    return inline_reply(200, body, keep_alive, line, client, dst, room);
+  auto deferred = client.deferrer->defer();
+  deferred->complete([this, body, keep_alive, peer = std::string(client.peer), line = std::string(line)] {
+    std::string r = json_response(200, body, keep_alive);
+    metrics_->count(200, r.size());
+    if (access_log_) access_log_->write(peer, line, 200, body.size());
+    return Framing::Response{std::move(r), !keep_alive};
+  });
+  return {0, false, 0, true};
+}
+
+std::variant<std::string, infer::api::Error> InferenceRoute::tokenize_body(std::string_view body) const {
+  auto parsed = infer::api::parse_tei_tokenize(body, limits_);
+  if (auto* e = std::get_if<infer::api::Error>(&parsed)) return std::move(*e);
+  const infer::api::Request& req = std::get<infer::api::Request>(parsed);
+  const infer::WordPieceTokenizer& tokenizer = service_->tokenizer();
+  std::vector<infer::WordPieceTokenizer::Token> tokens;
+  std::vector<std::vector<infer::api::TokenSpan>> out(req.inputs.size());
+  for (std::size_t i = 0; i < req.inputs.size(); ++i) {
+    const std::string_view text = req.inputs[i];
+    tokenizer.tokenize(text, req.add_special_tokens, tokens);
+    out[i].reserve(tokens.size());
+    for (const auto& t : tokens) {
+      // A special token written in the text reads as the vocabulary's, as TEI's does.
+      const std::string_view piece = t.special ? tokenizer.token_text(t.id) : text.substr(t.start, t.stop - t.start);
+      out[i].push_back({t.id, piece, t.special, t.start, t.stop});
+    }
+  }
+  std::string json;
+  infer::api::write_tei_tokenize(json, out);
+  return json;
+}
+
+std::variant<std::string, infer::api::Error> InferenceRoute::decode_body(std::string_view body) const {
+  auto parsed = infer::api::parse_tei_decode(body, limits_);
+  if (auto* e = std::get_if<infer::api::Error>(&parsed)) return std::move(*e);
+  const infer::api::DecodeRequest& req = std::get<infer::api::DecodeRequest>(parsed);
+  const infer::WordPieceTokenizer& tokenizer = service_->tokenizer();
+  std::vector<std::string> texts;
+  texts.reserve(req.ids.size());
+  for (const auto& ids : req.ids) {
+    // TEI's tokenizer drops an id it does not know without a word; Ferry says so.
+    for (const std::int32_t id : ids)
+      if (static_cast<std::size_t>(id) >= tokenizer.vocab_size())
+        return infer::api::Error{422,
+                                 "token id " + std::to_string(id) + " is outside the vocabulary (" +
+                                     std::to_string(tokenizer.vocab_size()) + " tokens)",
+                                 "Validation"};
+    texts.push_back(tokenizer.decode(ids, req.skip_special_tokens));
+  }
+  std::string json;
+  infer::api::write_tei_decode(json, texts);
+  return json;
 }
 
 Framing::Written InferenceRoute::inline_reply(std::uint16_t status, const std::string& body, bool keep_alive,
@@ -127,6 +198,8 @@ Framing::Written InferenceRoute::answer(const ReplyMeta& m, std::string_view lin
                           keep_alive, line, client, dst, room);
     const auto which = static_cast<InferenceApi>(m.page);
     if (which == InferenceApi::Info) return inline_reply(200, info_json(), keep_alive, line, client, dst, room);
+    if (which == InferenceApi::OpenAiModels)
+      return inline_reply(200, models_json(), keep_alive, line, client, dst, room);
 
     std::string body_storage;
     std::string_view body(reinterpret_cast<const char*>(client.kept.data), client.kept.size);
@@ -141,6 +214,15 @@ Framing::Written InferenceRoute::answer(const ReplyMeta& m, std::string_view lin
       case InferenceApi::Gazsi: parsed = infer::api::parse_gazsi_query(query, limits_); break;
       case InferenceApi::TeiEmbed: parsed = infer::api::parse_tei_embed(body, limits_); break;
       case InferenceApi::OpenAi: parsed = infer::api::parse_openai(body, limits_); break;
+      case InferenceApi::TeiEmbedAll: parsed = infer::api::parse_tei_embed_all(body, limits_); break;
+      case InferenceApi::TeiTokenize:
+      case InferenceApi::TeiDecode: {
+        // The tokenizer alone answers these, here on the proxy thread: no job, no queue.
+        auto answered = which == InferenceApi::TeiTokenize ? tokenize_body(body) : decode_body(body);
+        if (auto* e = std::get_if<infer::api::Error>(&answered))
+          return inline_reply(e->status, infer::api::error_body(*e), keep_alive, line, client, dst, room);
+        return reply_now(std::get<std::string>(answered), keep_alive, line, client, dst, room);
+      }
       default:
         return inline_reply(500, error_json(500, "worker named an unknown API", "Backend"), false, line, client, dst,
                             room);
@@ -186,6 +268,7 @@ Framing::Written InferenceRoute::submit(const ReplyMeta& m, infer::api::Request 
   call->keep_alive = keep_alive;
   call->hidden = hidden;
   auto job = std::make_shared<infer::EmbedJob>();
+  job->token_vectors = request.endpoint == infer::api::Endpoint::TeiEmbedAll;
   thread_local std::vector<std::int32_t> ids;
   const infer::WordPieceTokenizer& tokenizer = service_->tokenizer();
   std::size_t tokens = 0;
@@ -205,6 +288,7 @@ Framing::Written InferenceRoute::submit(const ReplyMeta& m, infer::api::Request 
     tokens += ids.size();
   }
   call->tokenized = now_ns();
+  if (job->token_vectors) call->starts = job->tokens.starts;
   inference_metrics_->count_inputs(request.inputs.size(), tokens);
   call->request = std::move(request);
   call->peer = std::string(client.peer);
@@ -267,8 +351,16 @@ Framing::Response InferenceRoute::build(Call& call) const {
   const infer::api::Request& req = call.request;
   const std::size_t dims = req.dimensions.value_or(call.hidden);
   std::vector<infer::api::Embedded> items;
+  std::vector<std::span<const float>> token_rows;  // /embed_all: each input's rows, as the model wrote them
   items.reserve(req.inputs.size());
-  for (std::size_t i = 0; i < req.inputs.size(); ++i) {
+  for (std::size_t i = 0; req.endpoint == infer::api::Endpoint::TeiEmbedAll && i < req.inputs.size(); ++i) {
+    std::span<float> rows(call.vectors.data() + std::size_t(call.starts[i]) * call.hidden,
+                          std::size_t(call.starts[i + 1] - call.starts[i]) * call.hidden);
+    for (float& x : rows)
+      if (!std::isfinite(x)) x = 0;
+    token_rows.push_back(rows);
+  }
+  for (std::size_t i = 0; req.endpoint != infer::api::Endpoint::TeiEmbedAll && i < req.inputs.size(); ++i) {
     // Matryoshka: cut first, then normalise what is kept.
     std::span<float> v(call.vectors.data() + i * call.hidden, dims);
     if (req.normalize) infer::l2_normalize(v);
@@ -289,6 +381,8 @@ Framing::Response InferenceRoute::build(Call& call) const {
       break;
     }
     case infer::api::Endpoint::TeiEmbed: infer::api::write_tei(body, items); break;
+    case infer::api::Endpoint::TeiEmbedAll: infer::api::write_tei_embed_all(body, token_rows, call.hidden); break;
+    case infer::api::Endpoint::TeiTokenize: break;  // answered without a job (tokenize_body)
     case infer::api::Endpoint::OpenAi:
       infer::api::write_openai(body, items, req.model.empty() ? service_->model_info().name : req.model,
                                req.base64);

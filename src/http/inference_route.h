@@ -1,6 +1,7 @@
 #pragma once
 // The embedding APIs on the proxy side. A worker routes /inference, /embed,
-// /v1/embeddings and /info to a ReplyKind::Inference reply; the proxy thread
+// /v1/embeddings, /embed_all, /tokenize, /decode, /info and /v1/models to a
+// ReplyKind::Inference reply; the proxy thread
 // then decodes the query or body (infer/api), tokenizes, and submits a job to
 // the embedding service, deferring the response (Framing::Deferred). The
 // batcher's result comes back to the same proxy thread, which writes the
@@ -10,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "ferry/offload/framing.h"
 #include "http/access_log.h"
@@ -37,6 +39,8 @@ class InferenceRoute {
 
   // /info's body: the model and the batching settings.
   std::string info_json() const;
+  // /v1/models' body: the one model, in OpenAI's list shape.
+  std::string models_json() const;
   // /health: 200 "ok", or 503 in TEI's error shape with the reason while the
   // embedding service is unhealthy (a batch stuck past --batch-timeout, a
   // faulted model). Without a model, 200: the rest of the server serves.
@@ -59,12 +63,21 @@ class InferenceRoute {
   offload::Framing::Written inline_reply(std::uint16_t status, const std::string& body, bool keep_alive,
                                          std::string_view request_line, const offload::Framing::Client& client,
                                          std::uint8_t* dst, std::size_t room) const;
+  // A 200 answered now whatever its size: inline when it fits room, else
+  // through a deferred response completed at once (/tokenize's can be large).
+  offload::Framing::Written reply_now(const std::string& body, bool keep_alive, std::string_view request_line,
+                                      const offload::Framing::Client& client, std::uint8_t* dst,
+                                      std::size_t room) const;
+  // /tokenize and /decode: the tokenizer alone, on the proxy thread.
+  std::variant<std::string, infer::api::Error> tokenize_body(std::string_view body) const;
+  std::variant<std::string, infer::api::Error> decode_body(std::string_view body) const;
 
   std::shared_ptr<infer::EmbeddingService> service_;
   infer::api::Limits limits_;
   std::shared_ptr<Metrics> metrics_;
   std::shared_ptr<AccessLog> access_log_;
   std::shared_ptr<InferenceMetrics> inference_metrics_;
+  std::int64_t created_ = 0;  // /v1/models' "created": when the route was made, in seconds since the epoch
 };
 
 // A whole JSON response: status line, Server, Date, Content-Type, Content-Length,

@@ -29,7 +29,16 @@ inline constexpr std::uint8_t kReplyNoBody = 2;  // HEAD: the head only
 inline constexpr std::uint8_t kReplyChunkedBody = 4;  // Inference: the request's body is chunked
 
 // Which API an Inference reply is for (ReplyMeta::page holds it).
-enum class InferenceApi : std::uint32_t { Gazsi = 0, TeiEmbed = 1, OpenAi = 2, Info = 3 };
+enum class InferenceApi : std::uint32_t {
+  Gazsi = 0,
+  TeiEmbed = 1,
+  OpenAi = 2,
+  Info = 3,
+  TeiEmbedAll = 4,
+  TeiTokenize = 5,
+  TeiDecode = 6,
+  OpenAiModels = 7,
+};
 
 // Layout of a worker's output: ReplyMeta, the request line (line_len bytes,
 // for the access log), the head (head_len), then an inline body.
@@ -67,6 +76,7 @@ FERRY_HOST_DEVICE inline const char* reason_phrase(std::uint16_t status) {
   switch (status) {
     case 200: return "OK";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
@@ -119,11 +129,11 @@ class HeadWriter {
 };
 
 // Writes "HTTP/1.1 status reason", Server, Date (placeholder), Content-Type,
-// Content-Length and Connection, then the empty line. Returns where the date
-// goes (its offset from the start of w).
+// Content-Length, Connection and the extra field lines (each ending in CRLF),
+// then the empty line. Returns where the date goes (its offset from the start of w).
 FERRY_HOST_DEVICE inline std::size_t write_head(HeadWriter& w, std::uint16_t status, const std::uint8_t* type,
                                                 std::size_t type_len, std::uint64_t content_length,
-                                                bool keep_alive) {
+                                                bool keep_alive, const char* extra = nullptr) {
   w.put("HTTP/1.1 ");
   w.put_uint(status);
   w.byte(' ');
@@ -135,7 +145,9 @@ FERRY_HOST_DEVICE inline std::size_t write_head(HeadWriter& w, std::uint16_t sta
   w.put(type, type_len);
   w.put("\r\nContent-Length: ");
   w.put_uint(content_length);
-  w.put(keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
+  w.put(keep_alive ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n");
+  if (extra != nullptr) w.put(extra);
+  w.put("\r\n");
   return date_at;
 }
 

@@ -23,6 +23,10 @@ struct RequestHead {
   std::size_t query = 0, query_len = 0;    // after '?', without it
   std::uint64_t content_length = 0;
   bool chunked = false;
+  // The Authorization field's value (for --api-key); has_authorization false
+  // when there is none. More than one is refused (400).
+  bool has_authorization = false;
+  std::size_t authorization = 0, authorization_len = 0;
 };
 
 namespace detail {
@@ -118,7 +122,7 @@ FERRY_HOST_DEVICE inline Verdict parse_request_head(const std::uint8_t* p, std::
     Field f;
     if (!split_field(p, pos, le, &f)) return {400, "malformed header field"};
     const std::uint8_t* name = p + f.name;
-    // By length first: most fields are none of these four.
+    // By length first: most fields are none of these five.
     if (f.name_len == 4 && iequals(name, 4, "host")) {
       ++hosts;
       for (std::size_t k = 0; k < f.value_len; ++k)
@@ -130,6 +134,11 @@ FERRY_HOST_DEVICE inline Verdict parse_request_head(const std::uint8_t* p, std::
       if (!parse_decimal(p + f.value, f.value_len, ~std::uint64_t{0} / 2, &r->content_length))
         return {400, "Content-Length is not a decimal number"};
       has_length = true;
+    } else if (f.name_len == 13 && iequals(name, 13, "authorization")) {
+      if (r->has_authorization) return {400, "more than one Authorization"};
+      r->has_authorization = true;
+      r->authorization = f.value;
+      r->authorization_len = f.value_len;
     } else if (f.name_len == 17 && iequals(name, 17, "transfer-encoding")) {
       if (r->chunked || !iequals(p + f.value, f.value_len, "chunked"))
         return {400, "Transfer-Encoding other than one chunked"};

@@ -250,6 +250,82 @@ TEST(HttpFraming, WritesTheWorkersHeadWithTheDateAndThePage) {
   EXPECT_NE(missing.find("Connection: close"), std::string::npos);
 }
 
+// The worker's reply meta for a request (what it routed it to).
+ReplyMeta handled(const std::string& request, const ContentView& view) {
+  HttpHandler h{view};
+  std::vector<std::uint8_t> slot(4096);
+  (void)h(ByteView{u8(request), request.size()}, MutableByteView{slot.data(), slot.size()});
+  ReplyMeta m;
+  std::memcpy(&m, slot.data(), sizeof(m));
+  return m;
+}
+
+TEST(HttpHandler, RoutesTeisAndOpenAisOtherApis) {
+  const Content c = Content::load("", 1 << 20);
+  const auto post = [&](const char* path) {
+    return handled(std::string("POST ") + path + " HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}", c.view());
+  };
+  for (const auto& [path, api] : std::vector<std::pair<const char*, InferenceApi>>{
+           {"/embed_all", InferenceApi::TeiEmbedAll},
+           {"/tokenize", InferenceApi::TeiTokenize},
+           {"/decode", InferenceApi::TeiDecode}}) {
+    const ReplyMeta m = post(path);
+    EXPECT_EQ(m.kind, ReplyKind::Inference) << path;
+    EXPECT_EQ(m.page, static_cast<std::uint32_t>(api)) << path;
+    EXPECT_EQ(handled(std::string("GET ") + path + " HTTP/1.1\r\nHost: a\r\n\r\n", c.view()).status, 405) << path;
+  }
+  const ReplyMeta models = handled("GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n", c.view());
+  EXPECT_EQ(models.kind, ReplyKind::Inference);
+  EXPECT_EQ(models.page, static_cast<std::uint32_t>(InferenceApi::OpenAiModels));
+  EXPECT_EQ(post("/v1/models").status, 405);
+}
+
+TEST(HttpHandler, EqualConstantTimeComparesWholeStrings) {
+  const auto eq = [](const std::string& a, const std::string& b) {
+    return equal_constant_time(u8(a), a.size(), u8(b), b.size());
+  };
+  EXPECT_TRUE(eq("Bearer k3y", "Bearer k3y"));
+  EXPECT_TRUE(eq("", ""));
+  EXPECT_FALSE(eq("Bearer k3y", "Bearer k3z"));
+  EXPECT_FALSE(eq("Bearer k3", "Bearer k3y"));   // a prefix
+  EXPECT_FALSE(eq("Bearer k3y ", "Bearer k3y"));  // longer
+  EXPECT_FALSE(eq(std::string("Bearer k3y\0", 11), "Bearer k3y"));  // the longer's extra byte is 0
+}
+
+// --api-key: 401 with TEI's error shape and WWW-Authenticate on every route
+// but /health and /metrics, until the request carries exactly "Bearer KEY".
+TEST(HttpHandler, AnApiKeyGuardsEveryRouteButHealthAndMetrics) {
+  Content loaded = Content::load("", 1 << 20);
+  loaded.require_api_key("s3cret");
+  const auto content = std::make_shared<const Content>(std::move(loaded));
+  bool close = true;
+  const std::string refused = through_proxy("GET /contacts.html HTTP/1.1\r\nHost: a\r\n\r\n", content, &close);
+  EXPECT_EQ(refused.rfind("HTTP/1.1 401 Unauthorized\r\n", 0), 0u) << refused;
+  EXPECT_NE(refused.find("\r\nWWW-Authenticate: Bearer\r\n"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("Content-Type: application/json"), std::string::npos) << refused;
+  EXPECT_NE(refused.find(R"("error_type":"Unauthorized")"), std::string::npos) << refused;
+  EXPECT_EQ(refused.find("s3cret"), std::string::npos);
+  EXPECT_FALSE(close);
+  const std::string allowed =
+      through_proxy("GET /contacts.html HTTP/1.1\r\nHost: a\r\nauthorization: Bearer s3cret\r\n\r\n", content);
+  EXPECT_EQ(allowed.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << allowed;
+  for (const char* wrong : {"Bearer s3cre", "Bearer s3crett", "bearer s3cret", "Basic s3cret", "s3cret", ""}) {
+    const std::string r = through_proxy(
+        std::string("GET / HTTP/1.1\r\nHost: a\r\nAuthorization: ") + wrong + "\r\n\r\n", content);
+    EXPECT_EQ(r.rfind("HTTP/1.1 401", 0), 0u) << wrong;
+  }
+  const ContentView v = content->view();
+  EXPECT_EQ(handled("POST /embed HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}", v).status, 401);
+  EXPECT_EQ(handled("GET /info HTTP/1.1\r\nHost: a\r\n\r\n", v).status, 401);
+  EXPECT_NE(handled("GET /health HTTP/1.1\r\nHost: a\r\n\r\n", v).status, 401);
+  EXPECT_EQ(handled("GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n", v).kind, ReplyKind::Metrics);
+  EXPECT_EQ(handled("GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer s3cret\r\n"
+                    "Authorization: Bearer s3cret\r\n\r\n", v).status, 400);
+  // Without a key nothing is asked.
+  const Content open = Content::load("", 1 << 20);
+  EXPECT_EQ(handled("GET /contacts.html HTTP/1.1\r\nHost: a\r\n\r\n", open.view()).status, 200);
+}
+
 // A page goes by reference from the page store: the proxy writes only its
 // head, and its room for a response does not grow with the pages.
 TEST(HttpFraming, APageGoesByReferenceFromThePageStore) {

@@ -51,6 +51,10 @@ struct HttpOptions {
   // (docs/inference.md); null: those answer 503. The server starts and stops it.
   std::shared_ptr<infer::EmbeddingService> embedding;
   std::size_t max_client_batch = 32;  // inputs in one embedding request (413 beyond)
+  // TEI's --api-key: non-empty, every route but /health and /metrics needs
+  // "Authorization: Bearer KEY", compared in constant time; else 401 with
+  // WWW-Authenticate: Bearer. Never logged nor shown.
+  std::string api_key;
 };
 
 struct HttpStats {

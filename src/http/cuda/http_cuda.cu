@@ -36,6 +36,8 @@ DeviceContent::DeviceContent(const Content& content, const std::string& gpu) {
   view_.buckets = static_cast<const std::uint32_t*>(buckets_);
   view_.strings = static_cast<const std::uint8_t*>(strings_);
   view_.bucket_mask = static_cast<std::uint32_t>(content.buckets().size() - 1);
+  view_.credentials_offset = content.view().credentials_offset;
+  view_.credentials_len = content.view().credentials_len;
 }
 
 DeviceContent::~DeviceContent() {

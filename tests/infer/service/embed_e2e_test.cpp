@@ -259,6 +259,7 @@ TEST_F(EmbedE2E, InfoHealthAndMetrics) {
   EXPECT_EQ(info["max_input_length"], 256);
   // The model's name is its folder's.
   EXPECT_EQ(info["model_id"], std::filesystem::path(model_dir()).filename().string());
+  EXPECT_EQ(info["pooling"], "mean");  // all-MiniLM-L6-v2's 1_Pooling/config.json
   if (!cuda()) {
     EXPECT_EQ(info["device"].get<std::string>().rfind("cpu", 0), 0u) << info["device"];
   }
@@ -268,6 +269,86 @@ TEST_F(EmbedE2E, InfoHealthAndMetrics) {
                            "ferry_embed_batch_size_bucket", "ferry_embed_input_tokens_total",
                            "ferry_http_responses_total{code=\"429\"}"})
     EXPECT_NE(m.find(name), std::string::npos) << name;
+}
+
+// TEI's /tokenize and /decode: ids with the bytes they came from, and back.
+TEST_F(EmbedE2E, TokenizeAndDecode) {
+  HttpResponse r = exchange(port(), post("/tokenize", R"({"inputs":"Café au lait!"})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json t = json::parse(r.body);
+  ASSERT_EQ(t.size(), 1u);
+  const json& tokens = t[0];
+  ASSERT_GE(tokens.size(), 6u) << r.body;  // [CLS] cafe au (lait's pieces) ! [SEP]
+  EXPECT_EQ(tokens[0], json::parse(R"({"id":101,"text":"[CLS]","special":true,"start":null,"stop":null})"));
+  EXPECT_EQ(tokens[1]["text"], "Café");
+  EXPECT_EQ(tokens[1]["special"], false);
+  EXPECT_EQ(tokens[1]["start"], 0);
+  EXPECT_EQ(tokens[1]["stop"], 5);
+  EXPECT_EQ(tokens[2], json::parse(R"({"id":8740,"text":"au","special":false,"start":6,"stop":8})"));
+  EXPECT_EQ(tokens[tokens.size() - 2], json::parse(R"({"id":999,"text":"!","special":false,"start":13,"stop":14})"));
+  EXPECT_EQ(tokens.back()["id"], 102);
+  std::vector<int> ids;
+  for (const json& tok : tokens) ids.push_back(tok["id"]);
+
+  r = exchange(port(), post("/tokenize", R"({"inputs":["a b","c"],"add_special_tokens":false})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)[0].size(), 2u);
+  EXPECT_EQ(json::parse(r.body)[1].size(), 1u);
+
+  r = exchange(port(), post("/decode", json{{"ids", ids}}.dump()));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body), json::parse(R"(["cafe au lait!"])"));
+  r = exchange(port(), post("/decode", json{{"ids", {ids, ids}}, {"skip_special_tokens", false}}.dump()));
+  EXPECT_EQ(json::parse(r.body), json::parse(R"(["[CLS] cafe au lait! [SEP]","[CLS] cafe au lait! [SEP]"])"));
+
+  for (const auto& [body, status] : std::vector<std::pair<std::string, int>>{
+           {R"({"ids":[99999999]})", 422},  // outside the vocabulary
+           {R"({"ids":[]})", 400},
+           {R"({"ids":[-1]})", 422},
+           {R"({"inputs":[]})", 400}}) {
+    r = exchange(port(), post(body.find("ids") != std::string::npos ? "/decode" : "/tokenize", body));
+    EXPECT_EQ(r.status, status) << body << " -> " << r.body;
+    EXPECT_TRUE(json::parse(r.body).contains("error_type")) << r.body;
+  }
+  // Many inputs: an answer larger than a worker's reply slot still comes whole.
+  r = exchange(port(), post("/tokenize", json{{"inputs", std::vector<std::string>(32, std::string(300, 'w') + " x")}}.dump()));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(json::parse(r.body).size(), 32u);
+}
+
+// TEI's /embed_all: every token's state; their mean, normalised, is /embed's vector.
+TEST_F(EmbedE2E, EmbedAllRowsAverageToTheEmbedVector) {
+  HttpResponse r = exchange(port(), post("/embed_all", R"({"inputs":["Hello world","GPU servers batch"]})"));
+  ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
+  const json all = json::parse(r.body);
+  const json pooled = json::parse(exchange(port(), post("/embed", R"({"inputs":["Hello world","GPU servers batch"]})")).body);
+  const json tokens = json::parse(exchange(port(), post("/tokenize", R"({"inputs":["Hello world","GPU servers batch"]})")).body);
+  ASSERT_EQ(all.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(all[i].size(), tokens[i].size());
+    std::vector<float> mean(384, 0.0f);
+    for (const json& row : all[i]) {
+      ASSERT_EQ(row.size(), 384u);
+      for (std::size_t c = 0; c < 384; ++c) mean[c] += row[c].get<float>() / static_cast<float>(all[i].size());
+    }
+    EXPECT_GE(cosine(mean, pooled[i].get<std::vector<float>>()), 0.99999) << "input " << i;
+  }
+  EXPECT_EQ(exchange(port(), post("/embed_all", json{{"inputs", std::string(3000, 'a') + " b c"}}.dump())).status, 200);
+  std::string longer;
+  for (int i = 0; i < 300; ++i) longer += "word ";
+  EXPECT_EQ(exchange(port(), post("/embed_all", json{{"inputs", longer}}.dump())).status, 413);
+}
+
+TEST_F(EmbedE2E, OpenAiModelsListsTheModel) {
+  const HttpResponse r = exchange(port(), http_get("/v1/models"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "list");
+  ASSERT_EQ(j["data"].size(), 1u);
+  EXPECT_EQ(j["data"][0]["id"], std::filesystem::path(model_dir()).filename().string());
+  EXPECT_EQ(j["data"][0]["object"], "model");
+  EXPECT_GT(j["data"][0]["created"].get<std::int64_t>(), 1600000000);
+  EXPECT_EQ(j["data"][0]["owned_by"], "ferry");
 }
 
 TEST_F(EmbedE2E, ClientsThatVanishDoNotDisturbOthers) {
@@ -315,6 +396,55 @@ TEST(EmbedOverload, FullQueueAnswers429) {
   EXPECT_GT(ok.load(), 0);
   EXPECT_GT(busy.load(), 0);
   EXPECT_EQ(exchange(server.port(), http_get("/inference?d=after")).status, 200);
+}
+
+// The HTTP code of a curl request, with the extra curl arguments.
+int curl_status(std::uint16_t port, const std::string& path, const std::string& args) {
+  const std::string cmd = "curl -sS -o /dev/null -w '%{http_code}' " + args + " http://127.0.0.1:" +
+                          std::to_string(port) + path;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[16] = {};
+  const std::size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+  pclose(p);
+  return std::atoi(std::string(buf, n).c_str());
+}
+
+// --api-key from $API_KEY, and --pooling cls: 401 without the key on every
+// route but /health and /metrics; the key never shows; CLS pooling is each
+// input's first token state, as /embed_all gives it.
+TEST(EmbedApiKeyAndPooling, KeyFromTheEnvironmentAndClsPooling) {
+  const std::string key = "k3y-from-the-environment";
+  ::setenv("API_KEY", key.c_str(), 1);
+  FerryHttp server({"--model", model_dir(), "--pooling", "cls", "--access-log", "-"});
+  ::unsetenv("API_KEY");
+  // server.port() each time, not a variable: exchange(lvalue, string) would find std::exchange.
+  const std::string auth = "-H 'Authorization: Bearer " + key + "'";
+  const std::string json_body = "-H 'Content-Type: application/json' -d '{\"inputs\":\"Hello world\"}'";
+  EXPECT_EQ(curl_status(server.port(), "/embed", json_body), 401);
+  EXPECT_EQ(curl_status(server.port(), "/embed", json_body + " -H 'Authorization: Bearer wrong'"), 401);
+  EXPECT_EQ(curl_status(server.port(), "/embed", json_body + " " + auth), 200);
+  EXPECT_EQ(curl_status(server.port(), "/info", ""), 401);
+  EXPECT_EQ(curl_status(server.port(), "/contacts.html", ""), 401);
+  EXPECT_EQ(curl_status(server.port(), "/health", ""), 200);
+  EXPECT_EQ(curl_status(server.port(), "/metrics", ""), 200);
+
+  const HttpResponse refused = exchange(server.port(), post("/tokenize", R"({"inputs":"x"})"));
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_EQ(json::parse(refused.body)["error_type"], "Unauthorized");
+  EXPECT_EQ(refused.header("www-authenticate"), "Bearer");
+
+  const std::string bearer = "Authorization: Bearer " + key + "\r\n";
+  const HttpResponse info = exchange(server.port(), http_get("/info", bearer));
+  ASSERT_EQ(info.status, 200);
+  EXPECT_EQ(json::parse(info.body)["pooling"], "cls");
+  EXPECT_EQ(info.body.find(key), std::string::npos);
+  const json pooled = json::parse(exchange(server.port(), post("/embed", R"({"inputs":["Hello world","a b c"],"normalize":false})", bearer)).body);
+  const json all = json::parse(exchange(server.port(), post("/embed_all", R"({"inputs":["Hello world","a b c"]})", bearer)).body);
+  ASSERT_EQ(pooled.size(), 2u);
+  ASSERT_EQ(all.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(pooled[i], all[i][0]) << "input " << i;
+  EXPECT_EQ(server.log().find(key), std::string::npos) << "the key was logged";
 }
 
 TEST(EmbedWithoutModel, ApisAnswer503) {

@@ -46,7 +46,7 @@ class GatedModel final : public EmbeddingModel {
       for (std::size_t c = 0; c < kHidden; ++c) out[i * kHidden + c] = sum;
     }
   }
-  void embed_tokens(const TokenBatch& batch, float* out) { embed(batch, out); }
+  void embed_tokens(const TokenBatch& batch, float* out) override { embed(batch, out); }
   std::string fault() const override {
     std::lock_guard lock(mutex_);
     return fault_;
