@@ -251,7 +251,7 @@ def start_infinity(args, batch_size, compile_):
         if proc.poll() is not None or time.time() > deadline:
             stop(proc)
             log.close()
-            sys.exit(f"embed_bench: Infinity did not start (exit {proc.poll()}):\n" + open(log_path).read()[-6000:])
+            raise RuntimeError(f"Infinity did not start (exit {proc.poll()}):\n" + open(log_path).read()[-6000:])
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             c.request("GET", "/health")
@@ -263,11 +263,16 @@ def start_infinity(args, batch_size, compile_):
         time.sleep(0.5)
     # Warm: torch.compile(dynamic=True) compiles on the first batches; the lower half of the
     # sweep's rates makes batches of several sizes without burying the server.
-    for _ in range(50):
-        post_json(port, "/embeddings", openai_body(args), timeout=300)
-    rates = sorted(int(r) for r in args.infinity_rates.split(","))
-    open_loop(args, port, rates[:max(1, len(rates) // 2)], 1, args.client_threads, 16, path="/embeddings",
-              body=openai_body(args))
+    try:
+        for _ in range(50):
+            post_json(port, "/embeddings", openai_body(args), timeout=300)
+        rates = sorted(int(r) for r in args.infinity_rates.split(","))
+        open_loop(args, port, rates[:max(1, len(rates) // 2)], 1, args.client_threads, 16, path="/embeddings",
+                  body=openai_body(args))
+    except Exception as e:
+        stop(proc)
+        log.close()
+        raise RuntimeError(f"Infinity failed its warm-up: {e}\n" + open(log_path).read()[-6000:]) from e
     return proc, port, log_path
 
 
@@ -288,9 +293,15 @@ def infinity_part(args, result):
     out = {"cpus": server_cpus(args), "ferry": {"lone": ferry_lone, "sweep": ferry_sweep}, "settings": []}
     for bs in [int(x) for x in args.infinity_batch_sizes.split(",")]:
         for comp in [x == "on" for x in args.infinity_compile.split(",")]:
-            proc, iport, log_path = start_infinity(args, bs, comp)
+            label = f"Infinity batch {bs}, compile {'on' if comp else 'off'}"
             try:
-                label = f"Infinity batch {bs}, compile {'on' if comp else 'off'}"
+                proc, iport, log_path = start_infinity(args, bs, comp)
+            except RuntimeError as e:
+                # A setting that cannot run is a result too: its error goes into the JSON.
+                print(f"\n{label}: {e}", flush=True)
+                out["settings"].append({"batch_size": bs, "compile": comp, "error": str(e)})
+                continue
+            try:
                 vec = post_json(iport, "/embeddings", body)["data"][0]["embedding"]
                 setting = {"batch_size": bs, "compile": comp, "cosine_vs_ferry": cosine(vec, ferry_vec),
                            "lone": lone(args, iport, "/embeddings", body, label)}
@@ -306,11 +317,13 @@ def infinity_part(args, result):
 
     # Infinity's best setting, and Ferry's most sustained rate at a p99 no worse than Infinity's there.
     best = None
-    for st in out["settings"]:
+    ran = [st for st in out["settings"] if "error" not in st]
+    for st in ran:
         row = sustained(st["sweep"])
         if row and (best is None or row["answered_rps"] > best[1]["answered_rps"]):
             best = (st, row)
-    summary = {"least_cosine_vs_ferry": min(st["cosine_vs_ferry"] for st in out["settings"])}
+    summary = {"least_cosine_vs_ferry": min((st["cosine_vs_ferry"] for st in ran), default=None),
+               "failed_settings": len(out["settings"]) - len(ran)}
     if best:
         st, row = best
         fits = [r for r in ferry_sweep if r["p99_ms"] <= row["p99_ms"]]
@@ -329,8 +342,10 @@ def infinity_part(args, result):
                  f"{summary['ferry_over_infinity']:.2f}x" if ferry_row else "none of its rates"))
         print(f"lone request p50: Ferry {ferry_lone['p50_ms']:.3f} ms, Infinity {st['lone']['p50_ms']:.3f} ms; "
               f"least cosine Infinity vs Ferry {summary['least_cosine_vs_ferry']:.5f}")
-    else:
+    elif ran:
         print("\nInfinity kept up with none of its offered rates: lower --infinity-rates")
+    else:
+        print("\nInfinity ran at no setting: see the errors above")
     out["summary"] = summary
     result["infinity"] = out
 

@@ -15,6 +15,7 @@ declare -A checks=(
   [before-after]="gpu-before-after.sh: GPU e2e suites, then launch and TCP benchmarks of .carry-before vs .carry"
   [http]="http-check.sh: ferry http's e2e suite on cpu and every launch method, then wrk against it and nginx"
   [embed]="embed-check.sh: the embedding model and service on the GPU, against sentence-transformers ('stash' first)"
+  [baselines]="baseline-check.sh: issue 36's baselines: torch eager and torch.compile beside the model, Infinity beside ferry http ('stash' first)"
   [route]="route-device.sh: every route app in every mode (ROUTE_ONLY=qs_mini|transpose for one sweep)"
   [route-probe]="route-qs-probe.sh: A/B variants of qs-mini, interleaved"
   [xfer-sweep]="xfer-sweep.sh: ferry kv bench over the agent's pipeline settings"
