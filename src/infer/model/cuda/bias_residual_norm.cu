@@ -1,6 +1,14 @@
 // The sublayer's end in BERT's post-norm layout: projection + bias +
-// residual, then LayerNorm, one block per token, written over the residual.
+// residual, then LayerNorm, written over the residual.
+//
+// Rows of up to kMaxWarpWidth columns (MiniLM's 384, BERT-base's 768) take a
+// warp each, their values held in registers: two shuffle reductions and no
+// barrier, eight rows a block. Wider ones take a block each, gathered in
+// shared memory (layer_norm_row).
 
+#include <cstdint>
+
+#include "infer/model/cuda/block_reduce.cuh"
 #include "infer/model/cuda/element.cuh"
 #include "infer/model/cuda/kernels.cuh"
 #include "infer/model/cuda/launch_check.h"
@@ -9,13 +17,60 @@
 namespace ferry::infer::cuda {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kPairsPerLane = 12;
+constexpr std::size_t kMaxWarpWidth = 2 * 32 * kPairsPerLane;  // 768
+constexpr int kRowsPerBlock = 8;
+constexpr int kBlockThreads = 128;
 
-// In place is safe: each block reads its whole row into shared memory before
-// layer_norm_row writes any of it, and no other block touches that row.
+// In place is safe: a warp reads its whole row before it writes any of it, and
+// no other warp touches that row.
 template <typename T>
-__global__ void bias_residual_norm_kernel(const T* x, const float* bias, T* residual, const float* gamma,
-                                          const float* beta, float eps, int hidden) {
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    bias_residual_norm_warp_kernel(const T* x, const float* bias, T* residual, const float* gamma,
+                                   const float* beta, float eps, const std::uint32_t* tokens, int rows, int hidden) {
+  const int row = blockIdx.x * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
+  if (row >= rows || row >= static_cast<int>(*tokens)) return;
+  const int lane = threadIdx.x % 32;
+  const std::size_t offset = static_cast<std::size_t>(row) * hidden;
+  float2 v[kPairsPerLane];
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPairsPerLane; ++i) {
+    const int col = 2 * (lane + 32 * i);
+    if (col < hidden) {
+      const float2 a = load_pair(x + offset + col);
+      const float2 r = load_pair(residual + offset + col);
+      v[i] = float2{a.x + bias[col] + r.x, a.y + bias[col + 1] + r.y};
+      sum += v[i].x + v[i].y;
+    }
+  }
+  const float mean = warp_sum(sum) / hidden;
+  // The variance around the mean (a second pass over registers), which stays
+  // exact where E[x^2] - E[x]^2 would cancel.
+  float sq = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPairsPerLane; ++i) {
+    const int col = 2 * (lane + 32 * i);
+    if (col < hidden) {
+      const float dx = v[i].x - mean, dy = v[i].y - mean;
+      sq += dx * dx + dy * dy;
+    }
+  }
+  const float inv_std = rsqrtf(warp_sum(sq) / hidden + eps);
+#pragma unroll
+  for (int i = 0; i < kPairsPerLane; ++i) {
+    const int col = 2 * (lane + 32 * i);
+    if (col < hidden)
+      store_pair(residual + offset + col, float2{(v[i].x - mean) * inv_std * gamma[col] + beta[col],
+                                                 (v[i].y - mean) * inv_std * gamma[col + 1] + beta[col + 1]});
+  }
+}
+
+template <typename T>
+__global__ void bias_residual_norm_block_kernel(const T* x, const float* bias, T* residual, const float* gamma,
+                                                const float* beta, float eps, const std::uint32_t* tokens,
+                                                int hidden) {
+  if (blockIdx.x >= *tokens) return;  // the whole block leaves, before any barrier
   extern __shared__ float row_s[];
   const std::size_t offset = static_cast<std::size_t>(blockIdx.x) * hidden;
   for (int c = threadIdx.x; c < hidden; c += blockDim.x)
@@ -28,17 +83,24 @@ __global__ void bias_residual_norm_kernel(const T* x, const float* bias, T* resi
 
 template <typename T>
 void launch_bias_residual_norm(const T* x_d, const float* bias_d, T* residual_d, const float* gamma_d,
-                               const float* beta_d, float eps, std::size_t tokens, std::size_t hidden,
-                               cudaStream_t stream) {
-  if (tokens == 0) return;
-  bias_residual_norm_kernel<T><<<static_cast<unsigned>(tokens), kThreads, hidden * sizeof(float), stream>>>(
-      x_d, bias_d, residual_d, gamma_d, beta_d, eps, static_cast<int>(hidden));
-  check_launch("bias_residual_norm_kernel");
+                               const float* beta_d, float eps, std::size_t rows, const std::uint32_t* tokens_d,
+                               std::size_t hidden, cudaStream_t stream) {
+  if (rows == 0) return;
+  if (hidden % 2 == 0 && hidden <= kMaxWarpWidth) {
+    const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+    bias_residual_norm_warp_kernel<T><<<blocks, 32 * kRowsPerBlock, 0, stream>>>(
+        x_d, bias_d, residual_d, gamma_d, beta_d, eps, tokens_d, static_cast<int>(rows), static_cast<int>(hidden));
+    check_launch("bias_residual_norm_warp_kernel");
+    return;
+  }
+  bias_residual_norm_block_kernel<T><<<static_cast<unsigned>(rows), kBlockThreads, hidden * sizeof(float), stream>>>(
+      x_d, bias_d, residual_d, gamma_d, beta_d, eps, tokens_d, static_cast<int>(hidden));
+  check_launch("bias_residual_norm_block_kernel");
 }
 
 #define FERRY_INSTANTIATE(T)                                                                                \
   template void launch_bias_residual_norm<T>(const T*, const float*, T*, const float*, const float*, float, \
-                                             std::size_t, std::size_t, cudaStream_t);
+                                             std::size_t, const std::uint32_t*, std::size_t, cudaStream_t);
 FERRY_INSTANTIATE_FOR_ELEMENTS(FERRY_INSTANTIATE)
 
 }  // namespace ferry::infer::cuda

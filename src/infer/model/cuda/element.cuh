@@ -6,6 +6,8 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <type_traits>
 #include <library_types.h>
 
 namespace ferry::infer::cuda {
@@ -33,6 +35,31 @@ struct Element<__nv_bfloat16> {
   __host__ __device__ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
   __host__ __device__ static __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
 };
+
+// Two adjacent elements as one 4-byte (8 for float) access: the row kernels
+// read and write pairs, which halves their memory instructions. p must be
+// aligned to two elements (every row and column pair index here is even).
+template <typename T>
+__device__ inline float2 load_pair(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return *reinterpret_cast<const float2*>(p);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __half22float2(*reinterpret_cast<const __half2*>(p));
+  } else {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+  }
+}
+
+template <typename T>
+__device__ inline void store_pair(T* p, float2 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    *reinterpret_cast<float2*>(p) = v;
+  } else if constexpr (std::is_same_v<T, __half>) {
+    *reinterpret_cast<__half2*>(p) = __float22half2_rn(v);
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(p) = __float22bfloat162_rn(v);
+  }
+}
 
 template <typename T>
 __host__ __device__ inline float to_float(T v) {

@@ -31,9 +31,11 @@ __device__ int sequence_of(const std::uint32_t* starts, int sequences, std::uint
 template <typename T>
 __global__ void embed_norm_kernel(const std::int32_t* ids, const std::uint32_t* starts, int sequences,
                                   int hidden, const T* word, const T* position, const T* token_type,
-                                  const float* gamma, const float* beta, float eps, T* out) {
+                                  const float* gamma, const float* beta, float eps, const std::uint32_t* tokens,
+                                  T* out) {
   extern __shared__ float row_s[];
   const std::uint32_t t = blockIdx.x;
+  if (t >= *tokens) return;  // a padding row of a bucketed batch (the whole block leaves)
   const std::uint32_t pos = t - starts[sequence_of(starts, sequences, t)];
   const T* w = word + static_cast<std::size_t>(ids[t]) * hidden;
   const T* p = position + static_cast<std::size_t>(pos) * hidden;
@@ -47,19 +49,19 @@ __global__ void embed_norm_kernel(const std::int32_t* ids, const std::uint32_t* 
 
 template <typename T>
 void launch_embed_norm(const std::int32_t* ids_d, const std::uint32_t* starts_d, std::size_t sequences,
-                       std::size_t tokens, std::size_t hidden, const EmbeddingTables& tables, T* out_d,
-                       cudaStream_t stream) {
-  if (tokens == 0) return;
-  embed_norm_kernel<T><<<static_cast<unsigned>(tokens), kThreads, hidden * sizeof(float), stream>>>(
+                       std::size_t rows, const std::uint32_t* tokens_d, std::size_t hidden,
+                       const EmbeddingTables& tables, T* out_d, cudaStream_t stream) {
+  if (rows == 0) return;
+  embed_norm_kernel<T><<<static_cast<unsigned>(rows), kThreads, hidden * sizeof(float), stream>>>(
       ids_d, starts_d, static_cast<int>(sequences), static_cast<int>(hidden),
       static_cast<const T*>(tables.word), static_cast<const T*>(tables.position),
-      static_cast<const T*>(tables.token_type), tables.gamma, tables.beta, tables.eps, out_d);
+      static_cast<const T*>(tables.token_type), tables.gamma, tables.beta, tables.eps, tokens_d, out_d);
   check_launch("embed_norm_kernel");
 }
 
 #define FERRY_INSTANTIATE(T)                                                                              \
   template void launch_embed_norm<T>(const std::int32_t*, const std::uint32_t*, std::size_t, std::size_t, \
-                                     std::size_t, const EmbeddingTables&, T*, cudaStream_t);
+                                     const std::uint32_t*, std::size_t, const EmbeddingTables&, T*, cudaStream_t);
 FERRY_INSTANTIATE_FOR_ELEMENTS(FERRY_INSTANTIATE)
 
 }  // namespace ferry::infer::cuda

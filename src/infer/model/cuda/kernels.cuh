@@ -7,6 +7,11 @@
 // __nv_bfloat16) with the batch's sequences packed back to back; starts_d
 // holds sequences + 1 offsets (sequence s is tokens [starts[s], starts[s+1])).
 // Biases and LayerNorm parameters are f32; all arithmetic is f32.
+//
+// The row kernels take `rows` (how many rows their grid covers: a batch's
+// bucket when it replays a CUDA graph captured for the bucket) and tokens_d
+// (the batch's real token count, in device memory: starts_d[sequences]). Rows
+// from *tokens_d to rows are left as they are.
 
 #include <cuda_runtime.h>
 
@@ -35,20 +40,20 @@ struct EmbeddingTables {
 // each token t of sequence s. The caller has checked ids and lengths.
 template <typename T>
 void launch_embed_norm(const std::int32_t* ids_d, const std::uint32_t* starts_d, std::size_t sequences,
-                       std::size_t tokens, std::size_t hidden, const EmbeddingTables& tables, T* out_d,
-                       cudaStream_t stream);
+                       std::size_t rows, const std::uint32_t* tokens_d, std::size_t hidden,
+                       const EmbeddingTables& tables, T* out_d, cudaStream_t stream);
 
 // x = GELU(x + bias) in place, x [tokens][width]; the exact GELU (erf), as
 // BERT's "gelu" activation.
 template <typename T>
-void launch_bias_gelu(T* x_d, const float* bias_d, std::size_t tokens, std::size_t width,
-                      cudaStream_t stream);
+void launch_bias_gelu(T* x_d, const float* bias_d, std::size_t rows, const std::uint32_t* tokens_d,
+                      std::size_t width, cudaStream_t stream);
 
 // residual = LayerNorm(x + bias + residual) in place, both [tokens][hidden].
 template <typename T>
 void launch_bias_residual_norm(const T* x_d, const float* bias_d, T* residual_d, const float* gamma_d,
-                               const float* beta_d, float eps, std::size_t tokens, std::size_t hidden,
-                               cudaStream_t stream);
+                               const float* beta_d, float eps, std::size_t rows, const std::uint32_t* tokens_d,
+                               std::size_t hidden, cudaStream_t stream);
 
 // Self-attention over each sequence on its own (no padding, no mask).
 // qkv_d: [tokens][3 * hidden], the fused projection without its bias: query

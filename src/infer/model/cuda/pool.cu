@@ -22,6 +22,7 @@ __global__ void pool_kernel(const T* hidden_states, const std::uint32_t* starts,
                             float* out) {
   std::uint32_t begin = starts[blockIdx.x];
   std::uint32_t end = starts[blockIdx.x + 1];
+  if (end == begin) return;  // a padding sequence of a bucketed batch: nobody reads its row
   if (pooling == Pooling::Cls) end = begin + 1;
   if (pooling == Pooling::LastToken) begin = end - 1;
   const float inv_len = 1.0f / static_cast<float>(end - begin);

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU model beside the HTTP workers' launch methods on one GPU (issue 36).
+# The model travels in parts, as for embed-check.sh: `check.sh shared-gpu stash`
+# carrying .carry-model-a, then -b, then this with .carry and .carry-model-c.
+# LAUNCHES, SOAK_SECONDS (120 each), PROBE_MODES, MODEL and BENCH choose what runs.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+[ "${1:-}" = stash ] && { . "$here/model-parts.sh" stash; exit 0; }
+FINAL=${OUT:-$PWD/shared-gpu-results}
+OUT=$(mktemp -d)
+. "$here/device-steps.sh"
+. "$here/model-parts.sh" || exit 1
+B=$C/build
+cat > "$OUT/stacks.sh" <<'SH'
+#!/usr/bin/env bash
+# Every thread's stack of a process, and the kernels running on its GPU.
+timeout 120 cuda-gdb -p "$1" -batch -ex "info cuda kernels" -ex "thread apply all bt" 2>&1 | grep -v "^\[New Thread\|^warning:" 
+SH
+chmod +x "$OUT/stacks.sh"
+# MODEL=1: first the CUDA model against sentence-transformers' vectors.
+[ "${MODEL:-1}" = 1 ] && step bert_cuda_test timeout 300 "$B/tests/infer/model/bert_cuda_test"
+if [ -x "$C/tools/shared-gpu-probe" ]; then
+  for mode in ${PROBE_MODES:-same-graph eager new-graph new-stream}; do
+    step "probe_$mode" timeout 60 "$C/tools/shared-gpu-probe" "$mode" "${PROBE_RUNS:-400}"
+    step "probe_${mode}_32" env CUDA_DEVICE_MAX_CONNECTIONS=32 timeout 60 "$C/tools/shared-gpu-probe" "$mode" "${PROBE_RUNS:-400}"
+  done
+fi
+for m in ${LAUNCHES:-persistent burst graph memops}; do
+  step "soak_$m" env FERRY_SOAK_SECONDS=${SOAK_SECONDS:-120} FERRY_SOAK_ON_FAILURE="$OUT/stacks.sh" \
+    timeout 800 "$B/tests/infer/service/embed_soak_test" --backend=cuda --launch=$m
+done
+# BENCH=1: then the model alone against torch eager and torch.compile (uniform and mixed lengths).
+if [ "${BENCH:-0}" = 1 ]; then
+  step model_vs_torch timeout 580 python3 bench/infer/st_baseline.py --model "$FERRY_MODEL_DIR" --modes eager,compile \
+    --seconds "${BENCH_SECONDS:-1}" --ferry "$B/bench/infer/ferry-model-bench" --json "$OUT/model_vs_torch.json"
+  tail -40 "$OUT/model_vs_torch.log"
+fi
+log "summary"; cat "$OUT/summary.txt"; echo "status=$status"
+grep -h "^HANG\|^OK\|answered (" "$OUT"/*.log
+mkdir -p "$FINAL"
+tar czf "$FINAL/shared-gpu-check.tgz" -C "$OUT" .
+cp "$OUT"/summary.txt "$FINAL/"
+exit $status

@@ -1,0 +1,22 @@
+#pragma once
+// Self-attention on the tensor cores (attention_mma.cu), which launch_attention
+// picks for f16 and bf16 when the head fits; the same contract as
+// launch_attention in kernels.cuh.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ferry::infer::cuda {
+
+// True when the tensor-core kernel takes heads of this width (even, at most 64).
+bool attention_mma_fits(std::size_t head_dim);
+
+// T: __half or __nv_bfloat16.
+template <typename T>
+void launch_attention_mma(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d,
+                          std::size_t sequences, std::size_t hidden, std::size_t heads, T* ctx_d,
+                          cudaStream_t stream);
+
+}  // namespace ferry::infer::cuda
