@@ -23,7 +23,8 @@
 # Infinity installs once per machine into /tmp/ferry-infinity/site (pip --target, --no-deps),
 # and only embed_bench's step sees it (PYTHONPATH): st_baseline.py uses the machine's own
 # torch, transformers and sentence-transformers. INFINITY_BATCH_SIZES (32,128),
-# INFINITY_COMPILE (off,on), INFINITY_RATES, SECONDS_PER_RUN (3) and SECONDS_MODEL (2) tune it.
+# INFINITY_COMPILE (off,on), INFINITY_RATES, SECONDS_PER_RUN (3), SECONDS_MODEL (2) and COMPILE_DYNAMIC
+# (static: a graph compiled per shape, the strongest; auto: torch's default) tune it.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 I=/tmp/ferry-infinity
@@ -61,7 +62,8 @@ print('infinity-emb', infinity_emb.__version__, 'numpy', numpy.__version__, 'tra
 
 case "$PART" in model|all)
   step model_vs_torch_cuda timeout 560 python3 bench/infer/st_baseline.py --model "$FERRY_MODEL_DIR" \
-    --seconds "${SECONDS_MODEL:-2}" --ferry "$B/bench/infer/ferry-model-bench" --mixed-file "$OUT/mixed.lengths" \
+    --seconds "${SECONDS_MODEL:-2}" --compile-dynamic "${COMPILE_DYNAMIC:-static}" \
+    --ferry "$B/bench/infer/ferry-model-bench" --mixed-file "$OUT/mixed.lengths" \
     --json "$OUT/model_vs_torch_cuda.json" ;;
 esac
 case "$PART" in load|all)

@@ -2,7 +2,7 @@
 # The GPU model beside the HTTP workers' launch methods on one GPU (issue 36).
 # The model travels in parts, as for embed-check.sh: `check.sh shared-gpu stash`
 # carrying .carry-model-a, then -b, then this with .carry and .carry-model-c.
-# LAUNCHES, SOAK_SECONDS (120 each), PROBE_MODES, MODEL and BENCH choose what runs.
+# LAUNCHES, SOAK_SECONDS (120 each), PROBE_MODES, MODEL, E2E, PROFILE and BENCH choose what runs.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 [ "${1:-}" = stash ] && { . "$here/model-parts.sh" stash; exit 0; }
@@ -25,10 +25,35 @@ if [ -x "$C/tools/shared-gpu-probe" ]; then
     step "probe_${mode}_32" env CUDA_DEVICE_MAX_CONNECTIONS=32 timeout 60 "$C/tools/shared-gpu-probe" "$mode" "${PROBE_RUNS:-400}"
   done
 fi
+soak() {
+  step "soak_$1" env FERRY_SOAK_SECONDS=${SOAK_SECONDS:-120} FERRY_SOAK_ON_FAILURE="$OUT/stacks.sh" \
+    timeout 800 "$B/tests/infer/service/embed_soak_test" --backend=cuda --launch=$1
+}
+# SOAK_TOGETHER=1: the launch methods' servers at once, each beside its own model, all on one GPU.
 for m in ${LAUNCHES:-persistent burst graph memops}; do
-  step "soak_$m" env FERRY_SOAK_SECONDS=${SOAK_SECONDS:-120} FERRY_SOAK_ON_FAILURE="$OUT/stacks.sh" \
-    timeout 800 "$B/tests/infer/service/embed_soak_test" --backend=cuda --launch=$m
+  if [ "${SOAK_TOGETHER:-0}" = 1 ]; then soak $m & else soak $m; fi
 done
+wait
+grep -q "^FAILED  soak_" "$OUT/summary.txt" && status=1  # steps run in the background set it in their subshell
+# E2E=1: the embedding e2e suite with the GPU model and each of E2E_LAUNCHES.
+if [ "${E2E:-0}" = 1 ]; then
+  for m in ${E2E_LAUNCHES:-persistent graph}; do
+    step "embed_e2e_cuda_$m" timeout 300 "$B/tests/infer/service/embed_e2e_test" --backend=cuda --launch=$m
+  done
+fi
+# PROFILE=1: where a batch's GPU time goes, kernel by kernel (ncu), for this
+# build and, when .carry-before holds one, the build before.
+if [ "${PROFILE:-0}" = 1 ]; then
+  for shape in ${PROFILE_SHAPES:-128x128 32x32}; do
+    for build in "" -before; do
+      bench=$PWD/.carry$build/build/bench/infer/ferry-model-bench
+      [ -x "$bench" ] || continue
+      step "profile${build}_$shape" timeout 300 python3 bench/infer/kernel_profile.py --bench "$bench" \
+        --model "$FERRY_MODEL_DIR" --batch "${shape%x*}" --length "${shape#*x}" --json "$OUT/profile${build}_$shape.json"
+      cat "$OUT/profile${build}_$shape.log"
+    done
+  done
+fi
 # BENCH=1: then the model alone against torch eager and torch.compile (uniform and mixed lengths).
 if [ "${BENCH:-0}" = 1 ]; then
   step model_vs_torch timeout 580 python3 bench/infer/st_baseline.py --model "$FERRY_MODEL_DIR" --modes eager,compile \

@@ -11,20 +11,20 @@
 //   shared-gpu-probe MODE N     MODE: eager | new-graph | same-graph | new-stream
 #include <cuda_runtime.h>
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <unistd.h>
 
-#define CHECK(x)                                                                 \
-  do {                                                                           \
-    cudaError_t e_ = (x);                                                        \
-    if (e_ != cudaSuccess) {                                                     \
+#define CHECK(x)                                                                              \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::_Exit(2);                                                             \
-    }                                                                            \
+      std::_Exit(2);                                                                          \
+    }                                                                                         \
   } while (0)
 
 // One thread a block polls, with a pause between polls, as the GPU workers'
@@ -53,7 +53,10 @@ static bool wait_for(cudaStream_t s, double seconds) {
   for (;;) {
     cudaError_t e = cudaStreamQuery(s);
     if (e == cudaSuccess) return true;
-    if (e != cudaErrorNotReady) { std::fprintf(stderr, "query: %s\n", cudaGetErrorString(e)); std::_Exit(2); }
+    if (e != cudaErrorNotReady) {
+      std::fprintf(stderr, "query: %s\n", cudaGetErrorString(e));
+      std::_Exit(2);
+    }
     if (std::chrono::steady_clock::now() > until) return false;
     usleep(100);
   }
@@ -66,7 +69,13 @@ static void enqueue(cudaStream_t s, float* d, float* h, int n, int kernels) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 3) { std::fprintf(stderr, "usage: %s eager|new-graph|same-graph|new-stream N\n", argv[0]); return 2; }
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s eager|new-graph|same-graph|new-stream N\n", argv[0]);
+    return 2;
+  }
+  // Eager loading, as Ferry sets it: a kernel loaded lazily at its first
+  // launch waits for the running one, which would hang every mode at once.
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   const std::string mode = argv[1];
   const int runs = std::atoi(argv[2]);
   const char* conn = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
@@ -81,8 +90,8 @@ int main(int argc, char** argv) {
   float *d = nullptr, *h = nullptr;
   CHECK(cudaMalloc(&d, n * sizeof(float)));
   CHECK(cudaMallocHost(&h, n * sizeof(float)));
-  // The model's stream is made before the workers' (as in ferry http: model loaded first? both orders are tried
-  // by running the probe with PERSISTENT_FIRST=1).
+  // The model's stream is made before the workers' (as in ferry http: model loaded first? both orders are
+  // tried by running the probe with PERSISTENT_FIRST=1).
   cudaStream_t p = nullptr, m = nullptr;
   const bool persistent_first = std::getenv("PERSISTENT_FIRST") != nullptr;
   if (persistent_first) CHECK(cudaStreamCreateWithFlags(&p, cudaStreamNonBlocking));
@@ -118,7 +127,8 @@ int main(int argc, char** argv) {
   }
   *stop_h = 1;
   const bool stopped = wait_for(p, 3.0);
-  std::printf("OK mode=%s connections=%s persistent_first=%d: %d runs beside a running kernel%s\n", mode.c_str(),
-              conn ? conn : "default", persistent_first, runs, stopped ? "" : " (it did not stop!)");
+  std::printf("OK mode=%s connections=%s persistent_first=%d: %d runs beside a running kernel%s\n",
+              mode.c_str(), conn ? conn : "default", persistent_first, runs,
+              stopped ? "" : " (it did not stop!)");
   return 0;
 }

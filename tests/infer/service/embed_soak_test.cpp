@@ -17,8 +17,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -45,8 +45,12 @@ double soak_seconds() {
   return s != nullptr ? std::atof(s) : 120;
 }
 
-bool cuda() { return backend_under_test().backend == "cuda"; }
-double required_cosine() { return cuda() ? 0.999 : 0.9999; }
+bool cuda() {
+  return backend_under_test().backend == "cuda";
+}
+double required_cosine() {
+  return cuda() ? 0.999 : 0.9999;
+}
 
 std::string post(const std::string& path, const std::string& body) {
   return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
@@ -114,7 +118,8 @@ class Traffic {
           continue;
         }
       } catch (const std::exception& e) {
-        t.fail("client " + std::to_string(client) + ", request kind " + std::to_string(kind) + ": " + e.what());
+        t.fail("client " + std::to_string(client) + ", request kind " + std::to_string(kind) + ": " +
+               e.what());
         return;
       }
       if (rng() % 8 == 0) conn.reset();  // new connections now and then
@@ -122,7 +127,9 @@ class Traffic {
   }
 
  private:
-  std::size_t pick(const std::vector<std::size_t>& from, std::mt19937& rng) { return from[rng() % from.size()]; }
+  std::size_t pick(const std::vector<std::size_t>& from, std::mt19937& rng) {
+    return from[rng() % from.size()];
+  }
 
   // Opens a connection when there is none, and forgets one the server closes.
   HttpResponse exchange(std::optional<HttpConnection>& c, const std::string& request) {
@@ -161,7 +168,8 @@ class Traffic {
 
   void single(std::optional<HttpConnection>& c, std::size_t i, Tally& t) {
     const HttpResponse r = exchange(c, post("/embed", json{{"inputs", ref_.texts[i]}}.dump()));
-    if (ok(r, t, "/embed single #" + std::to_string(i))) check_vector(json::parse(r.body)[0], i, t, "/embed single");
+    if (ok(r, t, "/embed single #" + std::to_string(i)))
+      check_vector(json::parse(r.body)[0], i, t, "/embed single");
   }
 
   void batch_of_long(std::optional<HttpConnection>& c, std::mt19937& rng, Tally& t) {
@@ -175,12 +183,14 @@ class Traffic {
     if (!ok(r, t, "/embed batch of 7")) return;
     const json out = json::parse(r.body);
     if (out.size() != 7) return t.fail("/embed batch of 7: " + std::to_string(out.size()) + " vectors");
-    for (int k = 0; k < 7; ++k) check_vector(out[k], which[k], t, "/embed batch of 7, input " + std::to_string(k));
+    for (int k = 0; k < 7; ++k)
+      check_vector(out[k], which[k], t, "/embed batch of 7, input " + std::to_string(k));
   }
 
   void gazsi(std::optional<HttpConnection>& c, std::size_t i, Tally& t) {
     const HttpResponse r = exchange(c, http_get("/inference?d=" + percent_encode(ref_.texts[i]) + "&full=1"));
-    if (ok(r, t, "/inference #" + std::to_string(i))) check_vector(json::parse(r.body)["embedding"], i, t, "/inference");
+    if (ok(r, t, "/inference #" + std::to_string(i)))
+      check_vector(json::parse(r.body)["embedding"], i, t, "/inference");
   }
 
   void openai(std::optional<HttpConnection>& c, std::mt19937& rng, Tally& t) {
@@ -195,8 +205,8 @@ class Traffic {
 
   void bad(std::optional<HttpConnection>& c, std::mt19937& rng, Tally& t) {
     static const char* bodies[] = {"{\"inputs\": ", "{\"inputs\": []}", "{\"inputs\": 42}", "[1,2,3]"};
-    const std::string request = rng() % 5 == 0 ? http_get("/no-such-page")
-                                               : post("/embed", bodies[rng() % std::size(bodies)]);
+    const std::string request =
+        rng() % 5 == 0 ? http_get("/no-such-page") : post("/embed", bodies[rng() % std::size(bodies)]);
     const HttpResponse r = exchange(c, request);
     if (r.status < 400 || r.status >= 500) t.fail("a bad request got " + std::to_string(r.status));
     t.bad_requests++;
@@ -205,9 +215,10 @@ class Traffic {
   // A client that leaves mid-request: half a body, or a whole request and no read.
   void abandon(std::mt19937& rng, Tally& t) {
     HttpConnection c(port_, kAnswerDeadlineS);
-    const std::string whole = post("/embed", json{{"inputs", std::vector<std::string>(5, ref_.texts[pick(long_, rng)])},
-                                                  {"truncate", true}}
-                                                 .dump());
+    const std::string whole =
+        post("/embed",
+             json{{"inputs", std::vector<std::string>(5, ref_.texts[pick(long_, rng)])}, {"truncate", true}}
+                 .dump());
     c.send(rng() % 2 ? whole.substr(0, whole.size() / 2) : whole);
     c.close();
     t.abandoned++;
@@ -226,24 +237,27 @@ TEST(EmbedSoak, MixedTrafficFromManyClientsIsAnsweredAndCorrect) {
   FerryHttp server({"--model", model_dir(), "--max-wait-us", "200", "--queue-slots", "512"}, 4);
   Traffic traffic(ref, server.port());
   Tally tally;
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::milliseconds(static_cast<long>(soak_seconds() * 1000));
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long>(soak_seconds() * 1000));
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c) clients.emplace_back([&, c] { traffic.run(c, until, tally); });
   for (auto& c : clients) c.join();
-  std::printf("%ld answered (%ld vectors checked), %ld bad requests refused, %ld abandoned, %ld refused with 429\n",
-              tally.answered.load(), tally.vectors.load(), tally.bad_requests.load(), tally.abandoned.load(),
-              tally.overloaded.load());
+  std::printf(
+      "%ld answered (%ld vectors checked), %ld bad requests refused, %ld abandoned, %ld refused with 429\n",
+      tally.answered.load(), tally.vectors.load(), tally.bad_requests.load(), tally.abandoned.load(),
+      tally.overloaded.load());
   for (const std::string& f : tally.failures) ADD_FAILURE() << f;
   if (tally.failed()) {
     // FERRY_SOAK_ON_FAILURE=CMD runs `CMD PID` while the server still runs
     // (e.g. a script that attaches cuda-gdb and prints every thread's stack).
     if (const char* hook = std::getenv("FERRY_SOAK_ON_FAILURE"))
       std::system((std::string(hook) + " " + std::to_string(server.process().pid())).c_str());
-    std::printf("server log (tail):\n%s\n", server.log().substr(server.log().size() > 4000 ? server.log().size() - 4000 : 0).c_str());
+    std::printf("server log (tail):\n%s\n",
+                server.log().substr(server.log().size() > 4000 ? server.log().size() - 4000 : 0).c_str());
     return;
   }
-  EXPECT_GT(tally.vectors.load(), static_cast<long>(soak_seconds() * (cuda() ? 100 : 5)));  // traffic did flow
+  EXPECT_GT(tally.vectors.load(),
+            static_cast<long>(soak_seconds() * (cuda() ? 100 : 5)));  // traffic did flow
   // Still serving afterwards.
   HttpConnection c(server.port(), kAnswerDeadlineS);
   c.send(post("/embed", json{{"inputs", ref.texts[0]}}.dump()));

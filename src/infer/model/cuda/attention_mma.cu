@@ -1,7 +1,16 @@
 // Self-attention on the tensor cores, for f16 and bf16 heads of up to 64
 // dimensions (MiniLM's are 32): flash-style, one block per (sequence, head),
-// a warp per 16 query rows, keys and values in tiles of 64 through shared
-// memory, an online softmax in f32 registers, and no score matrix in memory.
+// a warp per 16 query rows (eight warps: a sequence of up to 128 tokens in one
+// pass), keys and values in tiles of 64 through shared memory, loaded 16
+// bytes a thread (tiles of 128 would need more than the 128 registers that
+// let two blocks share a multiprocessor), an online softmax in f32 registers,
+// and no score matrix in memory. Keys past the sequence's end (rounded up to
+// 16) are neither loaded nor multiplied.
+//
+// Measured on the H100 (docs/bench/inference.md): the first version, four
+// warps and tiles of 64 loaded 4 bytes a thread, ran a 128 x 128 batch's
+// attention at 82 us a layer, bound by the latency of its loads, not by the
+// tensor cores (the work is ~3 GFLOP).
 //
 // Each warp computes S = Q K^T for its 16 rows and a tile's 64 keys with
 // mma.sync m16n8k16 (f32 accumulators), rescales its running output by the new
@@ -33,7 +42,7 @@
 namespace ferry::infer::cuda {
 namespace {
 
-constexpr int kWarps = 4;
+constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kQueryRows = 16 * kWarps;  // a block's query rows per pass
 constexpr int kKeyTile = 64;
@@ -78,14 +87,14 @@ __device__ inline float quad_sum(float v) {
 }
 
 // kDim: head_dim rounded up to 32 or 64; the columns past head_dim are zero in
-// q, keys and values. head_dim is even, so a column pair is never cut.
+// q, keys and values. head_dim is a multiple of 8, so a 16-byte load is never cut.
 template <typename T, int kDim>
-__global__ void __launch_bounds__(kThreads)
-    attention_mma_kernel(const T* qkv, const float* qkv_bias, const std::uint32_t* starts, int hidden, int head_dim,
-                         float scale_log2, T* ctx) {
+__global__ void __launch_bounds__(kThreads, 2)
+    attention_mma_kernel(const T* qkv, const float* qkv_bias, const std::uint32_t* starts, int hidden,
+                         int head_dim, float scale_log2, T* ctx) {
   constexpr int kKStride = kDim + 8;
   constexpr int kVStride = kKeyTile + 8;
-  constexpr int kSteps = kDim / 16;       // k-steps of S = Q K^T
+  constexpr int kSteps = kDim / 16;         // k-steps of S = Q K^T
   constexpr int kKeyTiles8 = kKeyTile / 8;  // n-tiles of S
   constexpr int kDimTiles8 = kDim / 8;      // n-tiles of O
   __shared__ __align__(16) T k_s[kKeyTile * kKStride];
@@ -136,23 +145,26 @@ __global__ void __launch_bounds__(kThreads)
 
     for (int k0 = 0; k0 < len; k0 += kKeyTile) {
       const int n = min(kKeyTile, len - k0);
-      __syncthreads();  // every warp is done with the previous tile
-      for (int i = threadIdx.x; i < kKeyTile * (kDim / 2); i += kThreads) {
-        const int j = i / (kDim / 2);
-        const int d = (i % (kDim / 2)) * 2;
-        float2 k{0.0f, 0.0f}, v{0.0f, 0.0f};
+      const int n16 = (n + 15) / 16 * 16;  // the keys the products read: zeros past n
+      __syncthreads();                     // every warp is done with the previous tile
+      constexpr int kChunks = kDim / 8;    // 16-byte pieces of a key's row
+      for (int i = threadIdx.x; i < n16 * kChunks; i += kThreads) {
+        const int j = i / kChunks;
+        const int d = (i % kChunks) * 8;
+        float k[8] = {}, v[8] = {};
         if (j < n && d < head_dim) {
           const std::size_t at = (k0 + j) * row_stride + d;
-          k = load_pair(k_base + at);
-          v = load_pair(v_base + at);
-          k.x += k_bias[d];
-          k.y += k_bias[d + 1];
-          v.x += v_bias[d];
-          v.y += v_bias[d + 1];
+          load16(k_base + at, k);
+          load16(v_base + at, v);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            k[e] += k_bias[d + e];
+            v[e] += v_bias[d + e];
+          }
         }
-        store_pair(k_s + j * kKStride + d, k);
-        vt_s[d * kVStride + j] = from_float<T>(v.x);
-        vt_s[(d + 1) * kVStride + j] = from_float<T>(v.y);
+        store16(k_s + j * kKStride + d, k);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) vt_s[(d + e) * kVStride + j] = from_float<T>(v[e]);
       }
       __syncthreads();
       if (!warp_active) continue;  // still at every barrier: the loop's bounds are the block's
@@ -161,6 +173,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles8; ++nt) {
         s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        if (nt * 8 >= n16) continue;  // past the tile's keys (masked below)
 #pragma unroll
         for (int ks = 0; ks < kSteps; ++ks) {
           const T* kr = k_s + (nt * 8 + g) * kKStride + ks * 16 + 2 * t;
@@ -209,6 +222,7 @@ __global__ void __launch_bounds__(kThreads)
       // O += P V, 16 keys a step.
 #pragma unroll
       for (int kk = 0; kk < kKeyTile / 16; ++kk) {
+        if (kk * 16 >= n16) break;
         const std::uint32_t a[4] = {pack<T>(s[2 * kk][0], s[2 * kk][1]), pack<T>(s[2 * kk][2], s[2 * kk][3]),
                                     pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                     pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
@@ -250,7 +264,9 @@ void launch(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts
 
 }  // namespace
 
-bool attention_mma_fits(std::size_t head_dim) { return head_dim % 2 == 0 && head_dim <= 64; }
+bool attention_mma_fits(std::size_t head_dim) {
+  return head_dim % 8 == 0 && head_dim <= 64;
+}
 
 template <typename T>
 void launch_attention_mma(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d,

@@ -10,7 +10,7 @@
 
 namespace ferry::infer::cuda {
 
-// True when the tensor-core kernel takes heads of this width (even, at most 64).
+// True when the tensor-core kernel takes heads of this width (a multiple of 8, at most 64).
 bool attention_mma_fits(std::size_t head_dim);
 
 // T: __half or __nv_bfloat16.

@@ -108,8 +108,10 @@ void check_config(const BertConfig& c, const BertOptions& options) {
   if (options.max_batch == 0 || options.max_batch_tokens == 0)
     throw Error("CUDA model: max_batch and max_batch_tokens must be at least 1");
   // cuBLAS takes dimensions as int, and the kernels index blocks by token.
-  if (c.intermediate % 2 != 0)
-    throw Error("CUDA model: intermediate_size " + std::to_string(c.intermediate) + " is odd (the kernels take pairs)");
+  // The row kernels move 16 bytes (8 elements) and pairs at a time.
+  if (c.intermediate % 8 != 0 || c.hidden % 2 != 0)
+    throw Error("CUDA model: intermediate_size " + std::to_string(c.intermediate) + " (a multiple of 8) and hidden " +
+                std::to_string(c.hidden) + " (even) are what the kernels take");
   if (gemm_rows(options.max_batch_tokens) * std::max(3 * c.hidden, c.intermediate) >
       static_cast<std::size_t>(INT32_MAX))
     throw Error("CUDA model: max_batch_tokens " + std::to_string(options.max_batch_tokens) +

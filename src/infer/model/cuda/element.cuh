@@ -61,6 +61,31 @@ __device__ inline void store_pair(T* p, float2 v) {
   }
 }
 
+// Sixteen bytes of elements (8 of f16/bf16, 4 of f32) as one access: what
+// the streaming kernels move per thread per step. p must be 16-byte aligned.
+template <typename T>
+inline constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));
+
+template <typename T>
+struct alignas(16) Vec16 {
+  T v[kVec16<T>];
+};
+
+template <typename T>
+__device__ inline void load16(const T* p, float (&out)[kVec16<T>]) {
+  const Vec16<T> x = *reinterpret_cast<const Vec16<T>*>(p);
+#pragma unroll
+  for (int i = 0; i < kVec16<T>; ++i) out[i] = Element<T>::to_float(x.v[i]);
+}
+
+template <typename T>
+__device__ inline void store16(T* p, const float (&in)[kVec16<T>]) {
+  Vec16<T> x;
+#pragma unroll
+  for (int i = 0; i < kVec16<T>; ++i) x.v[i] = Element<T>::from_float(in[i]);
+  *reinterpret_cast<Vec16<T>*>(p) = x;
+}
+
 template <typename T>
 __host__ __device__ inline float to_float(T v) {
   return Element<T>::to_float(v);
