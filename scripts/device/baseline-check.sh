@@ -69,7 +69,8 @@ esac
 case "$PART" in load|all)
   step infinity_install install_infinity
   parts=infinity; command -v wrk >/dev/null && parts=infinity,wrk
-  step infinity_vs_ferry env PYTHONPATH=$I/site timeout 560 python3 bench/infer/embed_bench.py --ferry "$FERRY" \
+  # USE_*: transformers would otherwise import the machine's jax, whose extension fails to load there.
+  step infinity_vs_ferry env PYTHONPATH=$I/site USE_FLAX=0 USE_TF=0 USE_JAX=0 USE_TORCH=1 timeout 560 python3 bench/infer/embed_bench.py --ferry "$FERRY" \
     --open-loop "$B/bench/http/ferry-open-loop" --model "$FERRY_MODEL_DIR" --backend cuda \
     --launch "${BENCH_LAUNCH:-persistent}" --proxy-cpus 0,1,2,3 --batcher-cpu 4 --client-cpus 8-15 \
     --client-threads 4 --seconds "${SECONDS_PER_RUN:-3}" --parts "$parts" --infinity $I/site/bin/infinity_emb \
