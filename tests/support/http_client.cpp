@@ -24,6 +24,11 @@ std::string http_get(const std::string& path, const std::string& extra, const st
   return method + " " + path + " HTTP/1.1\r\nHost: localhost\r\n" + extra + "\r\n";
 }
 
+std::string json_post(const std::string& path, const std::string& body, const std::string& extra) {
+  return "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n" + extra + "\r\n" + body;
+}
+
 HttpConnection::HttpConnection(std::uint16_t port, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   for (;;) {

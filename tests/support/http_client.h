@@ -46,4 +46,8 @@ class HttpConnection {
 // "GET path HTTP/1.1" with Host and any extra header lines (each ending in \r\n).
 std::string http_get(const std::string& path, const std::string& extra = "", const std::string& method = "GET");
 
+// "POST path HTTP/1.1" with a JSON body, its Content-Length, and any extra
+// header lines (each ending in \r\n).
+std::string json_post(const std::string& path, const std::string& body, const std::string& extra = "");
+
 }  // namespace ferry::test

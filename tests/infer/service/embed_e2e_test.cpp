@@ -47,11 +47,6 @@ double norm(std::span<const float> v) {
   return std::sqrt(s);
 }
 
-std::string post(const std::string& path, const std::string& body, const std::string& extra = "") {
-  return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n" + extra + "\r\n" + body;
-}
-
 HttpResponse exchange(std::uint16_t port, const std::string& request) {
   HttpConnection c(port, 60);
   c.send(request);
@@ -161,11 +156,11 @@ TEST_F(EmbedE2E, TeiBatchMatchesTheReferenceWithCurl) {
 }
 
 TEST_F(EmbedE2E, TeiOptions) {
-  HttpResponse r = exchange(port(), post("/embed", R"({"inputs":"Hello world","normalize":false})"));
+  HttpResponse r = exchange(port(), json_post("/embed", R"({"inputs":"Hello world","normalize":false})"));
   ASSERT_EQ(r.status, 200) << r.body;
   const std::vector<float> raw = json::parse(r.body)[0];
   EXPECT_GT(std::abs(norm(raw) - 1.0), 1e-3);  // mean-pooled, not normalised
-  r = exchange(port(), post("/embed", R"({"inputs":["Hello world"],"dimensions":64})"));
+  r = exchange(port(), json_post("/embed", R"({"inputs":["Hello world"],"dimensions":64})"));
   ASSERT_EQ(r.status, 200) << r.body;
   const std::vector<float> cut = json::parse(r.body)[0];
   EXPECT_EQ(cut.size(), 64u);
@@ -173,15 +168,15 @@ TEST_F(EmbedE2E, TeiOptions) {
   // Too long without truncate: TEI's 413; with it, served.
   std::string longer;
   for (int i = 0; i < 300; ++i) longer += "word ";
-  r = exchange(port(), post("/embed", json{{"inputs", longer}}.dump()));
+  r = exchange(port(), json_post("/embed", json{{"inputs", longer}}.dump()));
   EXPECT_EQ(r.status, 413) << r.body;
   EXPECT_EQ(json::parse(r.body)["error_type"], "Validation");
-  r = exchange(port(), post("/embed", json{{"inputs", longer}, {"truncate", true}}.dump()));
+  r = exchange(port(), json_post("/embed", json{{"inputs", longer}, {"truncate", true}}.dump()));
   EXPECT_EQ(r.status, 200) << r.body;
 }
 
 TEST_F(EmbedE2E, OpenAiFloatAndBase64Agree) {
-  HttpResponse f = exchange(port(), post("/v1/embeddings", R"({"input":["Hello world","GPU"],"model":"m"})"));
+  HttpResponse f = exchange(port(), json_post("/v1/embeddings", R"({"input":["Hello world","GPU"],"model":"m"})"));
   ASSERT_EQ(f.status, 200) << f.body;
   const json jf = json::parse(f.body);
   EXPECT_EQ(jf["object"], "list");
@@ -194,7 +189,7 @@ TEST_F(EmbedE2E, OpenAiFloatAndBase64Agree) {
   EXPECT_EQ(jf["usage"]["prompt_tokens"], tokens);
   EXPECT_EQ(jf["usage"]["total_tokens"], tokens);
   HttpResponse b = exchange(port(),
-                            post("/v1/embeddings", R"({"input":["Hello world","GPU"],"encoding_format":"base64"})"));
+                            json_post("/v1/embeddings", R"({"input":["Hello world","GPU"],"encoding_format":"base64"})"));
   ASSERT_EQ(b.status, 200) << b.body;
   const json jb = json::parse(b.body);
   for (int i = 0; i < 2; ++i) {
@@ -215,14 +210,14 @@ TEST_F(EmbedE2E, BadInputGetsAJsonReason) {
       {http_get("/inference?d=%FF%FE"), 400},          // not UTF-8
       {http_get("/inference?d=%G1"), 400},             // bad escape
       {http_get("/inference?x=1"), 400},               // no d
-      {post("/embed", "{\"inputs\": [}"), 422},        // not JSON
-      {post("/embed", "{\"inputs\": []}"), 400},       // empty
-      {post("/embed", "{\"inputs\": 5}"), 422},        // wrong type
-      {post("/embed", "{\"inputs\": \"\\ud800\"}"), 422},  // lone surrogate
-      {post("/v1/embeddings", "{\"input\": [1, 2, 3]}"), 422},  // token ids
-      {post("/v1/embeddings", "{\"input\": \"a\", \"encoding_format\": \"hex\"}"), 422},
-      {post("/embed", json{{"inputs", std::vector<std::string>(33, "a")}}.dump()), 413},
-      {post("/embed", "{\"inputs\": \"a\", \"dimensions\": 1000}"), 422},
+      {json_post("/embed", "{\"inputs\": [}"), 422},        // not JSON
+      {json_post("/embed", "{\"inputs\": []}"), 400},       // empty
+      {json_post("/embed", "{\"inputs\": 5}"), 422},        // wrong type
+      {json_post("/embed", "{\"inputs\": \"\\ud800\"}"), 422},  // lone surrogate
+      {json_post("/v1/embeddings", "{\"input\": [1, 2, 3]}"), 422},  // token ids
+      {json_post("/v1/embeddings", "{\"input\": \"a\", \"encoding_format\": \"hex\"}"), 422},
+      {json_post("/embed", json{{"inputs", std::vector<std::string>(33, "a")}}.dump()), 413},
+      {json_post("/embed", "{\"inputs\": \"a\", \"dimensions\": 1000}"), 422},
   };
   for (const Case& c : cases) {
     const HttpResponse r = exchange(port(), c.request);
@@ -231,7 +226,7 @@ TEST_F(EmbedE2E, BadInputGetsAJsonReason) {
     EXPECT_TRUE(j.is_object() && j.contains("error") && j.contains("error_type")) << r.body;
   }
   EXPECT_EQ(exchange(port(), http_get("/embed")).status, 405);
-  EXPECT_EQ(exchange(port(), post("/inference", "{}")).status, 405);
+  EXPECT_EQ(exchange(port(), json_post("/inference", "{}")).status, 405);
 }
 
 TEST_F(EmbedE2E, ChunkedBodyAndPipeliningKeepOrder) {
@@ -273,7 +268,7 @@ TEST_F(EmbedE2E, InfoHealthAndMetrics) {
 
 // TEI's /tokenize and /decode: ids with the bytes they came from, and back.
 TEST_F(EmbedE2E, TokenizeAndDecode) {
-  HttpResponse r = exchange(port(), post("/tokenize", R"({"inputs":"Café au lait!"})"));
+  HttpResponse r = exchange(port(), json_post("/tokenize", R"({"inputs":"Café au lait!"})"));
   ASSERT_EQ(r.status, 200) << r.body;
   const json t = json::parse(r.body);
   ASSERT_EQ(t.size(), 1u);
@@ -290,15 +285,15 @@ TEST_F(EmbedE2E, TokenizeAndDecode) {
   std::vector<int> ids;
   for (const json& tok : tokens) ids.push_back(tok["id"]);
 
-  r = exchange(port(), post("/tokenize", R"({"inputs":["a b","c"],"add_special_tokens":false})"));
+  r = exchange(port(), json_post("/tokenize", R"({"inputs":["a b","c"],"add_special_tokens":false})"));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json::parse(r.body)[0].size(), 2u);
   EXPECT_EQ(json::parse(r.body)[1].size(), 1u);
 
-  r = exchange(port(), post("/decode", json{{"ids", ids}}.dump()));
+  r = exchange(port(), json_post("/decode", json{{"ids", ids}}.dump()));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json::parse(r.body), json::parse(R"(["cafe au lait!"])"));
-  r = exchange(port(), post("/decode", json{{"ids", {ids, ids}}, {"skip_special_tokens", false}}.dump()));
+  r = exchange(port(), json_post("/decode", json{{"ids", {ids, ids}}, {"skip_special_tokens", false}}.dump()));
   EXPECT_EQ(json::parse(r.body), json::parse(R"(["[CLS] cafe au lait! [SEP]","[CLS] cafe au lait! [SEP]"])"));
 
   for (const auto& [body, status] : std::vector<std::pair<std::string, int>>{
@@ -306,23 +301,23 @@ TEST_F(EmbedE2E, TokenizeAndDecode) {
            {R"({"ids":[]})", 400},
            {R"({"ids":[-1]})", 422},
            {R"({"inputs":[]})", 400}}) {
-    r = exchange(port(), post(body.find("ids") != std::string::npos ? "/decode" : "/tokenize", body));
+    r = exchange(port(), json_post(body.find("ids") != std::string::npos ? "/decode" : "/tokenize", body));
     EXPECT_EQ(r.status, status) << body << " -> " << r.body;
     EXPECT_TRUE(json::parse(r.body).contains("error_type")) << r.body;
   }
   // Many inputs: an answer larger than a worker's reply slot still comes whole.
-  r = exchange(port(), post("/tokenize", json{{"inputs", std::vector<std::string>(32, std::string(300, 'w') + " x")}}.dump()));
+  r = exchange(port(), json_post("/tokenize", json{{"inputs", std::vector<std::string>(32, std::string(300, 'w') + " x")}}.dump()));
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(json::parse(r.body).size(), 32u);
 }
 
 // TEI's /embed_all: every token's state; their mean, normalised, is /embed's vector.
 TEST_F(EmbedE2E, EmbedAllRowsAverageToTheEmbedVector) {
-  HttpResponse r = exchange(port(), post("/embed_all", R"({"inputs":["Hello world","GPU servers batch"]})"));
+  HttpResponse r = exchange(port(), json_post("/embed_all", R"({"inputs":["Hello world","GPU servers batch"]})"));
   ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
   const json all = json::parse(r.body);
-  const json pooled = json::parse(exchange(port(), post("/embed", R"({"inputs":["Hello world","GPU servers batch"]})")).body);
-  const json tokens = json::parse(exchange(port(), post("/tokenize", R"({"inputs":["Hello world","GPU servers batch"]})")).body);
+  const json pooled = json::parse(exchange(port(), json_post("/embed", R"({"inputs":["Hello world","GPU servers batch"]})")).body);
+  const json tokens = json::parse(exchange(port(), json_post("/tokenize", R"({"inputs":["Hello world","GPU servers batch"]})")).body);
   ASSERT_EQ(all.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) {
     ASSERT_EQ(all[i].size(), tokens[i].size());
@@ -333,10 +328,10 @@ TEST_F(EmbedE2E, EmbedAllRowsAverageToTheEmbedVector) {
     }
     EXPECT_GE(cosine(mean, pooled[i].get<std::vector<float>>()), 0.99999) << "input " << i;
   }
-  EXPECT_EQ(exchange(port(), post("/embed_all", json{{"inputs", std::string(3000, 'a') + " b c"}}.dump())).status, 200);
+  EXPECT_EQ(exchange(port(), json_post("/embed_all", json{{"inputs", std::string(3000, 'a') + " b c"}}.dump())).status, 200);
   std::string longer;
   for (int i = 0; i < 300; ++i) longer += "word ";
-  EXPECT_EQ(exchange(port(), post("/embed_all", json{{"inputs", longer}}.dump())).status, 413);
+  EXPECT_EQ(exchange(port(), json_post("/embed_all", json{{"inputs", longer}}.dump())).status, 413);
 }
 
 TEST_F(EmbedE2E, OpenAiModelsListsTheModel) {
@@ -354,7 +349,7 @@ TEST_F(EmbedE2E, OpenAiModelsListsTheModel) {
 TEST_F(EmbedE2E, ClientsThatVanishDoNotDisturbOthers) {
   for (int i = 0; i < 40; ++i) {
     HttpConnection c(port(), 10);
-    c.send(post("/embed", json{{"inputs", std::vector<std::string>(8, "a client that leaves at once")}}.dump()));
+    c.send(json_post("/embed", json{{"inputs", std::vector<std::string>(8, "a client that leaves at once")}}.dump()));
     c.close();
   }
   // Their inputs may still fill the queue for a moment (a busy server answers
@@ -377,7 +372,7 @@ TEST(EmbedOverload, FullQueueAnswers429) {
       for (int i = 0; i < 6; ++i) {
         const std::string req =
             t % 2 ? http_get("/inference?d=overload+" + std::to_string(i))
-                  : post("/embed", json{{"inputs", std::vector<std::string>(3, "batched overload")}}.dump());
+                  : json_post("/embed", json{{"inputs", std::vector<std::string>(3, "batched overload")}}.dump());
         const HttpResponse r = exchange(server.port(), req);
         if (r.status == 200) {
           ok++;
@@ -429,7 +424,7 @@ TEST(EmbedApiKeyAndPooling, KeyFromTheEnvironmentAndClsPooling) {
   EXPECT_EQ(curl_status(server.port(), "/health", ""), 200);
   EXPECT_EQ(curl_status(server.port(), "/metrics", ""), 200);
 
-  const HttpResponse refused = exchange(server.port(), post("/tokenize", R"({"inputs":"x"})"));
+  const HttpResponse refused = exchange(server.port(), json_post("/tokenize", R"({"inputs":"x"})"));
   EXPECT_EQ(refused.status, 401);
   EXPECT_EQ(json::parse(refused.body)["error_type"], "Unauthorized");
   EXPECT_EQ(refused.header("www-authenticate"), "Bearer");
@@ -439,8 +434,8 @@ TEST(EmbedApiKeyAndPooling, KeyFromTheEnvironmentAndClsPooling) {
   ASSERT_EQ(info.status, 200);
   EXPECT_EQ(json::parse(info.body)["pooling"], "cls");
   EXPECT_EQ(info.body.find(key), std::string::npos);
-  const json pooled = json::parse(exchange(server.port(), post("/embed", R"({"inputs":["Hello world","a b c"],"normalize":false})", bearer)).body);
-  const json all = json::parse(exchange(server.port(), post("/embed_all", R"({"inputs":["Hello world","a b c"]})", bearer)).body);
+  const json pooled = json::parse(exchange(server.port(), json_post("/embed", R"({"inputs":["Hello world","a b c"],"normalize":false})", bearer)).body);
+  const json all = json::parse(exchange(server.port(), json_post("/embed_all", R"({"inputs":["Hello world","a b c"]})", bearer)).body);
   ASSERT_EQ(pooled.size(), 2u);
   ASSERT_EQ(all.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(pooled[i], all[i][0]) << "input " << i;

@@ -52,11 +52,6 @@ double required_cosine() {
   return cuda() ? 0.999 : 0.9999;
 }
 
-std::string post(const std::string& path, const std::string& body) {
-  return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n\r\n" + body;
-}
-
 std::string percent_encode(const std::string& s) {
   static const char* hex = "0123456789ABCDEF";
   std::string out;
@@ -167,7 +162,7 @@ class Traffic {
   }
 
   void single(std::optional<HttpConnection>& c, std::size_t i, Tally& t) {
-    const HttpResponse r = exchange(c, post("/embed", json{{"inputs", ref_.texts[i]}}.dump()));
+    const HttpResponse r = exchange(c, json_post("/embed", json{{"inputs", ref_.texts[i]}}.dump()));
     if (ok(r, t, "/embed single #" + std::to_string(i)))
       check_vector(json::parse(r.body)[0], i, t, "/embed single");
   }
@@ -179,7 +174,7 @@ class Traffic {
       which.push_back(k % 2 ? pick(short_, rng) : pick(long_, rng));
       inputs.push_back(ref_.texts[which.back()]);
     }
-    const HttpResponse r = exchange(c, post("/embed", json{{"inputs", inputs}, {"truncate", true}}.dump()));
+    const HttpResponse r = exchange(c, json_post("/embed", json{{"inputs", inputs}, {"truncate", true}}.dump()));
     if (!ok(r, t, "/embed batch of 7")) return;
     const json out = json::parse(r.body);
     if (out.size() != 7) return t.fail("/embed batch of 7: " + std::to_string(out.size()) + " vectors");
@@ -196,7 +191,7 @@ class Traffic {
   void openai(std::optional<HttpConnection>& c, std::mt19937& rng, Tally& t) {
     const std::size_t a = pick(short_, rng), b = pick(long_, rng);
     const HttpResponse r =
-        exchange(c, post("/v1/embeddings", json{{"input", {ref_.texts[a], ref_.texts[b]}}}.dump()));
+        exchange(c, json_post("/v1/embeddings", json{{"input", {ref_.texts[a], ref_.texts[b]}}}.dump()));
     if (!ok(r, t, "/v1/embeddings")) return;
     const json data = json::parse(r.body)["data"];
     check_vector(data[0]["embedding"], a, t, "/v1/embeddings input 0");
@@ -206,7 +201,7 @@ class Traffic {
   void bad(std::optional<HttpConnection>& c, std::mt19937& rng, Tally& t) {
     static const char* bodies[] = {"{\"inputs\": ", "{\"inputs\": []}", "{\"inputs\": 42}", "[1,2,3]"};
     const std::string request =
-        rng() % 5 == 0 ? http_get("/no-such-page") : post("/embed", bodies[rng() % std::size(bodies)]);
+        rng() % 5 == 0 ? http_get("/no-such-page") : json_post("/embed", bodies[rng() % std::size(bodies)]);
     const HttpResponse r = exchange(c, request);
     if (r.status < 400 || r.status >= 500) t.fail("a bad request got " + std::to_string(r.status));
     t.bad_requests++;
@@ -216,7 +211,7 @@ class Traffic {
   void abandon(std::mt19937& rng, Tally& t) {
     HttpConnection c(port_, kAnswerDeadlineS);
     const std::string whole =
-        post("/embed",
+        json_post("/embed",
              json{{"inputs", std::vector<std::string>(5, ref_.texts[pick(long_, rng)])}, {"truncate", true}}
                  .dump());
     c.send(rng() % 2 ? whole.substr(0, whole.size() / 2) : whole);
@@ -260,7 +255,7 @@ TEST(EmbedSoak, MixedTrafficFromManyClientsIsAnsweredAndCorrect) {
             static_cast<long>(soak_seconds() * (cuda() ? 100 : 5)));  // traffic did flow
   // Still serving afterwards.
   HttpConnection c(server.port(), kAnswerDeadlineS);
-  c.send(post("/embed", json{{"inputs", ref.texts[0]}}.dump()));
+  c.send(json_post("/embed", json{{"inputs", ref.texts[0]}}.dump()));
   auto r = c.read_response(false, kAnswerDeadlineS);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->status, 200);

@@ -33,11 +33,6 @@ infer::WordPieceTokenizer tiny_tokenizer() {
   return infer::WordPieceTokenizer::load(path);
 }
 
-std::string post(const std::string& path, const std::string& body) {
-  return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n\r\n" + body;
-}
-
 HttpResponse ask(std::uint16_t port, const std::string& request, bool head_only = false) {
   HttpConnection c(port, 30);
   c.send(request);
@@ -72,7 +67,7 @@ TEST(EmbedWatchdog, AStuckBatchIsA503ThatHealthAndMetricsReportUntilItReturns) {
 
   model->hold();
   auto t0 = std::chrono::steady_clock::now();
-  const HttpResponse stuck = ask(port, post("/embed", R"({"inputs": "hello"})"));
+  const HttpResponse stuck = ask(port, json_post("/embed", R"({"inputs": "hello"})"));
   const double waited = seconds_since(t0);
   EXPECT_EQ(stuck.status, 503) << stuck.body;
   EXPECT_EQ(json::parse(stuck.body)["error_type"], "Unhealthy");
@@ -82,7 +77,7 @@ TEST(EmbedWatchdog, AStuckBatchIsA503ThatHealthAndMetricsReportUntilItReturns) {
 
   // While the call is stuck: new requests fail at once, /health says why.
   t0 = std::chrono::steady_clock::now();
-  const HttpResponse refused = ask(port, post("/v1/embeddings", R"({"input": "hello"})"));
+  const HttpResponse refused = ask(port, json_post("/v1/embeddings", R"({"input": "hello"})"));
   EXPECT_EQ(refused.status, 503) << refused.body;
   EXPECT_EQ(json::parse(refused.body)["error_type"], "Unhealthy");
   EXPECT_LT(seconds_since(t0), 1.0);
@@ -103,7 +98,7 @@ TEST(EmbedWatchdog, AStuckBatchIsA503ThatHealthAndMetricsReportUntilItReturns) {
 
   model->release();
   ASSERT_TRUE(wait_until([&] { return ask(port, http_get("/health")).status == 200; }, 10));
-  const HttpResponse after = ask(port, post("/embed", R"({"inputs": "hello", "normalize": false})"));
+  const HttpResponse after = ask(port, json_post("/embed", R"({"inputs": "hello", "normalize": false})"));
   EXPECT_EQ(after.status, 200) << after.body;
   EXPECT_EQ(json::parse(after.body)[0][0], 2.0 + 4.0 + 3.0);  // [CLS] hello [SEP]
   EXPECT_NE(ask(port, http_get("/metrics")).body.find("ferry_embed_batch_stuck 0\n"), std::string::npos);
