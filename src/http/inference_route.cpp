@@ -95,6 +95,7 @@ std::string InferenceRoute::info_json() const {
                     ",\"max_batch_tokens\":" + std::to_string(o.max_batch_tokens) +
                     ",\"max_wait_us\":" + std::to_string(o.max_wait.count()) +
                     ",\"queue_slots\":" + std::to_string(o.queue_slots) +
+                    ",\"batch_timeout_ms\":" + std::to_string(o.batch_timeout.count()) +
                     ",\"max_client_batch_size\":" + std::to_string(limits_.max_inputs) + "}";
   return out;
 }

@@ -255,6 +255,7 @@ TEST_F(EmbedE2E, InfoHealthAndMetrics) {
   // The model's name is its folder's.
   EXPECT_EQ(info["model_id"], std::filesystem::path(model_dir()).filename().string());
   EXPECT_EQ(info["pooling"], "mean");  // all-MiniLM-L6-v2's 1_Pooling/config.json
+  EXPECT_EQ(info["batch_timeout_ms"], 5000);  // --batch-timeout's default
   if (!cuda()) {
     EXPECT_EQ(info["device"].get<std::string>().rfind("cpu", 0), 0u) << info["device"];
   }
