@@ -198,14 +198,13 @@ class EmbeddingService::Impl {
         log::app().warn("embedding batcher: {}; running unpinned", e.what());
       }
     }
-    std::optional<Item> held;  // a sequence that did not fit the last batch
     while (running_.load(std::memory_order_relaxed)) {
       batch_.clear();
       members_.clear();
       std::int64_t first_ns = 0;
       while (members_.size() < opts_.max_batch) {
-        std::optional<Item> item = held ? held : next(members_.empty());
-        held.reset();
+        std::optional<Item> item = held_ ? held_ : next(members_.empty());
+        held_.reset();
         if (!item) {
           if (members_.empty()) break;  // stopping
           // Wait for more only as long as the batch may wait.
@@ -224,13 +223,13 @@ class EmbeddingService::Impl {
         }
         const auto seq = job.tokens.sequence(item->index);
         if (!members_.empty() && batch_.tokens() + seq.size() > opts_.max_batch_tokens) {
-          held = item;  // the token budget is spent: it starts the next batch
+          held_ = item;  // the token budget is spent: it starts the next batch
           break;
         }
         // A batch returns pooled vectors or token states, not both: the
         // other kind starts the next batch.
         if (!members_.empty() && job.token_vectors != token_batch_) {
-          held = item;
+          held_ = item;
           break;
         }
         if (members_.empty()) {
@@ -243,7 +242,8 @@ class EmbeddingService::Impl {
       if (members_.empty()) continue;
       run_batch();
     }
-    if (held) release(*held, true);
+    if (held_) release(*held_, true);
+    held_.reset();
   }
 
   void run_batch() {
@@ -415,6 +415,10 @@ class EmbeddingService::Impl {
                      inputs, tokens, ran, limit);
     lock.unlock();
     for (const Item& item : members_) fail(item, why);
+    // The sequence that did not fit this batch waits outside the ring: it is
+    // the watchdog's too until the batcher is back (W3), and then gone.
+    if (held_) fail(*held_, why);
+    held_.reset();
     drain(why);
     lock.lock();
     while (!batcher_back_ && running_.load(std::memory_order_relaxed)) {
@@ -498,6 +502,10 @@ class EmbeddingService::Impl {
   // The batcher's own.
   TokenBatch batch_;
   std::vector<Item> members_;
+  // A sequence taken from the ring that did not fit the batch before it: it
+  // starts the next one. Written before W0, so a watchdog that claims the
+  // batch (W1) fails it with the rest.
+  std::optional<Item> held_;
   bool token_batch_ = false;      // batch_ is of token_vectors jobs
   std::vector<float> out_;        // [max_batch][hidden]: pooled vectors
   std::vector<float> token_out_;  // [max_batch_tokens][hidden]: token states, once needed

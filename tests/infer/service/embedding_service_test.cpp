@@ -490,6 +490,32 @@ TEST(EmbeddingServiceWatchdog, AJobSplitAcrossAStuckBatchIsAnsweredOnce) {
   EXPECT_EQ(f.model->calls(), 1);
 }
 
+// A job whose only sequence the batcher held back for the next batch (it did
+// not fit the token budget) is answered 503 with the stuck batch, not when the
+// stuck call returns.
+TEST(EmbeddingServiceWatchdog, AJobHeldForTheNextBatchIsAnsweredWithTheStuckOne) {
+  ServiceOptions o;
+  o.batch_timeout = std::chrono::milliseconds(100);
+  o.max_tokens = 4;
+  o.max_batch_tokens = 4;
+  o.max_wait = std::chrono::microseconds(200000);  // the batcher waits for more, so it takes the second job
+  GatedFixture f(o);
+  f.model->hold();
+  Answer first, held;
+  ASSERT_EQ(f.service->submit(watched_job({{1, 2, 3}}, first)), Admission::Ok);
+  ASSERT_EQ(f.service->submit(watched_job({{4, 5}}, held)), Admission::Ok);  // 3 + 2 > 4: held
+  f.model->wait_for_calls(1);
+  ASSERT_TRUE(wait_for([&] { return first.calls.load() == 1 && held.calls.load() == 1; }, 5))
+      << "the held job was not answered while the batch stayed stuck";
+  EXPECT_TRUE(held.unhealthy);
+  EXPECT_EQ(f.service->stats().queued, 0u);
+  f.model->release();
+  ASSERT_TRUE(wait_for([&] { return f.service->health().ok; }, 5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(held.calls.load(), 1);
+  EXPECT_EQ(f.model->calls(), 1);  // the held sequence never reached the model
+}
+
 // A call that returns with a sticky device error: the service stays unhealthy,
 // with the model's reason, and answers 503 without calling the model again.
 TEST(EmbeddingServiceWatchdog, AFaultAfterTheDeadlineLasts) {
