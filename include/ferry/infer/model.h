@@ -62,8 +62,7 @@ class EmbeddingModel {
   virtual const ModelInfo& info() const noexcept = 0;
   // Why this model can run no more batches (a device in a sticky error state,
   // as a CUDA context after a kernel fault), or empty while it can. The
-  // service asks after a call throws or returns past its deadline, and stays
-  // unhealthy with this reason. Any thread; it must not wait for the device.
+  // service asks after a call throws, and stays unhealthy with this reason. Any thread; it must not wait for the device.
   virtual std::string fault() const { return {}; }
   // Writes batch.size() rows of info().hidden floats to out: each sequence's
   // last hidden states pooled as info().pooling says, not normalised

@@ -289,8 +289,8 @@ class BertCudaModel final : public EmbeddingModel {
 
   // Runs every product at every row count gemm_rows() gives, so that cuBLAS
   // has loaded all its kernels before any persistent kernel starts. The
-  // padding rows start as zeros (they are never written with anything else
-  // than products of zeros and of earlier padding).
+  // buffers start as zeros; later, padding rows keep what earlier batches left
+  // there, which stays finite, and no real row reads a padding row.
   void warm_up() {
     cudaStream_t stream = stream_.get();
     const std::size_t h = config_.hidden;

@@ -17,16 +17,16 @@ __device__ inline float gelu(float v) {
   return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
 }
 
-// Sixteen bytes per thread, a grid.y row of blocks per token row: no division
+// Sixteen bytes per thread, a row of blocks (grid.y) per token row (grid.x): no division
 // to find the column, and rows past the batch's tokens leave at once. It
 // streams the matrix once each way, so 16-byte accesses are what bring it
 // near the memory's rate (pairs of elements ran at about 60% of it).
 template <typename T>
 __global__ void bias_gelu_kernel(T* x, const float* bias, const std::uint32_t* tokens, unsigned width) {
   constexpr int kVec = kVec16<T>;
-  const unsigned row = blockIdx.y;
+  const unsigned row = blockIdx.x;
   if (row >= *tokens) return;
-  const unsigned col = kVec * (blockIdx.x * blockDim.x + threadIdx.x);
+  const unsigned col = kVec * (blockIdx.y * blockDim.x + threadIdx.x);
   if (col >= width) return;
   T* p = x + static_cast<std::size_t>(row) * width + col;
   float v[kVec];
@@ -46,8 +46,8 @@ void launch_bias_gelu(T* x_d, const float* bias_d, std::size_t rows, const std::
   if (width % kVec != 0)
     throw Error("bias_gelu: width " + std::to_string(width) + " is not a multiple of " +
                 std::to_string(kVec));
-  const dim3 grid(static_cast<unsigned>((width / kVec + kThreads - 1) / kThreads),
-                  static_cast<unsigned>(rows));
+  // Rows on x: y stops at 65,535, and an eager batch may have more rows.
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((width / kVec + kThreads - 1) / kThreads));
   bias_gelu_kernel<T><<<grid, kThreads, 0, stream>>>(x_d, bias_d, tokens_d, static_cast<unsigned>(width));
   check_launch("bias_gelu_kernel");
 }
