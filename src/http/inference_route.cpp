@@ -27,6 +27,23 @@ std::string ms(std::int64_t ns) {
   return buf;
 }
 
+// The reason a 503 gives, bounded: it comes from the model's fault() too,
+// which a program hosting the library writes, and /health's answer is written
+// into a response slot of fixed room. Empty when the batch that was stuck
+// returned between the refusal and this read.
+std::string unhealthy_reason(std::string reason) {
+  constexpr std::size_t kMaxReason = 512;
+  if (reason.empty()) return "the embedding model is unavailable; retry";
+  if (reason.size() > kMaxReason) {
+    reason.resize(kMaxReason);
+    // Not in the middle of a UTF-8 sequence: drop continuation bytes and their lead.
+    while (!reason.empty() && (static_cast<unsigned char>(reason.back()) & 0xC0) == 0x80) reason.pop_back();
+    if (!reason.empty() && static_cast<unsigned char>(reason.back()) >= 0xC0) reason.pop_back();
+    reason += "...";
+  }
+  return reason;
+}
+
 std::string error_json(std::uint16_t status, std::string message, std::string type) {
   return infer::api::error_body(infer::api::Error{status, std::move(message), std::move(type)});
 }
@@ -104,7 +121,7 @@ InferenceRoute::Health InferenceRoute::health() const {
   if (!service_) return {};
   const infer::EmbeddingService::Health h = service_->health();
   if (h.ok) return {};
-  return {503, "application/json", error_json(503, h.reason, "Unhealthy")};
+  return {503, "application/json", error_json(503, unhealthy_reason(h.reason), "Unhealthy")};
 }
 
 std::string InferenceRoute::models_json() const {
@@ -316,7 +333,7 @@ Framing::Written InferenceRoute::submit(const ReplyMeta& m, infer::api::Request 
   if (admitted == infer::Admission::Unhealthy) {
     // A batch is stuck past --batch-timeout, or the model has faulted: fail
     // now rather than queue behind it. The reason is the one /health gives.
-    call->error = service_->health().reason;
+    call->error = unhealthy_reason(service_->health().reason);
     call->unhealthy = true;
     call->deferred->complete([this, call] { return build(*call); });
   } else if (admitted != infer::Admission::Ok) {
