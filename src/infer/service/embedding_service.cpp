@@ -111,6 +111,7 @@ class EmbeddingService::Impl {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (unhealthy_.load(std::memory_order_relaxed)) {
       std::lock_guard lock(watch_mutex_);
+      drain_requested_ = true;  // kept even if the watchdog is draining now, not waiting
       watch_cv_.notify_all();
     }
     return Admission::Ok;
@@ -423,7 +424,10 @@ class EmbeddingService::Impl {
     lock.lock();
     while (!batcher_back_ && running_.load(std::memory_order_relaxed)) {
       // Woken by a submit() that slipped in (S1), the batcher's return, or stop().
-      watch_cv_.wait_for(lock, opts_.batch_timeout);
+      watch_cv_.wait_for(lock, opts_.batch_timeout, [&] {
+        return drain_requested_ || batcher_back_ || !running_.load(std::memory_order_relaxed);
+      });
+      drain_requested_ = false;
       lock.unlock();
       drain(why);
       lock.lock();
@@ -495,6 +499,7 @@ class EmbeddingService::Impl {
   std::mutex watch_mutex_;              // the watchdog's sleep, and its handover with the batcher
   std::condition_variable watch_cv_;
   bool batcher_back_ = false;           // under watch_mutex_: the batcher is back from a claimed call
+  bool drain_requested_ = false;        // under watch_mutex_: a submit() while unhealthy asks for a drain
   mutable std::mutex health_mutex_;
   std::string stuck_reason_, fault_;    // under health_mutex_
   std::atomic<std::uint64_t> timed_out_batches_{0}, unhealthy_jobs_{0};
