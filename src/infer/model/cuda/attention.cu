@@ -155,7 +155,7 @@ template <typename T, int kDim>
 void launch(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d, std::size_t sequences,
             std::size_t hidden, std::size_t heads, T* ctx_d, cudaStream_t stream) {
   const std::size_t head_dim = hidden / heads;
-  const float scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(head_dim)));
+  const float scale_log2 = attention_scale_log2(head_dim);
   const dim3 grid(static_cast<unsigned>(sequences), static_cast<unsigned>(heads));
   attention_kernel<T, kDim><<<grid, kThreads, 0, stream>>>(
       qkv_d, qkv_bias_d, starts_d, static_cast<int>(hidden), static_cast<int>(head_dim), scale_log2, ctx_d);

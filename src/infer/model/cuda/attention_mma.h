@@ -5,10 +5,17 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 namespace ferry::infer::cuda {
+
+// Softmax's scale in log2 units, log2(e) / sqrt(head_dim), so that exp2f gives
+// exp: both attention kernels score with it.
+inline float attention_scale_log2(std::size_t head_dim) {
+  return static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(head_dim)));
+}
 
 // True when the tensor-core kernel takes heads of this width (a multiple of 8, at most 64).
 bool attention_mma_fits(std::size_t head_dim);
