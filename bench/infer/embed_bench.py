@@ -35,8 +35,13 @@ One run measures, on the same machine:
         --model DIR --backend cuda --json out.json [--st-server bench/infer/st_server.py] \\
         [--infinity /tmp/inf/bin/infinity_emb] [--wrk]
 
+  capacity  (--parts capacity) the most single-input requests/s sustained at
+            p99 <= --p99-target-ms on POST /v1/embeddings, POST /embed and
+            GET /inference, for each server layout of --capacity-layouts
+            (proxy cores / batcher core / client cores / client threads)
+
 --parts chooses which of ferry (idle, stages, sweep, cpu workers, batching,
-lone), st, infinity and wrk run; a run for Infinity alone is
+lone), st, infinity, wrk and capacity run; a run for Infinity alone is
 `--parts infinity`, which also measures Ferry on /v1/embeddings.
 
 Prints tables and writes one JSON file.
@@ -350,7 +355,36 @@ def infinity_part(args, result):
     result["infinity"] = out
 
 
-PARTS = ("ferry", "st", "infinity", "wrk")
+PARTS = ("ferry", "st", "infinity", "wrk", "capacity")
+
+
+def capacity_part(args, result):
+    """The most single-input requests/s sustained at p99 <= --p99-target-ms, for each
+    server layout of --capacity-layouts and each route, in one run."""
+    out = []
+    routes = [("POST /v1/embeddings", "/v1/embeddings", openai_body(args)), ("POST /embed", "/embed", TEI_BODY),
+              ("GET /inference", "/inference?d=hello+world", None)]
+    rates = [int(r) for r in args.capacity_rates.split(",")]
+    for layout in args.capacity_layouts.split(";"):
+        proxies, batcher, clients, threads = layout.split("/")
+        run = argparse.Namespace(**vars(args))
+        run.proxy_cpus, run.batcher_cpu, run.client_cpus = proxies, int(batcher), clients
+        proc, port = start_ferry(run, ["--queue-slots", "8192"])
+        try:
+            for label, path, body in routes:
+                rows = open_loop(run, port, rates, args.seconds, int(threads), 16, path=path, body=body)
+                title = f"proxies {proxies}, batcher {batcher}, client {clients} ({threads} threads): {label}"
+                print_sweep(title, rows)
+                best = sustained([r for r in rows if r["p99_ms"] <= args.p99_target_ms])
+                print(f"most sustained at p99 <= {args.p99_target_ms} ms: "
+                      + (f"{best['answered_rps']:.0f}/s (p99 {best['p99_ms']:.3f} ms)" if best else "none"))
+                out.append({"proxy_cpus": proxies, "batcher_cpu": int(batcher), "client_cpus": clients,
+                            "client_threads": int(threads), "route": label, "sweep": rows,
+                            "best_rps": best["answered_rps"] if best else None,
+                            "best_p99_ms": best["p99_ms"] if best else None})
+        finally:
+            stop(proc)
+    result["capacity"] = {"p99_target_ms": args.p99_target_ms, "runs": out}
 
 
 def main():
@@ -382,6 +416,10 @@ def main():
     p.add_argument("--infinity-start-s", type=float, default=300, help="how long Infinity may take to answer /health")
     p.add_argument("--wrk", action="store_true", help="also wrk (on PATH) on POST /embed, and on Infinity")
     p.add_argument("--wrk-connections", default="64,256")
+    p.add_argument("--capacity-layouts", default="0-3/4/8-15/4;0-7/8/9-15/6",
+                   help="capacity: ';'-separated PROXY_CPUS/BATCHER_CPU/CLIENT_CPUS/CLIENT_THREADS, one server each")
+    p.add_argument("--capacity-rates", default="50000,100000,125000,150000,175000,200000")
+    p.add_argument("--p99-target-ms", type=float, default=5.0, help="capacity: the p99 a sustained rate must keep")
     p.add_argument("--json", dest="json_path")
     args = p.parse_args()
     if args.parts:
@@ -446,6 +484,9 @@ def main():
         for r in result["batching"]:
             print(f"{r['max_batch']:>9} {r['max_wait_us']:>8} {r['answered_rps']:>11.0f} {r['p50_ms']:>8.3f} "
                   f"{r['p99_ms']:>8.3f} {r['busy_429']:>8}")
+
+    if "capacity" in parts:
+        capacity_part(args, result)
 
     if "st" in parts:
         tmp = tempfile.mkdtemp(prefix="st-server-")

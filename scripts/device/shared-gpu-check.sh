@@ -2,7 +2,7 @@
 # The GPU model beside the HTTP workers' launch methods on one GPU (issue 36).
 # The model travels in parts, as for embed-check.sh: `check.sh shared-gpu stash`
 # carrying .carry-model-a, then -b, then this with .carry and .carry-model-c.
-# LAUNCHES, SOAK_SECONDS (120 each), PROBE_MODES, MODEL, E2E, PROFILE and BENCH choose what runs.
+# LAUNCHES, SOAK_SECONDS (120 each), PROBE_MODES, MODEL, E2E, PROFILE, BENCH and CAPACITY choose what runs.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 [ "${1:-}" = stash ] && { . "$here/model-parts.sh" stash; exit 0; }
@@ -30,7 +30,7 @@ soak() {
     timeout 800 "$B/tests/infer/service/embed_soak_test" --backend=cuda --launch=$1
 }
 # SOAK_TOGETHER=1: the launch methods' servers at once, each beside its own model, all on one GPU.
-for m in ${LAUNCHES:-persistent burst graph memops}; do
+for m in ${LAUNCHES-persistent burst graph memops}; do
   if [ "${SOAK_TOGETHER:-0}" = 1 ]; then soak $m & else soak $m; fi
 done
 wait
@@ -54,11 +54,25 @@ if [ "${PROFILE:-0}" = 1 ]; then
     done
   done
 fi
-# BENCH=1: then the model alone against torch eager and torch.compile (uniform and mixed lengths).
+# BENCH=1: then the model alone against torch eager and torch.compile (uniform and mixed
+# lengths; compile per shape, and on ids already on the GPU), and Ferry with the exact GELU.
 if [ "${BENCH:-0}" = 1 ]; then
-  step model_vs_torch timeout 580 python3 bench/infer/st_baseline.py --model "$FERRY_MODEL_DIR" --modes eager,compile \
-    --seconds "${BENCH_SECONDS:-1}" --ferry "$B/bench/infer/ferry-model-bench" --json "$OUT/model_vs_torch.json"
+  step model_vs_torch timeout 580 python3 bench/infer/st_baseline.py --model "$FERRY_MODEL_DIR" \
+    --modes "${BENCH_MODES:-eager,compile,compile-gpu}" --compile-dynamic "${COMPILE_DYNAMIC:-static}" \
+    --seconds "${BENCH_SECONDS:-1}" --ferry "$B/bench/infer/ferry-model-bench" --mixed-file "$OUT/mixed.lengths" \
+    --json "$OUT/model_vs_torch.json"
   tail -40 "$OUT/model_vs_torch.log"
+  step model_exact_gelu timeout 120 "$B/bench/infer/ferry-model-bench" --model "$FERRY_MODEL_DIR" --gelu exact \
+    --batches 1,8,32,128 --lengths 32,128,256 --seconds "${BENCH_SECONDS:-1}" --json "$OUT/model_exact_gelu.json"
+  cat "$OUT/model_exact_gelu.log"
+fi
+# CAPACITY=1: the service's most single-input requests/s at p99 <= 5 ms, per server layout and route.
+if [ "${CAPACITY:-0}" = 1 ]; then
+  step capacity timeout 580 python3 bench/infer/embed_bench.py --ferry "$FERRY" --open-loop "$B/bench/http/ferry-open-loop" \
+    --model "$FERRY_MODEL_DIR" --backend cuda --launch "${CAPACITY_LAUNCH:-persistent}" --parts capacity \
+    --seconds "${CAPACITY_SECONDS:-3}" ${CAPACITY_LAYOUTS:+--capacity-layouts "$CAPACITY_LAYOUTS"} \
+    ${CAPACITY_RATES:+--capacity-rates "$CAPACITY_RATES"} --json "$OUT/capacity.json"
+  grep -A12 "^proxies\|^most" "$OUT/capacity.log" | head -120
 fi
 log "summary"; cat "$OUT/summary.txt"; echo "status=$status"
 grep -h "^HANG\|^OK\|answered (" "$OUT"/*.log

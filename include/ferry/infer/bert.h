@@ -4,6 +4,7 @@
 // it), on the CPU (BLAS) or on a CUDA GPU (cuBLAS plus Ferry's kernels).
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,13 @@ namespace ferry::infer {
 enum class Precision { F32, F16, BF16 };
 const char* precision_name(Precision p) noexcept;
 
+// The feed-forward block's GELU. BERT was trained with the exact (erf) form;
+// the tanh form differs from it by under 5e-4 and, on the GPU, runs inside
+// the matrix product's epilogue instead of as a kernel of its own, as TEI's
+// cuBLASLt path does. The reference tests hold both to the same cosines.
+enum class Gelu : std::uint8_t { Tanh, Exact };
+const char* gelu_name(Gelu g) noexcept;  // "tanh", "exact"
+
 struct BertOptions {
   std::string model_dir;  // holds config.json and model.safetensors
   // The file's sha256 as lowercase hex; checked before anything is read when
@@ -23,6 +31,7 @@ struct BertOptions {
   bool cuda = false;
   int gpu = 0;                      // CUDA device ordinal
   Precision precision = Precision::F16;  // GPU only; the CPU computes in f32
+  Gelu gelu = Gelu::Tanh;
   int cpu_threads = 0;              // the CPU model's threads; 0: one per core
   std::size_t max_batch_tokens = 16384;  // the largest TokenBatch::tokens() embed() will see
   std::size_t max_batch = 256;           // the most sequences in one TokenBatch

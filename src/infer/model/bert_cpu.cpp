@@ -52,10 +52,15 @@ void add_layer_norm(float* x, const float* sublayer, std::size_t rows, std::size
   }
 }
 
-// The exact GELU BERT was trained with (hidden_act "gelu"), not the tanh approximation.
-void gelu(float* x, std::size_t n) noexcept {
-  constexpr float kInvSqrt2 = 0.70710678118654752f;
-  for (std::size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+void gelu(float* x, std::size_t n, Gelu form) noexcept {
+  if (form == Gelu::Exact) {
+    constexpr float kInvSqrt2 = 0.70710678118654752f;
+    for (std::size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+    return;
+  }
+  constexpr float kSqrt2OverPi = 0.79788456080286536f;
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = 0.5f * x[i] * (1.0f + std::tanh(kSqrt2OverPi * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
 }
 
 void softmax_rows(float* s, std::size_t rows, std::size_t cols) noexcept {
@@ -85,6 +90,7 @@ class BertCpuModel final : public EmbeddingModel {
       : config_(w.config),
         max_batch_(options.max_batch),
         max_batch_tokens_(options.max_batch_tokens),
+        gelu_(options.gelu),
         word_embeddings_(std::move(w.word_embeddings)),
         position_embeddings_(std::move(w.position_embeddings)),
         token_type_embeddings_(std::move(w.token_type_embeddings)),
@@ -175,7 +181,7 @@ class BertCpuModel final : public EmbeddingModel {
         add_layer_norm(hidden_.get() + r0 * h, sublayer_.get() + r0 * h, n, h, l.attention_norm, eps);
         linear(hidden_.get() + r0 * h, n, h, l.intermediate.weight.data(), l.intermediate.bias.data(), inter,
                intermediate_.get() + r0 * inter);
-        gelu(intermediate_.get() + r0 * inter, n * inter);
+        gelu(intermediate_.get() + r0 * inter, n * inter, gelu_);
         linear(intermediate_.get() + r0 * inter, n, inter, l.output.weight.data(), l.output.bias.data(), h,
                sublayer_.get() + r0 * h);
         add_layer_norm(hidden_.get() + r0 * h, sublayer_.get() + r0 * h, n, h, l.output_norm, eps);
@@ -269,6 +275,7 @@ class BertCpuModel final : public EmbeddingModel {
   BertConfig config_;
   std::size_t max_batch_;
   std::size_t max_batch_tokens_;
+  Gelu gelu_;
   std::vector<float> word_embeddings_;
   std::vector<float> position_embeddings_;
   std::vector<float> token_type_embeddings_;

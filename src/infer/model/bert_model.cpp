@@ -37,6 +37,8 @@ const char* precision_name(Precision p) noexcept {
   return "?";
 }
 
+const char* gelu_name(Gelu g) noexcept { return g == Gelu::Exact ? "exact" : "tanh"; }
+
 std::unique_ptr<EmbeddingModel> make_bert_model(const BertOptions& options) {
 #if !defined(FERRY_HAVE_CUDA)
   // Refused before the ~90 MB file is read and hashed.

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,6 +46,8 @@ class BertCpuTest : public ::testing::Test {
     options.expected_sha256 = kMiniLmSha256;
     options.cpu_threads = 1;
     options.max_batch_tokens = 4096;
+    // The reference's own GELU, so that the f32 model can be held to 1e-6.
+    options.gelu = Gelu::Exact;
     model_ = make_bert_model(options).release();
   }
   static void TearDownTestSuite() {
@@ -62,13 +65,14 @@ class BertCpuTest : public ::testing::Test {
     return out;
   }
 
-  // The same weights with another pooling than the folder's.
-  static std::unique_ptr<EmbeddingModel> pooled_model(Pooling pooling) {
+  // The same weights with another pooling than the folder's, or the default (tanh) GELU.
+  static std::unique_ptr<EmbeddingModel> other_model(std::optional<Pooling> pooling, Gelu gelu = Gelu::Exact) {
     BertOptions options;
     options.model_dir = model_dir();
     options.cpu_threads = 1;
     options.max_batch_tokens = 4096;
     options.pooling = pooling;
+    options.gelu = gelu;
     return make_bert_model(options);
   }
 
@@ -95,8 +99,8 @@ TEST_F(BertCpuTest, MatchesSentenceTransformers) {
   // mixes short, long and truncated ones), the last batch shorter.
   constexpr std::size_t kBatch = 7;
   // Tighter than a GPU model can be held to (0.9999): the CPU computes in f32
-  // as the reference does and reaches 1 - 1e-9. The tanh approximation of
-  // GELU, a plausible mistake, still scores 0.9999975; this bound catches it.
+  // as the reference does and reaches 1 - 1e-9. The tanh form of GELU (the
+  // default, tested below) scores 0.9999975; this bound tells the two apart.
   constexpr double kMinCosine = 0.999999;
   double min_cosine = 1.0;
   std::size_t worst = 0;
@@ -119,6 +123,31 @@ TEST_F(BertCpuTest, MatchesSentenceTransformers) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("bert cpu: %zu sentences, minimum cosine %.9f (sentence %zu), %.2f s\n", ref.ids.size(),
               min_cosine, worst, seconds);
+}
+
+// The default GELU is the tanh form: close to the reference, and measurably
+// not the exact form (which the bound above holds to 1e-6).
+TEST_F(BertCpuTest, TheTanhGeluIsCloseToTheReferenceAndNotExact) {
+  const Reference ref = load_reference();
+  const auto tanh_model = other_model(std::nullopt, BertOptions{}.gelu);
+  ASSERT_EQ(std::string(gelu_name(BertOptions{}.gelu)), "tanh");
+  double min_cosine = 1.0;
+  for (std::size_t first = 0; first < ref.ids.size(); first += 7) {
+    TokenBatch batch;
+    const std::size_t n = std::min<std::size_t>(7, ref.ids.size() - first);
+    for (std::size_t i = 0; i < n; ++i) batch.add(ref.ids[first + i]);
+    std::vector<float> out(n * ref.dims);
+    tanh_model->embed(batch, out.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto row = std::span(out).subspan(i * ref.dims, ref.dims);
+      l2_normalize(row);
+      min_cosine =
+          std::min(min_cosine, cosine(row, std::span(ref.embeddings).subspan((first + i) * ref.dims, ref.dims)));
+    }
+  }
+  std::printf("bert cpu, tanh GELU: minimum cosine %.9f\n", min_cosine);
+  EXPECT_GE(min_cosine, 0.99999);
+  EXPECT_LT(min_cosine, 0.999999) << "the tanh form computed the exact one";
 }
 
 TEST_F(BertCpuTest, SameBatchTwiceGivesTheSameBits) {
@@ -169,8 +198,8 @@ TEST_F(BertCpuTest, PoolingsAreTheTokenStatesMeanFirstAndLastRows) {
   EXPECT_EQ(model_->info().pooling, Pooling::Mean);  // all-MiniLM-L6-v2's 1_Pooling/config.json
   std::vector<float> mean(batch.size() * dims);
   model_->embed(batch, mean.data());
-  const auto cls = pooled_model(Pooling::Cls);
-  const auto last = pooled_model(Pooling::LastToken);
+  const auto cls = other_model(Pooling::Cls);
+  const auto last = other_model(Pooling::LastToken);
   EXPECT_EQ(cls->info().pooling, Pooling::Cls);
   EXPECT_EQ(last->info().pooling, Pooling::LastToken);
   std::vector<float> first_rows(batch.size() * dims), last_rows(batch.size() * dims);
@@ -206,7 +235,7 @@ TEST_F(BertCpuTest, ClsPoolingMatchesSentenceTransformers) {
   const std::vector<float> expected = test::load_reference_vectors("embeddings_cls.f32", ref);
   if (expected.empty())
     GTEST_SKIP() << "no embeddings_cls.f32 in the reference folder: run make_reference.py where torch is";
-  const auto cls = pooled_model(Pooling::Cls);
+  const auto cls = other_model(Pooling::Cls);
   constexpr std::size_t kBatch = 7;
   double min_cosine = 1.0;
   for (std::size_t first = 0; first < ref.ids.size(); first += kBatch) {

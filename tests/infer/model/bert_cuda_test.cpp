@@ -354,6 +354,46 @@ INSTANTIATE_TEST_SUITE_P(Precisions, BertCudaTest,
                            return std::string(precision_name(p.param));
                          });
 
+// The exact (erf) GELU runs as a kernel after the product, the default tanh
+// form inside the product's epilogue: both must reach the reference, and the
+// switch must change the computation (else this test proves nothing).
+TEST(BertCudaModel, ExactGeluMatchesSentenceTransformersAndTheTanhForm) {
+  const Reference ref = load_reference();
+  for (const Precision p : {Precision::F16, Precision::F32}) {
+    auto& slot = models()[std::string("cuda-") + precision_name(p) + "-exact-gelu"];
+    if (!slot) {
+      require_model_files();
+      BertOptions options;
+      options.model_dir = model_dir();
+      options.cuda = true;
+      options.precision = p;
+      options.gelu = Gelu::Exact;
+      slot = make_bert_model(options);
+    }
+    double min_reference = 1.0, min_forms = 1.0, max_difference = 0.0;
+    for (std::size_t first = 0; first < ref.ids.size(); first += 7) {
+      TokenBatch batch;
+      const std::size_t n = std::min<std::size_t>(7, ref.ids.size() - first);
+      for (std::size_t i = 0; i < n; ++i) batch.add(ref.ids[first + i]);
+      const std::vector<float> exact = embed(*slot, batch);
+      const std::vector<float> tanh_form = embed(cuda_model(p), batch);
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto row = [&](const std::vector<float>& v) { return std::span(v).subspan(i * ref.dims, ref.dims); };
+        min_reference = std::min(
+            min_reference, cosine(row(exact), std::span(ref.embeddings).subspan((first + i) * ref.dims, ref.dims)));
+        min_forms = std::min(min_forms, cosine(row(exact), row(tanh_form)));
+      }
+      for (std::size_t k = 0; k < exact.size(); ++k)
+        max_difference = std::max(max_difference, static_cast<double>(std::abs(exact[k] - tanh_form[k])));
+    }
+    std::printf("bert cuda %s exact GELU: minimum cosine %.9f to the reference, %.9f to tanh (max |diff| %.3g)\n",
+                precision_name(p), min_reference, min_forms, max_difference);
+    EXPECT_GE(min_reference, required_cosine(p));
+    EXPECT_GE(min_forms, 0.9999);
+    EXPECT_GT(max_difference, 0.0) << "--gelu exact computed what tanh did";
+  }
+}
+
 TEST(BertCudaModel, AMissingGpuIsNamed) {
   require_model_files();
   BertOptions options;

@@ -39,6 +39,7 @@
 #include "infer/model/cuda/device_weights.cuh"
 #include "infer/model/cuda/kernels.cuh"
 #include "infer/model/cuda/linear.cuh"
+#include "infer/model/cuda/linear_bias_gelu.h"
 
 namespace ferry::infer {
 namespace {
@@ -141,7 +142,9 @@ class BertCudaModel final : public EmbeddingModel {
         max_batch_(options.max_batch),
         max_batch_tokens_(options.max_batch_tokens),
         use_graphs_(graphs_enabled()),
+        gelu_(options.gelu),
         cublas_workspace_(kCublasWorkspaceBytes),
+        linear_bias_gelu_(cuda::Element<T>::kCublasType, cublas_workspace_.get(), kCublasWorkspaceBytes),
         weights_(cuda::upload_bert_weights<T>(weights)),
         ids_h_(gemm_rows(max_batch_tokens_)),
         starts_h_(max_batch_ + 1),
@@ -302,13 +305,30 @@ class BertCudaModel final : public EmbeddingModel {
     for (std::size_t rows = gemm_rows(1);; rows = gemm_rows(rows + 1)) {
       cuda::linear<T>(cublas_.get(), hidden_d_.get(), l.qkv.weight.get(), qkv_d_.get(), rows, h, 3 * h);
       cuda::linear<T>(cublas_.get(), context_d_.get(), l.attention_out.weight.get(), sublayer_d_.get(), rows, h, h);
-      cuda::linear<T>(cublas_.get(), hidden_d_.get(), l.intermediate.weight.get(), intermediate_d_.get(), rows, h,
-                      inter);
+      feed_forward_in(l, rows, nullptr);
       cuda::linear<T>(cublas_.get(), intermediate_d_.get(), l.output.weight.get(), sublayer_d_.get(), rows, inter,
                       h);
       if (rows >= rows_) break;
     }
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+
+  // intermediate_d_ = GELU(hidden_d_ * W + b) over `rows` rows: one product
+  // with the tanh form in its epilogue, or the product and then the exact
+  // form's kernel over the batch's tokens (tokens_d; all rows when null).
+  void feed_forward_in(const cuda::DeviceLayer<T>& l, std::size_t rows, const std::uint32_t* tokens_d) {
+    const std::size_t h = config_.hidden;
+    const std::size_t inter = config_.intermediate;
+    if (gelu_ == Gelu::Tanh) {
+      linear_bias_gelu_.run(stream_.get(), hidden_d_.get(), l.intermediate.weight.get(), l.intermediate_bias.get(),
+                            intermediate_d_.get(), rows, h, inter);
+      return;
+    }
+    cuda::linear<T>(cublas_.get(), hidden_d_.get(), l.intermediate.weight.get(), intermediate_d_.get(), rows, h,
+                    inter);
+    if (tokens_d != nullptr)
+      cuda::launch_bias_gelu<T>(intermediate_d_.get(), l.intermediate.bias.get(), rows, tokens_d, inter,
+                                stream_.get());
   }
 
   // Everything from the staged input to the staged output, on stream_:
@@ -344,9 +364,7 @@ class BertCudaModel final : public EmbeddingModel {
       cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.attention_out.bias.get(), hidden_d_.get(),
                                          l.attention_norm.gamma.get(), l.attention_norm.beta.get(), eps,
                                          rows, tokens_d, h, stream);
-      cuda::linear<T>(cublas, hidden_d_.get(), l.intermediate.weight.get(), intermediate_d_.get(), rows, h,
-                      inter);
-      cuda::launch_bias_gelu<T>(intermediate_d_.get(), l.intermediate.bias.get(), rows, tokens_d, inter, stream);
+      feed_forward_in(l, rows, tokens_d);
       cuda::linear<T>(cublas, intermediate_d_.get(), l.output.weight.get(), sublayer_d_.get(), rows, inter, h);
       cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.output.bias.get(), hidden_d_.get(),
                                          l.output_norm.gamma.get(), l.output_norm.beta.get(), eps, rows,
@@ -369,6 +387,7 @@ class BertCudaModel final : public EmbeddingModel {
   std::size_t max_batch_;
   std::size_t max_batch_tokens_;
   bool use_graphs_;
+  Gelu gelu_;
   ModelInfo info_;
 
   // Declaration order is construction order: the stream and handle exist
@@ -376,6 +395,7 @@ class BertCudaModel final : public EmbeddingModel {
   cuda::Stream stream_;
   DeviceBuffer<std::byte> cublas_workspace_;  // outlives the handle that uses it
   cuda::CublasHandle cublas_;
+  cuda::LinearBiasGelu linear_bias_gelu_;  // shares the workspace: both run on stream_ only
   cuda::DeviceBertWeights<T> weights_;
 
   // Pinned staging (the _h side) and the device's copies (_d).

@@ -64,6 +64,7 @@ DeviceBertWeights<T> upload_bert_weights(const BertWeights& weights) {
     d.attention_out = upload_linear<T>(layer.attention_out);
     d.attention_norm = upload_norm(layer.attention_norm);
     d.intermediate = upload_linear<T>(layer.intermediate);
+    d.intermediate_bias = upload_as<T>(layer.intermediate.bias);
     d.output = upload_linear<T>(layer.output);
     d.output_norm = upload_norm(layer.output_norm);
     device.layers.push_back(std::move(d));

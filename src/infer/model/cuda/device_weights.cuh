@@ -28,6 +28,7 @@ struct DeviceLayer {
   DeviceLinear<T> attention_out;
   DeviceLayerNorm attention_norm;
   DeviceLinear<T> intermediate;
+  DeviceBuffer<T> intermediate_bias;  // in T as well, for LinearBiasGelu's epilogue
   DeviceLinear<T> output;
   DeviceLayerNorm output_norm;
 };
