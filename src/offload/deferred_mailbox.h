@@ -49,7 +49,8 @@ class DeferredMailbox {
   explicit DeferredMailbox(int wake_fd) : wake_fd_(wake_fd) {}
 
   void post(Done done);
-  // The owning thread: takes what arrived (cheap when nothing did).
+  // The owning thread: takes what arrived (cheap when nothing did). It must
+  // read wake_fd before it takes, or a post in between would go unannounced.
   bool has_mail() const noexcept { return has_mail_.load(std::memory_order_acquire); }
   std::vector<Done> take();
   // The owner is going away: later posts are dropped, and the wake fd is not touched.
