@@ -416,9 +416,9 @@ def main():
     p.add_argument("--infinity-start-s", type=float, default=300, help="how long Infinity may take to answer /health")
     p.add_argument("--wrk", action="store_true", help="also wrk (on PATH) on POST /embed, and on Infinity")
     p.add_argument("--wrk-connections", default="64,256")
-    p.add_argument("--capacity-layouts", default="0-3/4/8-15/4;0-7/8/9-15/6",
+    p.add_argument("--capacity-layouts", default="0,1,2,3/4/8-15/4;0,1,2,3,4,5,6,7/8/9-15/6",
                    help="capacity: ';'-separated PROXY_CPUS/BATCHER_CPU/CLIENT_CPUS/CLIENT_THREADS, one server each")
-    p.add_argument("--capacity-rates", default="50000,100000,125000,150000,175000,200000")
+    p.add_argument("--capacity-rates", default="100000,125000,150000,175000,200000")
     p.add_argument("--p99-target-ms", type=float, default=5.0, help="capacity: the p99 a sustained rate must keep")
     p.add_argument("--json", dest="json_path")
     args = p.parse_args()

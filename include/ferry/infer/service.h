@@ -25,8 +25,12 @@
 namespace ferry::infer {
 
 struct ServiceOptions {
-  std::size_t queue_slots = 128;           // sequences waiting at most; more: Admission::Full
-  std::size_t max_batch = 32;              // sequences in one batch
+  // Under load a batch takes what queued while the last one ran. Short inputs
+  // cost the GPU about the same per batch up to a few hundred, so the cap on a
+  // batch's sequences is what caps requests/s: 32 held an H200 near 110k/s,
+  // 256 takes 150k/s of single inputs (docs/bench/inference.md).
+  std::size_t queue_slots = 1024;          // sequences waiting at most; more: Admission::Full
+  std::size_t max_batch = 256;             // sequences in one batch
   std::size_t max_batch_tokens = 16384;    // tokens in one batch (TEI's --max-batch-tokens)
   std::chrono::microseconds max_wait{0};   // how long a batch waits to fill after its first sequence
   std::size_t max_tokens = 256;            // a sequence's ids at most, [CLS] and [SEP] included
