@@ -63,7 +63,7 @@ print('infinity-emb', infinity_emb.__version__, 'numpy', numpy.__version__, 'tra
 case "$PART" in model|all)
   step model_vs_torch_cuda timeout 560 python3 bench/infer/st_baseline.py --model "$FERRY_MODEL_DIR" \
     --seconds "${SECONDS_MODEL:-2}" --compile-dynamic "${COMPILE_DYNAMIC:-static}" \
-    --modes "${MODEL_MODES:-eager,compile,compile-gpu}" \
+    --modes "${MODEL_MODES:-eager,compile,compile-gpu,compile-stream}" \
     --ferry "$B/bench/infer/ferry-model-bench" --mixed-file "$OUT/mixed.lengths" \
     --json "$OUT/model_vs_torch_cuda.json" ;;
 esac
