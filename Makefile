@@ -34,6 +34,9 @@ python: deps
 	test -x $(PYVENV)/bin/python || python3 -m venv $(PYVENV)
 	$(PYVENV)/bin/pip install -q numpy pytest
 	$(PYVENV)/bin/pip install -q -C build-dir=$(abspath $(BUILD))/python-wheel ./python
+	# NIXL itself, for the DOCA_DMA_PROXY plugin's tests: its libraries and
+	# plugins only (--no-deps: torch is imported only for tensors).
+	$(PYVENV)/bin/pip install -q --no-deps nixl-cu12==1.5.1
 
 demo: build
 	$(BUILD)/apps/ferry/ferry demo
@@ -41,7 +44,8 @@ demo: build
 # The whole suite; GPU tests exit 77 (reported as skipped) where there is no GPU.
 test: build model python
 	cd $(BUILD) && ctest --output-on-failure -j1
-	FERRY_BIN=$(BUILD)/apps/ferry/ferry $(PYVENV)/bin/python -m pytest -q tests/python
+	FERRY_BIN=$(BUILD)/apps/ferry/ferry FERRY_NIXL_PLUGIN_DIR=$(abspath $(BUILD))/nixl-plugins \
+	  $(PYVENV)/bin/python -m pytest -q tests/python
 
 test-gpu: build
 	cd $(BUILD) && ctest --output-on-failure -L gpu
