@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""DOCA_DMA_PROXY (Ferry's NIXL plugin) against NIXL's own POSIX backend, and
+against Ferry's own Python API, in the same run, through the same nixl Python
+API and the same descriptors (docs/bench/nixl.md).
+
+  plugin       NIXL agent -> libplugin_DOCA_DMA_PROXY.so -> `ferry agent --tier file:DIR[,direct]`
+               DRAM_SEG buffers to and from OBJ_SEG objects, one object per descriptor
+  posix        NIXL agent -> NIXL's POSIX backend (its default I/O queue, and io_uring)
+               DRAM_SEG buffers to and from FILE_SEG files in DIR, one file per descriptor,
+               opened with O_DIRECT in the direct mode
+  ferry-api    the `ferry` Python package on the same agent: push / pull over a DescList,
+               the plugin's overhead measured against the API it wraps
+
+Each backend runs in a process of its own (NIXL_PLUGIN_DIR replaces NIXL's plugin
+folder for a whole process), over the same folder on the same disk. For each
+mode (buffered, direct), size and operation, a transfer of --total-mib MiB in
+descriptors of that size is prepared once and posted --runs times; GB/s is
+bytes / (post to DONE), 1e9 bytes, the median of the runs. WRITE runs first,
+then READ of what it wrote (buffered reads then come from the page cache, for
+every backend alike). Every byte read back is checked once per backend.
+
+    nixl_bench.py --ferry build/apps/ferry/ferry --plugin-dir build/nixl-plugins \\
+        --dir /var/tmp/nixl-bench --json out.json
+"""
+
+import argparse
+import json
+import mmap
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import numpy as np
+
+BACKEND = "DOCA_DMA_PROXY"
+
+
+def aligned(nbytes):
+    """Page-aligned host memory (O_DIRECT wants 4 KiB alignment), as a uint8 array."""
+    return np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
+
+
+def fill(buf, seed):
+    rng = np.random.default_rng(seed)
+    buf[:] = rng.integers(0, 256, size=buf.size, dtype=np.uint8)
+
+
+def timed(post, runs):
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        post()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def nixl_post(agent, handle, poll_us):
+    """Posts and polls until DONE, sleeping poll_us between polls (0: spin): a
+    spinning poller takes a core that a backend's own threads may need."""
+    pause = poll_us / 1e6
+
+    def run():
+        state = agent.transfer(handle)
+        while state != "DONE":
+            if pause:
+                time.sleep(pause)
+            state = agent.check_xfer_state(handle)
+    return run
+
+
+def worker_nixl(args, kind, params):
+    """One NIXL backend (plugin or posix) over every size; returns its rows."""
+    import nixl_cu12._api as nixl
+    name = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
+    agent = nixl.nixl_agent(name, nixl.nixl_agent_config(backends=[]))
+    backend = BACKEND if kind == "plugin" else "POSIX"
+    agent.create_backend(backend, params)
+    rows = []
+    for size in args.sizes:
+        count = max(1, (args.total_mib << 20) // size)
+        buf = aligned(count * size)
+        mem = agent.register_memory([(buf.ctypes.data, buf.nbytes, 0, "")], "DRAM", backends=[backend])
+        local = agent.get_xfer_descs([(buf.ctypes.data + i * size, size, 0) for i in range(count)], "DRAM")
+        fds = []
+        if kind == "plugin":
+            keys = [f"nixl-bench/{size}/{i}" for i in range(count)]
+            remote_reg = agent.register_memory([(0, size, i, k) for i, k in enumerate(keys)], "OBJ",
+                                               backends=[backend])
+            remote = agent.get_xfer_descs([(0, size, i) for i in range(count)], "OBJ")
+        else:
+            folder = os.path.join(args.dir, "posix", str(size))
+            os.makedirs(folder, exist_ok=True)
+            flags = os.O_RDWR | os.O_CREAT | (os.O_DIRECT if args.mode == "direct" else 0)
+            fds = [os.open(os.path.join(folder, str(i)), flags, 0o600) for i in range(count)]
+            for fd in fds:
+                os.ftruncate(fd, size)
+            remote_reg = agent.register_memory([(0, size, fd, "") for fd in fds], "FILE", backends=[backend])
+            remote = agent.get_xfer_descs([(0, size, fd) for fd in fds], "FILE")
+        fill(buf, size)
+        expect = buf.copy()
+        for op in ("WRITE", "READ"):
+            h = agent.initialize_xfer(op, local, remote, name, backends=[backend])
+            if op == "READ":
+                buf[:] = 0
+            secs = timed(nixl_post(agent, h, args.poll_us), args.runs)
+            agent.release_xfer_handle(h)
+            if op == "READ" and not np.array_equal(buf, expect):
+                sys.exit(f"nixl_bench: {kind} read back different bytes at {size} bytes")
+            rows.append(row(kind, params, args.mode, op, size, count, secs))
+        agent.deregister_memory(remote_reg, backends=[backend])
+        agent.deregister_memory(mem, backends=[backend])
+        for fd in fds:
+            os.close(fd)
+    return rows
+
+
+def worker_ferry_api(args):
+    import ferry
+    rows = []
+    with ferry.Agent(args.endpoint, name="nixl-bench-api") as agent:
+        for size in args.sizes:
+            count = max(1, (args.total_mib << 20) // size)
+            buf = aligned(count * size)
+            region = agent.register(buf)
+            keys = [f"nixl-bench-api/{size}/{i}" for i in range(count)]
+            push_list = ferry.DescList([buf[i * size:(i + 1) * size] for i in range(count)])
+            pull_list = ferry.DescList([buf[i * size:(i + 1) * size] for i in range(count)], writable=True)
+            fill(buf, size)
+            expect = buf.copy()
+            secs = timed(lambda: agent.push(keys, push_list).wait(), args.runs)
+            rows.append(row("ferry-api", {}, args.mode, "WRITE", size, count, secs))
+            buf[:] = 0
+            secs = timed(lambda: agent.pull(keys, pull_list).wait(), args.runs)
+            if not np.array_equal(buf, expect):
+                sys.exit(f"nixl_bench: ferry-api read back different bytes at {size} bytes")
+            rows.append(row("ferry-api", {}, args.mode, "READ", size, count, secs))
+            region.close()
+    return rows
+
+
+def row(kind, params, mode, op, size, count, secs):
+    gbps = [size * count / s / 1e9 for s in secs]
+    return {"backend": kind, "params": params, "mode": mode, "op": op, "size": size, "descriptors": count,
+            "seconds": secs, "gbps": gbps, "gbps_median": statistics.median(gbps)}
+
+
+def start_agent(args, mode, folder):
+    endpoint = f"unix:ferry-nixl-bench-{uuid.uuid4().hex[:8]}"
+    ready = os.path.join(folder, "ready")
+    tier = f"file:{os.path.join(folder, 'ferry')}" + (",direct" if mode == "direct" else "")
+    log = open(os.path.join(folder, "agent.log"), "w")
+    proc = subprocess.Popen([args.ferry, "agent", "--endpoint", endpoint, "--gpu", "none", "--tier", tier,
+                             "--ready-file", ready, "--staging-mib", str(args.staging_mib)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 30
+    while not os.path.exists(ready):
+        if proc.poll() is not None or time.time() > deadline:
+            sys.exit("nixl_bench: ferry agent did not start: " + open(log.name).read())
+        time.sleep(0.05)
+    return proc, endpoint
+
+
+def run_worker(args, kind, mode, endpoint, params):
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--mode", mode, "--dir", args.dir,
+           "--sizes", ",".join(str(s) for s in args.sizes), "--total-mib", str(args.total_mib),
+           "--runs", str(args.runs), "--poll-us", str(args.poll_us), "--endpoint", endpoint or "", "--params", json.dumps(params)]
+    env = dict(os.environ)
+    if kind == "plugin":
+        env["NIXL_PLUGIN_DIR"] = args.plugin_dir
+    else:
+        env.pop("NIXL_PLUGIN_DIR", None)  # NIXL's own plugins, POSIX among them
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ferry", default="build/apps/ferry/ferry")
+    p.add_argument("--plugin-dir", default="build/nixl-plugins")
+    p.add_argument("--dir", help="the folder both backends write to (default: a fresh one under /var/tmp)")
+    p.add_argument("--sizes", default="1048576,4194304,16777216", help="descriptor sizes in bytes")
+    p.add_argument("--total-mib", type=int, default=128, help="MiB one transfer moves")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--poll-us", type=int, default=50,
+                   help="microseconds between check_xfer_state calls, the same for every NIXL backend (0: spin)")
+    p.add_argument("--modes", default="buffered,direct")
+    p.add_argument("--staging-mib", type=int, default=256)
+    p.add_argument("--json", dest="json_path")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--mode", help=argparse.SUPPRESS)
+    p.add_argument("--endpoint", help=argparse.SUPPRESS)
+    p.add_argument("--params", default="{}", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    args.sizes = [int(s) for s in str(args.sizes).split(",")]
+    if args.worker:
+        params = json.loads(args.params)
+        rows = worker_ferry_api(args) if args.worker == "ferry-api" else worker_nixl(args, args.worker, params)
+        print(json.dumps(rows))
+        return
+
+    args.plugin_dir = os.path.abspath(args.plugin_dir)
+    if not os.path.exists(os.path.join(args.plugin_dir, f"libplugin_{BACKEND}.so")):
+        sys.exit(f"nixl_bench: no libplugin_{BACKEND}.so in {args.plugin_dir}")
+    own_dir = args.dir is None
+    args.dir = args.dir or tempfile.mkdtemp(prefix="nixl-bench-", dir="/var/tmp")
+    rows = []
+    try:
+        for mode in args.modes.split(","):
+            folder = os.path.join(args.dir, mode)
+            os.makedirs(folder, exist_ok=True)
+            proc, endpoint = start_agent(args, mode, folder)
+            try:
+                args.dir, base = folder, args.dir
+                for kind, params in (("plugin", {"endpoint": endpoint}), ("ferry-api", {}),
+                                     ("posix", {}), ("posix", {"use_uring": "true"})):
+                    got = run_worker(args, kind, mode, endpoint, params)
+                    rows += got
+                    for r in got:
+                        print(f"{mode:>8} {kind:>9} {json.dumps(params) if kind == 'posix' else '':>20} {r['op']:>5} "
+                              f"{r['size'] >> 10:>7} KiB x {r['descriptors']:>4}  {r['gbps_median']:7.3f} GB/s",
+                              flush=True)
+                args.dir = base
+            finally:
+                proc.terminate()
+                proc.wait(10)
+    finally:
+        if own_dir:
+            shutil.rmtree(args.dir, ignore_errors=True)
+
+    print("\nGB/s, medians; plugin / POSIX's best queue, and plugin / Ferry's Python API")
+    print(f"{'mode':>8} {'op':>5} {'size':>9} {'plugin':>8} {'posix':>8} {'uring':>8} {'api':>8} "
+          f"{'/posix':>7} {'/api':>6}")
+    summary = []
+    for mode in args.modes.split(","):
+        for op in ("WRITE", "READ"):
+            for size in args.sizes:
+                pick = [r for r in rows if r["mode"] == mode and r["op"] == op and r["size"] == size]
+                plugin = next(r["gbps_median"] for r in pick if r["backend"] == "plugin")
+                api = next(r["gbps_median"] for r in pick if r["backend"] == "ferry-api")
+                posix = [r["gbps_median"] for r in pick if r["backend"] == "posix"]
+                s = {"mode": mode, "op": op, "size": size, "plugin_gbps": plugin, "api_gbps": api,
+                     "posix_gbps": posix[0], "posix_uring_gbps": posix[1], "plugin_over_posix": plugin / max(posix),
+                     "plugin_over_api": plugin / api}
+                summary.append(s)
+                print(f"{mode:>8} {op:>5} {size >> 10:>5} KiB {plugin:8.3f} {posix[0]:8.3f} {posix[1]:8.3f} "
+                      f"{api:8.3f} {s['plugin_over_posix']:6.2f}x {s['plugin_over_api']:5.2f}x")
+    if args.json_path:
+        with open(args.json_path, "w") as f:
+            json.dump({"bench": "nixl", "rows": rows, "summary": summary, "total_mib": args.total_mib,
+                       "runs": args.runs}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
