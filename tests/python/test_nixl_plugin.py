@@ -266,3 +266,18 @@ def test_an_agent_that_dies_fails_transfers_with_an_error_not_a_hang(tmp_path):
             objs.transfer("WRITE")
     finally:
         proc.stop()
+
+
+def test_the_example_pushes_in_one_process_and_pulls_in_another(agent_process):
+    import subprocess
+    import sys
+    example = ROOT / "examples" / "python" / "nixl_doca_dma_proxy_example.py"
+    base = [sys.executable, str(example), "--cpu", "-d", agent_process.endpoint, "-f", "example/1", "-s", "3"]
+    env = dict(os.environ, NIXL_PLUGIN_DIR=PLUGIN_DIR)
+    push = subprocess.run(base + ["-o", "push"], env=env, capture_output=True, text=True, timeout=60)
+    assert push.returncode == 0, push.stderr
+    pull = subprocess.run(base + ["-o", "pull"], env=env, capture_output=True, text=True, timeout=60)
+    assert pull.returncode == 0 and "every byte checked" in pull.stdout, pull.stdout + pull.stderr
+    missing = subprocess.run([*base[:-4], "-f", "example/missing", "-s", "3", "-o", "pull"], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode != 0 and "nixlNotFoundError" in missing.stderr, missing.stderr
