@@ -35,8 +35,10 @@ def test_plugin_file_is_there():
     assert os.path.exists(path), f"no plugin at {path}: build it (make build) or set FERRY_NIXL_PLUGIN_DIR"
 
 
-def new_agent():
-    return nixl.nixl_agent(f"nixl-test-{next(_names)}", nixl.nixl_agent_config(backends=[]))
+def new_agent(sync_mode=None):
+    """A NIXL agent; sync_mode as NIXL's config takes it (NIXL's own calls are not thread-safe without one)."""
+    config = nixl.nixl_agent_config(backends=[], sync_mode=sync_mode)
+    return nixl.nixl_agent(f"nixl-test-{next(_names)}", config)
 
 
 def backend(agent, endpoint, **options):
@@ -75,6 +77,13 @@ class Objects:
         remote = self.agent.get_xfer_descs([(0, b.nbytes, d) for b, d in zip(self.buffers, self.dev_ids)], "OBJ")
         return local, remote
 
+    def prepare_write(self):
+        """The data in the buffers, and a prepared WRITE of them (the caller posts and releases it)."""
+        for b, d in zip(self.buffers, self.data):
+            b[:] = d
+        local, remote = self.descs()
+        return self.agent.initialize_xfer("WRITE", local, remote, self.agent.name, backends=[BACKEND])
+
     def transfer(self, op):
         local, remote = self.descs()
         h = self.agent.initialize_xfer(op, local, remote, self.agent.name, backends=[BACKEND])
@@ -85,9 +94,12 @@ class Objects:
             self.agent.release_xfer_handle(h)
 
     def write(self):
-        for b, d in zip(self.buffers, self.data):
-            b[:] = d
-        self.transfer("WRITE")
+        h = self.prepare_write()
+        try:
+            assert self.agent.transfer(h) in ("DONE", "PROC")
+            wait_done(self.agent, h)
+        finally:
+            self.agent.release_xfer_handle(h)
 
     def read_and_check(self):
         for b in self.buffers:
@@ -126,10 +138,7 @@ def test_write_then_read_back_every_byte_from_4_kib_to_8_mib(agent_process):
 def test_a_prepared_transfer_can_be_posted_again_once_done(agent_process):
     agent = backend(new_agent(), agent_process.endpoint)
     objs = Objects(agent, [64 << 10] * 4, "repost")
-    for b, d in zip(objs.buffers, objs.data):
-        b[:] = d
-    local, remote = objs.descs()
-    h = agent.initialize_xfer("WRITE", local, remote, agent.name, backends=[BACKEND])
+    h = objs.prepare_write()
     for _ in range(3):
         agent.transfer(h)
         wait_done(agent, h)
@@ -143,10 +152,7 @@ def test_posts_beyond_the_queue_depth_wait_and_all_finish(agent_process):
     groups = [Objects(agent, [16 << 10] * 2, f"depth/{g}", dev_base=100 * g) for g in range(12)]
     handles = []
     for g in groups:
-        for b, d in zip(g.buffers, g.data):
-            b[:] = d
-        local, remote = g.descs()
-        h = agent.initialize_xfer("WRITE", local, remote, agent.name, backends=[BACKEND])
+        h = g.prepare_write()
         assert agent.transfer(h) in ("DONE", "PROC")
         handles.append(h)
     # Only the last is polled: the queue must drain without the others being checked.
@@ -160,7 +166,9 @@ def test_posts_beyond_the_queue_depth_wait_and_all_finish(agent_process):
 
 
 def test_several_threads_post_at_once(agent_process):
-    agent = backend(new_agent(), agent_process.endpoint)
+    # RW: NIXL lets transfers of several threads into the backend at once and
+    # serialises registrations, the mode for an agent shared by threads.
+    agent = backend(new_agent(nixl.nixl_thread_sync_t.NIXL_THREAD_SYNC_RW), agent_process.endpoint)
     failures = []
 
     def worker(t):
@@ -223,10 +231,7 @@ def test_an_offset_into_an_object_is_refused(agent_process):
 def test_deregistering_memory_in_flight_waits_for_the_transfer(agent_process):
     agent = backend(new_agent(), agent_process.endpoint)
     objs = Objects(agent, [8 << 20] * 4, "dereg")
-    for b, d in zip(objs.buffers, objs.data):
-        b[:] = d
-    local, remote = objs.descs()
-    h = agent.initialize_xfer("WRITE", local, remote, agent.name, backends=[BACKEND])
+    h = objs.prepare_write()
     agent.transfer(h)
     agent.deregister_memory(objs.mem_reg, backends=[BACKEND])  # returns once the agent is done with it
     wait_done(agent, h)

@@ -60,6 +60,10 @@ struct Agent::Impl {
   proto::Endpoint endpoint;
   proto::FrameSocket sock;
   std::mutex send_mu;  // one frame at a time on the socket
+  // One registration at a time: the agent answers a bounded number of a
+  // session's registrations at once and refuses the rest, so callers on
+  // several threads (a NIXL agent's, say) queue here instead of failing.
+  std::mutex register_mu;
   std::thread reader;
 
   std::mutex mu;
@@ -205,6 +209,7 @@ const std::vector<BackendInfo>& Agent::backends() const { return impl_->backends
 const std::vector<std::string>& Agent::tiers() const { return impl_->tiers; }
 
 MemRegion Agent::Impl::finish_register(proto::RegisterMsg& msg, int pass_fd, std::uint64_t addr) {
+  std::lock_guard one_at_a_time(register_mu);
   msg.call = new_call_id();
   proto::Frame f = call(msg.call, proto::encode(msg), pass_fd);
   proto::RegisterOk ok;

@@ -65,8 +65,8 @@ void require_model_files() {
                 ": run scripts/fetch-model.sh (or point FERRY_MODEL_DIR at a copy of all-MiniLM-L6-v2)");
 }
 
-EmbeddingModel& cuda_model(Precision p) {
-  auto& slot = models()[std::string("cuda-") + precision_name(p)];
+EmbeddingModel& cuda_model(Precision p, Gelu gelu = BertOptions{}.gelu) {
+  auto& slot = models()[std::string("cuda-") + precision_name(p) + "-" + gelu_name(gelu)];
   if (!slot) {
     require_model_files();
     BertOptions options;
@@ -74,6 +74,7 @@ EmbeddingModel& cuda_model(Precision p) {
     options.expected_sha256 = model_sha256();
     options.cuda = true;
     options.precision = p;
+    options.gelu = gelu;
     slot = make_bert_model(options);
   }
   return *slot;
@@ -360,22 +361,13 @@ INSTANTIATE_TEST_SUITE_P(Precisions, BertCudaTest,
 TEST(BertCudaModel, ExactGeluMatchesSentenceTransformersAndTheTanhForm) {
   const Reference ref = load_reference();
   for (const Precision p : {Precision::F16, Precision::F32}) {
-    auto& slot = models()[std::string("cuda-") + precision_name(p) + "-exact-gelu"];
-    if (!slot) {
-      require_model_files();
-      BertOptions options;
-      options.model_dir = model_dir();
-      options.cuda = true;
-      options.precision = p;
-      options.gelu = Gelu::Exact;
-      slot = make_bert_model(options);
-    }
+    EmbeddingModel& exact_model = cuda_model(p, Gelu::Exact);
     double min_reference = 1.0, min_forms = 1.0, max_difference = 0.0;
     for (std::size_t first = 0; first < ref.ids.size(); first += 7) {
       TokenBatch batch;
       const std::size_t n = std::min<std::size_t>(7, ref.ids.size() - first);
       for (std::size_t i = 0; i < n; ++i) batch.add(ref.ids[first + i]);
-      const std::vector<float> exact = embed(*slot, batch);
+      const std::vector<float> exact = embed(exact_model, batch);
       const std::vector<float> tanh_form = embed(cuda_model(p), batch);
       for (std::size_t i = 0; i < n; ++i) {
         const auto row = [&](const std::vector<float>& v) { return std::span(v).subspan(i * ref.dims, ref.dims); };
