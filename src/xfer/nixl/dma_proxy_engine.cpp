@@ -70,7 +70,10 @@ nixl_status_t to_nixl(XferStatus status) noexcept {
   switch (status) {
     case XferStatus::Ok: return NIXL_SUCCESS;
     case XferStatus::InProgress: return NIXL_IN_PROG;
-    case XferStatus::NotFound: return NIXL_ERR_NOT_FOUND;
+    // A missing object is NIXL_ERR_BACKEND, as NIXL's own OBJ backend answers
+    // one: code written for OBJ (LMCache's NIXL storage backend) counts that
+    // as a miss, and would fail on NIXL_ERR_NOT_FOUND. The log names the key.
+    case XferStatus::NotFound: return NIXL_ERR_BACKEND;
     case XferStatus::InvalidDesc: return NIXL_ERR_INVALID_PARAM;
     case XferStatus::ChecksumMismatch: return NIXL_ERR_MISMATCH;
     case XferStatus::TooLarge: return NIXL_ERR_MISMATCH;
