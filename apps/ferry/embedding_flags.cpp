@@ -20,9 +20,9 @@ void add_embedding_flags(CLI::App& sub, EmbeddingFlags& f) {
       ->capture_default_str();
   sub.add_option("--gelu", f.gelu,
                  "The feed-forward GELU: tanh (within 5e-4 of exact; on the GPU it runs in the matrix product's "
-                 "epilogue, as TEI's does) or exact (erf, as BERT was trained; one more kernel per layer)")
-      ->check(CLI::IsMember({"tanh", "exact"}))
-      ->capture_default_str();
+                 "epilogue, as TEI's does) or exact (erf, as BERT was trained; on the GPU one more kernel per "
+                 "layer). Default: tanh on the GPU, exact on the CPU")
+      ->check(CLI::IsMember({"tanh", "exact"}));
   sub.add_option("--model-gpu", f.gpu, "cuda model: device ordinal")->capture_default_str();
   sub.add_option("--model-threads", f.threads, "cpu model: threads, each running its share of the rows (0: one per core)")->capture_default_str();
   sub.add_option("--model-sha256", f.sha256,
@@ -73,7 +73,7 @@ std::shared_ptr<infer::EmbeddingService> make_embedding_service(EmbeddingFlags& 
   b.precision = f.precision == "f32" ? infer::Precision::F32
                 : f.precision == "bf16" ? infer::Precision::BF16
                                         : infer::Precision::F16;
-  b.gelu = f.gelu == "exact" ? infer::Gelu::Exact : infer::Gelu::Tanh;
+  if (!f.gelu.empty()) b.gelu = f.gelu == "exact" ? infer::Gelu::Exact : infer::Gelu::Tanh;
   b.cpu_threads = f.threads;
   if (!f.pooling.empty()) b.pooling = infer::pooling_from_name(f.pooling);
   b.max_batch = f.service.max_batch;
@@ -82,7 +82,8 @@ std::shared_ptr<infer::EmbeddingService> make_embedding_service(EmbeddingFlags& 
   auto tokenizer = infer::WordPieceTokenizer::load(f.model_dir + "/vocab.txt");
   log::app().info("embedding model {} on {} ({}, {} GELU, {} dims); batches of up to {} inputs / {} tokens, wait {} us, "
                   "queue {} inputs",
-                  model->info().name, model->info().device, model->info().precision, f.gelu, model->info().hidden,
+                  model->info().name, model->info().device, model->info().precision,
+                  infer::gelu_name(b.gelu.value_or(b.cuda ? infer::Gelu::Tanh : infer::Gelu::Exact)), model->info().hidden,
                   f.service.max_batch, f.service.max_batch_tokens, f.max_wait_us, f.service.queue_slots);
   return std::make_shared<infer::EmbeddingService>(std::move(model), std::move(tokenizer), f.service);
 }

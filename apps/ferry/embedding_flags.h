@@ -15,7 +15,7 @@ struct EmbeddingFlags {
   std::string model_dir;  // empty: no model
   std::string device;     // cpu or cuda; empty: as the workers' backend
   std::string precision = "f16";
-  std::string gelu = "tanh";
+  std::string gelu;  // tanh or exact; empty: the device's default
   std::string sha256 = "minilm";
   std::string pooling;  // mean, cls or last-token; empty: the folder's 1_Pooling/config.json
   int gpu = 0;

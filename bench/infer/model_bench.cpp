@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
     model_dir = FERRY_MODEL_DIR;
   std::string device = "cuda";
   std::string precision = "f16";
-  std::string gelu = "tanh";
+  std::string gelu;  // empty: the model's default for the device
   std::vector<std::size_t> batches{1, 8, 32, 128};
   std::vector<std::size_t> lengths{32, 128};
   double seconds = 2.0;
@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--precision", precision, "f16, bf16 or f32 (cuda only; the CPU computes in f32)")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}));
-  app.add_option("--gelu", gelu, "tanh (fused into the product on cuda) or exact (erf)")
+  app.add_option("--gelu", gelu, "tanh (fused into the product on cuda) or exact (erf); default: tanh on cuda, exact on cpu")
       ->check(CLI::IsMember({"tanh", "exact"}));
   app.add_option("--batches", batches, "batch sizes, comma-separated")->delimiter(',');
   app.add_option("--lengths", lengths,
@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
     options.model_dir = model_dir;
     options.cuda = device == "cuda";
     options.precision = parse_precision(precision);
-    options.gelu = gelu == "exact" ? ferry::infer::Gelu::Exact : ferry::infer::Gelu::Tanh;
+    if (!gelu.empty()) options.gelu = gelu == "exact" ? ferry::infer::Gelu::Exact : ferry::infer::Gelu::Tanh;
     options.cpu_threads = threads;
     std::vector<std::vector<std::size_t>> mixed;
     if (!lengths_file.empty()) {
@@ -264,7 +264,8 @@ int main(int argc, char** argv) {
         throw ferry::Error((lengths_file.empty() ? "--lengths " : "--lengths-file: length ") + std::to_string(l) +
                            ": must be 1.." + std::to_string(info.max_positions));
     const nlohmann::json head{{"bench", "ferry-model-bench"}, {"model", info.name}, {"device", info.device},
-                              {"precision", info.precision}, {"gelu", gelu}, {"seconds", seconds}};
+                              {"precision", info.precision},
+                              {"gelu", gelu_name(options.gelu.value_or(options.cuda ? ferry::infer::Gelu::Tanh : ferry::infer::Gelu::Exact))}, {"seconds", seconds}};
     std::mt19937 rng(18);
 
     if (!mixed.empty()) {

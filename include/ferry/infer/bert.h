@@ -19,7 +19,7 @@ const char* precision_name(Precision p) noexcept;
 // The feed-forward block's GELU. BERT was trained with the exact (erf) form;
 // the tanh form differs from it by under 5e-4 and, on the GPU, runs inside
 // the matrix product's epilogue instead of as a kernel of its own, as TEI's
-// cuBLASLt path does. The reference tests hold both to the same cosines.
+// cuBLASLt path does. The GPU's reference tests hold both to the same cosines.
 enum class Gelu : std::uint8_t { Tanh, Exact };
 const char* gelu_name(Gelu g) noexcept;  // "tanh", "exact"
 
@@ -31,7 +31,9 @@ struct BertOptions {
   bool cuda = false;
   int gpu = 0;                      // CUDA device ordinal
   Precision precision = Precision::F16;  // GPU only; the CPU computes in f32
-  Gelu gelu = Gelu::Tanh;
+  // Unset: tanh on the GPU, where it saves a kernel per layer; exact on the
+  // CPU, where it would save nothing and the model matches the reference to 1e-9.
+  std::optional<Gelu> gelu;
   int cpu_threads = 0;              // the CPU model's threads; 0: one per core
   std::size_t max_batch_tokens = 16384;  // the largest TokenBatch::tokens() embed() will see
   std::size_t max_batch = 256;           // the most sequences in one TokenBatch

@@ -90,7 +90,7 @@ class BertCpuModel final : public EmbeddingModel {
       : config_(w.config),
         max_batch_(options.max_batch),
         max_batch_tokens_(options.max_batch_tokens),
-        gelu_(options.gelu),
+        gelu_(options.gelu.value_or(Gelu::Exact)),
         word_embeddings_(std::move(w.word_embeddings)),
         position_embeddings_(std::move(w.position_embeddings)),
         token_type_embeddings_(std::move(w.token_type_embeddings)),

@@ -77,8 +77,10 @@ nixl_status_t to_nixl(XferStatus status) noexcept {
     case XferStatus::InvalidDesc: return NIXL_ERR_INVALID_PARAM;
     case XferStatus::ChecksumMismatch: return NIXL_ERR_MISMATCH;
     case XferStatus::TooLarge: return NIXL_ERR_MISMATCH;
-    case XferStatus::Unavailable: return NIXL_ERR_REMOTE_DISCONNECT;
     case XferStatus::Cancelled: return NIXL_ERR_CANCELED;
+    // Not NIXL_ERR_REMOTE_DISCONNECT: NIXL takes that as a peer agent to
+    // forget, and the agent here is this process's own backend.
+    case XferStatus::Unavailable:
     case XferStatus::NoSpace:
     case XferStatus::IoError:
     case XferStatus::ProtocolError: return NIXL_ERR_BACKEND;
@@ -88,7 +90,8 @@ nixl_status_t to_nixl(XferStatus status) noexcept {
 }
 
 // A registration: memory the agent reaches, or an object named by its key.
-// Counts the transfers posted over it, so that deregistration can wait them out.
+// Prepared requests point at it, so it lives until NIXL has deregistered it
+// and the last request that points at it is released (all under mu_).
 class DmaProxyEngine::Region final : public nixlBackendMD {
  public:
   explicit Region(MemRegion memory) : nixlBackendMD(true), memory_(memory), object_(false) {}
@@ -98,7 +101,10 @@ class DmaProxyEngine::Region final : public nixlBackendMD {
   const MemRegion& memory() const noexcept { return memory_; }
   const std::string& key() const noexcept { return key_; }
   std::uint64_t dev_id() const noexcept { return dev_id_; }
-  std::size_t in_use = 0;  // under the engine's mu_
+
+  std::size_t in_use = 0;   // posted transfers over it, until the agent has finished them
+  std::size_t holders = 0;  // prepared requests that point at it
+  bool dropped = false;     // deregistered by NIXL
 
  private:
   MemRegion memory_{};
@@ -115,6 +121,7 @@ struct DmaProxyEngine::Request final : nixlBackendReqH {
   std::vector<std::uint64_t> lengths;
   State state = State::Idle;
   nixl_status_t result = NIXL_SUCCESS;
+  bool released = false;  // NIXL let go of it while the agent still ran it: retiring it frees it
 };
 
 DmaProxyEngine::DmaProxyEngine(const nixlBackendInitParams* init_params) : nixlBackendEngine(init_params) {
@@ -134,8 +141,11 @@ DmaProxyEngine::DmaProxyEngine(const nixlBackendInitParams* init_params) : nixlB
 }
 
 DmaProxyEngine::~DmaProxyEngine() {
-  // NIXL releases requests and registrations before it destroys a backend;
-  // the agent session closes with agent_.
+  // NIXL releases requests and registrations before it destroys a backend.
+  // Orphans (released while they ran) go with the session, which closes with agent_.
+  std::lock_guard lk(mu_);
+  for (Request* r : sent_)
+    if (r->released) delete r;
 }
 
 nixl_status_t DmaProxyEngine::connect(const std::string& remote_agent) {
@@ -145,6 +155,16 @@ nixl_status_t DmaProxyEngine::connect(const std::string& remote_agent) {
   return NIXL_ERR_NOT_SUPPORTED;
 }
 
+// Every override catches what the client may throw (a socket error, memory
+// running out) and answers with this: an exception must not unwind into
+// libnixl, which calls some of these from destructors.
+namespace {
+nixl_status_t failed(const char* action, const std::exception& e) {
+  logger().error("{}: {} failed: {}", kBackendName, action, e.what());
+  return NIXL_ERR_BACKEND;
+}
+}  // namespace
+
 nixl_status_t DmaProxyEngine::registerMem(const nixlBlobDesc& mem, const nixl_mem_t& nixl_mem, nixlBackendMD*& out) {
   out = nullptr;
   try {
@@ -152,17 +172,15 @@ nixl_status_t DmaProxyEngine::registerMem(const nixlBlobDesc& mem, const nixl_me
       case DRAM_SEG:
       case VRAM_SEG: {
         const MemType type = nixl_mem == DRAM_SEG ? MemType::Dram : MemType::Vram;
-        const MemRegion r = agent_->register_memory(type, reinterpret_cast<const void*>(mem.addr), mem.len,
-                                                    static_cast<std::uint32_t>(mem.devId));
-        out = new Region(r);
+        auto region = std::make_unique<Region>(agent_->register_memory(
+            type, reinterpret_cast<const void*>(mem.addr), mem.len, static_cast<std::uint32_t>(mem.devId)));
+        out = region.release();
         return NIXL_SUCCESS;
       }
-      case OBJ_SEG: {
+      case OBJ_SEG:
         // NIXL's OBJ convention: metaInfo is the key, else devId's decimal form.
-        std::string key = mem.metaInfo.empty() ? std::to_string(mem.devId) : mem.metaInfo;
-        out = new Region(std::move(key), mem.devId);
+        out = new Region(mem.metaInfo.empty() ? std::to_string(mem.devId) : mem.metaInfo, mem.devId);
         return NIXL_SUCCESS;
-      }
       default:
         logger().error("{}: memory type {} is not supported (DRAM_SEG, VRAM_SEG and OBJ_SEG are)", kBackendName,
                        static_cast<int>(nixl_mem));
@@ -179,26 +197,40 @@ nixl_status_t DmaProxyEngine::loadLocalMD(nixlBackendMD* input, nixlBackendMD*& 
   return NIXL_SUCCESS;
 }
 
+void DmaProxyEngine::let_go(Region* region) const {
+  if (region->dropped && region->holders == 0 && region->in_use == 0) delete region;
+}
+
 nixl_status_t DmaProxyEngine::deregisterMem(nixlBackendMD* meta) {
   auto* region = static_cast<Region*>(meta);
   if (region == nullptr) return NIXL_ERR_INVALID_PARAM;
-  const auto deadline = std::chrono::steady_clock::now() + kDrainTimeout;
-  for (;;) {
-    {
-      std::lock_guard lk(mu_);
+  try {
+    // The application may free the memory once this returns: wait until the
+    // agent has finished every transfer over it. NIXL drops the registration
+    // whatever this answers, so past the bound the wait is logged, not refused.
+    const auto deadline = std::chrono::steady_clock::now() + kDrainTimeout;
+    std::unique_lock lk(mu_);
+    for (;;) {
       send_waiting();
       if (region->in_use == 0) break;
       if (std::chrono::steady_clock::now() >= deadline) {
-        logger().error("{}: deregistration refused: {} transfer(s) still use {}", kBackendName, region->in_use,
-                       region->is_object() ? "object " + log::printable(region->key()) : "this memory");
-        return NIXL_ERR_NOT_ALLOWED;
+        logger().error("{}: deregistered while {} transfer(s) still use {}; the agent may still reach it",
+                       kBackendName, region->in_use,
+                       region->is_object() ? "object " + log::printable(region->key()) : std::string("this memory"));
+        break;
       }
+      lk.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      lk.lock();
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!region->is_object()) agent_->deregister_memory(region->memory());
+    region->dropped = true;
+    let_go(region);
+    return NIXL_SUCCESS;
   }
-  if (!region->is_object()) agent_->deregister_memory(region->memory());
-  delete region;
-  return NIXL_SUCCESS;
+  catch (const std::exception& e) {
+    return failed("deregistration", e);
+  }
 }
 
 nixl_status_t DmaProxyEngine::prepXfer(const nixl_xfer_op_t& operation, const nixl_meta_dlist_t& local,
@@ -222,87 +254,121 @@ nixl_status_t DmaProxyEngine::prepXfer(const nixl_xfer_op_t& operation, const ni
   }
   const int n = local.descCount();
   if (n == 0 || n != remote.descCount()) return NIXL_ERR_INVALID_PARAM;
-  auto req = std::make_unique<Request>();
-  req->op = operation == NIXL_WRITE ? XferOp::Write : XferOp::Read;
-  std::vector<MemDesc> descs;
-  std::vector<std::string> keys;
-  descs.reserve(n);
-  keys.reserve(n);
-  req->regions.reserve(2 * static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    const nixlMetaDesc& l = local[i];
-    const nixlMetaDesc& r = remote[i];
-    auto* memory = static_cast<Region*>(l.metadataP);
-    auto* object = static_cast<Region*>(r.metadataP);
-    if (memory == nullptr || memory->is_object() || object == nullptr || !object->is_object()) {
-      logger().error("{}: descriptor {} is not covered by this backend's registrations", kBackendName, i);
+  try {
+    auto req = std::make_unique<Request>();
+    req->op = operation == NIXL_WRITE ? XferOp::Write : XferOp::Read;
+    std::vector<MemDesc> descs;
+    std::vector<std::string> keys;
+    descs.reserve(n);
+    keys.reserve(n);
+    req->regions.reserve(2 * static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      const nixlMetaDesc& l = local[i];
+      const nixlMetaDesc& r = remote[i];
+      auto* memory = static_cast<Region*>(l.metadataP);
+      auto* object = static_cast<Region*>(r.metadataP);
+      if (memory == nullptr || memory->is_object() || object == nullptr || !object->is_object()) {
+        logger().error("{}: descriptor {} is not covered by this backend's registrations", kBackendName, i);
+        return NIXL_ERR_INVALID_PARAM;
+      }
+      if (r.addr != 0) {
+        logger().error("{}: moves whole objects; descriptor {} starts at offset {} of {}", kBackendName, i, r.addr,
+                       log::printable(object->key()));
+        return NIXL_ERR_NOT_SUPPORTED;
+      }
+      descs.push_back({l.addr, l.len, static_cast<std::uint32_t>(l.devId)});
+      keys.push_back(object->key());
+      req->regions.push_back(memory);
+      req->regions.push_back(object);
+      req->lengths.push_back(l.len);
+    }
+    try {
+      req->id = agent_->create_xfer_req(req->op, descs, keys);
+    } catch (const Error& e) {
+      logger().error("{}: {}", kBackendName, e.what());
       return NIXL_ERR_INVALID_PARAM;
     }
-    if (r.addr != 0) {
-      logger().error("{}: moves whole objects; descriptor {} starts at offset {} of {}", kBackendName, i, r.addr,
-                     log::printable(object->key()));
-      return NIXL_ERR_NOT_SUPPORTED;
-    }
-    descs.push_back({l.addr, l.len, static_cast<std::uint32_t>(l.devId)});
-    keys.push_back(object->key());
-    req->regions.push_back(memory);
-    req->regions.push_back(object);
-    req->lengths.push_back(l.len);
+    std::lock_guard lk(mu_);
+    for (Region* region : req->regions) ++region->holders;
+    handle = req.release();
+    return NIXL_SUCCESS;
   }
-  try {
-    req->id = agent_->create_xfer_req(req->op, descs, keys);
-  } catch (const std::exception& e) {
-    logger().error("{}: {}", kBackendName, e.what());
-    return NIXL_ERR_INVALID_PARAM;
+  catch (const std::exception& e) {
+    return failed("preparing a transfer", e);
   }
-  handle = req.release();
-  return NIXL_SUCCESS;
+}
+
+void DmaProxyEngine::finish(Request& r, nixl_status_t result) const {
+  r.state = Request::State::Finished;
+  r.result = result;
+  for (Region* region : r.regions) --region->in_use;
+}
+
+void DmaProxyEngine::forget(Request* r) const {
+  for (Region* region : r->regions) {
+    --region->holders;
+    let_go(region);
+  }
+  agent_->release(r->id);
+  delete r;
+}
+
+nixl_status_t DmaProxyEngine::outcome(Request& r, XferStatus s) const {
+  if (s == XferStatus::Ok && r.op == XferOp::Read) {
+    // A shorter object would leave the rest of the buffer as it was.
+    const std::vector<DescResult> results = agent_->results(r.id);
+    for (std::size_t i = 0; i < results.size() && i < r.lengths.size(); ++i)
+      if (results[i].size != r.lengths[i]) {
+        logger().error("{}: object {} holds {} bytes; descriptor {} reads {}", kBackendName,
+                       log::printable(r.regions[2 * i + 1]->key()), results[i].size, i, r.lengths[i]);
+        return NIXL_ERR_MISMATCH;
+      }
+  } else if (s != XferStatus::Ok) {
+    for (const DescResult& d : agent_->results(r.id))
+      if (is_error(d.status)) {
+        logger().error("{}: {} failed: {} ({})", kBackendName, to_string(r.op), d.error, to_string(d.status));
+        break;
+      }
+  }
+  return to_nixl(s);
 }
 
 void DmaProxyEngine::send_waiting() const {
   // Retire what the agent has finished, freeing its places in the queue.
-  for (auto it = sent_.begin(); it != sent_.end();) {
-    Request& r = **it;
-    const XferStatus s = agent_->status(r.id);
+  for (std::size_t i = 0; i < sent_.size();) {
+    Request* r = sent_[i];
+    const XferStatus s = agent_->status(r->id);
     if (s == XferStatus::InProgress) {
-      ++it;
+      ++i;
       continue;
     }
-    r.state = Request::State::Finished;
-    r.result = to_nixl(s);
-    if (s == XferStatus::Ok && r.op == XferOp::Read) {
-      // A shorter object would leave the rest of the buffer as it was.
-      const std::vector<DescResult> results = agent_->results(r.id);
-      for (std::size_t i = 0; i < results.size() && i < r.lengths.size(); ++i)
-        if (results[i].size != r.lengths[i]) {
-          logger().error("{}: object {} holds {} bytes; descriptor {} reads {}", kBackendName,
-                         log::printable(r.regions[2 * i + 1]->key()), results[i].size, i, r.lengths[i]);
-          r.result = NIXL_ERR_MISMATCH;
-          break;
-        }
-    } else if (s != XferStatus::Ok) {
-      for (const DescResult& d : agent_->results(r.id))
-        if (is_error(d.status)) {
-          logger().error("{}: {} failed: {} ({})", kBackendName, to_string(r.op), d.error, to_string(d.status));
-          break;
-        }
+    sent_.erase(sent_.begin() + static_cast<std::ptrdiff_t>(i));
+    nixl_status_t result = NIXL_ERR_BACKEND;
+    try {
+      result = outcome(*r, s);
+    } catch (const std::exception& e) {
+      logger().error("{}: reading a transfer's results failed: {}", kBackendName, e.what());
     }
-    for (Region* region : r.regions) --region->in_use;
-    it = sent_.erase(it);
+    finish(*r, result);
+    if (r->released) forget(r);
   }
   while (sent_.size() < options_.queue_depth && !waiting_.empty()) {
-    Request& r = *waiting_.front();
+    Request* r = waiting_.front();
+    XferStatus s = XferStatus::Internal;
+    try {
+      sent_.reserve(sent_.size() + 1);  // so that nothing can throw once the agent has it
+      s = agent_->post(r->id);
+    } catch (const std::exception& e) {
+      logger().error("{}: posting a transfer failed: {}", kBackendName, e.what());
+    }
     waiting_.pop_front();
-    const XferStatus s = agent_->post(r.id);
     if (s == XferStatus::InProgress || s == XferStatus::Ok) {
-      r.state = Request::State::AtAgent;
-      sent_.push_back(&r);
+      r->state = Request::State::AtAgent;
+      sent_.push_back(r);
       continue;
     }
-    r.state = Request::State::Finished;
-    r.result = to_nixl(s);
     logger().error("{}: the agent refused a transfer: {}", kBackendName, to_string(s));
-    for (Region* region : r.regions) --region->in_use;
+    finish(*r, to_nixl(s));
   }
 }
 
@@ -310,58 +376,77 @@ nixl_status_t DmaProxyEngine::postXfer(const nixl_xfer_op_t&, const nixl_meta_dl
                                        const std::string&, nixlBackendReqH*& handle, const nixl_opt_b_args_t*) const {
   auto* r = static_cast<Request*>(handle);
   if (r == nullptr) return NIXL_ERR_INVALID_PARAM;
-  std::lock_guard lk(mu_);
-  if (r->state == Request::State::Waiting || r->state == Request::State::AtAgent) return NIXL_ERR_REPOST_ACTIVE;
-  for (Region* region : r->regions) ++region->in_use;
-  r->state = Request::State::Waiting;
-  waiting_.push_back(r);
-  send_waiting();
-  return r->state == Request::State::Finished ? r->result : NIXL_IN_PROG;
+  try {
+    std::lock_guard lk(mu_);
+    if (r->state == Request::State::Waiting || r->state == Request::State::AtAgent) return NIXL_ERR_REPOST_ACTIVE;
+    for (const Region* region : r->regions)
+      if (region->dropped) {
+        logger().error("{}: a transfer posted again after its memory or object was deregistered", kBackendName);
+        return NIXL_ERR_INVALID_PARAM;
+      }
+    waiting_.push_back(r);  // first: the one call here that may throw
+    for (Region* region : r->regions) ++region->in_use;
+    r->state = Request::State::Waiting;
+    send_waiting();
+    return r->state == Request::State::Finished ? r->result : NIXL_IN_PROG;
+  }
+  catch (const std::exception& e) {
+    return failed("posting a transfer", e);
+  }
 }
 
 nixl_status_t DmaProxyEngine::checkXfer(nixlBackendReqH* handle) const {
   auto* r = static_cast<Request*>(handle);
   if (r == nullptr) return NIXL_ERR_INVALID_PARAM;
-  std::lock_guard lk(mu_);
-  send_waiting();
-  switch (r->state) {
-    case Request::State::Idle: return NIXL_ERR_NOT_POSTED;
-    case Request::State::Waiting:
-    case Request::State::AtAgent: return NIXL_IN_PROG;
-    case Request::State::Finished: return r->result;
+  try {
+    std::lock_guard lk(mu_);
+    send_waiting();
+    switch (r->state) {
+      case Request::State::Idle: return NIXL_ERR_NOT_POSTED;
+      case Request::State::Waiting:
+      case Request::State::AtAgent: return NIXL_IN_PROG;
+      case Request::State::Finished: return r->result;
+    }
+    return NIXL_ERR_UNKNOWN;
   }
-  return NIXL_ERR_UNKNOWN;
+  catch (const std::exception& e) {
+    return failed("checking a transfer", e);
+  }
 }
 
 nixl_status_t DmaProxyEngine::releaseReqH(nixlBackendReqH* handle) const {
   auto* r = static_cast<Request*>(handle);
   if (r == nullptr) return NIXL_SUCCESS;
-  std::unique_lock lk(mu_);
-  if (r->state == Request::State::Waiting) {
-    // Never sent: nothing touches its memory.
-    std::erase(waiting_, r);
-    for (Region* region : r->regions) --region->in_use;
-    r->state = Request::State::Finished;
-  }
-  // Sent: the agent may still be reading or writing its memory, which the
-  // application may reuse once this returns. Wait for the agent to finish.
-  const auto deadline = std::chrono::steady_clock::now() + kDrainTimeout;
-  while (r->state == Request::State::AtAgent) {
-    lk.unlock();
-    (void)agent_->wait(r->id, 10);
-    lk.lock();
-    send_waiting();
-    if (r->state == Request::State::AtAgent && std::chrono::steady_clock::now() >= deadline) {
-      logger().error("{}: a released transfer is still running after {} s; its memory stays in use",
-                     kBackendName, std::chrono::duration_cast<std::chrono::seconds>(kDrainTimeout).count());
-      std::erase(sent_, r);
-      break;  // the agent keeps its own reference to the regions it moves
+  try {
+    std::unique_lock lk(mu_);
+    if (r->state == Request::State::Waiting) {  // never sent: nothing touches its memory
+      std::erase(waiting_, r);
+      finish(*r, NIXL_ERR_CANCELED);
     }
+    // Sent: the agent may still be reading or writing its memory, which the
+    // application may reuse once this returns. Wait for the agent to finish.
+    const auto deadline = std::chrono::steady_clock::now() + kDrainTimeout;
+    while (r->state == Request::State::AtAgent && std::chrono::steady_clock::now() < deadline) {
+      lk.unlock();
+      (void)agent_->wait(r->id, 10);
+      lk.lock();
+      send_waiting();
+    }
+    if (r->state == Request::State::AtAgent) {
+      // Still running: it stays queued as an orphan, counted against the
+      // queue depth and its memory, and is freed when the agent finishes it.
+      logger().error("{}: a transfer released while it still runs after {} s; its memory stays in use until the "
+                     "agent finishes it",
+                     kBackendName, std::chrono::duration_cast<std::chrono::seconds>(kDrainTimeout).count());
+      r->released = true;
+      return NIXL_SUCCESS;
+    }
+    forget(r);
+    return NIXL_SUCCESS;
   }
-  agent_->release(r->id);
-  lk.unlock();
-  delete r;
-  return NIXL_SUCCESS;
+  catch (const std::exception& e) {
+    return failed("releasing a transfer", e);
+  }
 }
 
 nixl_status_t DmaProxyEngine::queryMem(const nixl_reg_dlist_t& descs, std::vector<nixl_query_resp_t>& resp) const {

@@ -79,8 +79,17 @@ class DmaProxyEngine final : public nixlBackendEngine {
   class Region;
 
   // Retires the requests the agent has finished, then sends waiting posts
-  // while fewer than queue_depth are at the agent. Caller holds mu_.
+  // while fewer than queue_depth are at the agent. Caller holds mu_ (as for
+  // the helpers below).
   void send_waiting() const;
+  // The NIXL status of a request the agent has answered with s (logs why it failed).
+  nixl_status_t outcome(Request& r, XferStatus s) const;
+  // Marks a request done and its regions no longer moved.
+  void finish(Request& r, nixl_status_t result) const;
+  // Frees a request NIXL has released and the agent has finished.
+  void forget(Request* r) const;
+  // Frees a region once deregistered and no request points at it.
+  void let_go(Region* region) const;
 
   EngineOptions options_;
   std::unique_ptr<Agent> agent_;  // null when the constructor failed

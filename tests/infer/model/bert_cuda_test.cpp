@@ -65,7 +65,7 @@ void require_model_files() {
                 ": run scripts/fetch-model.sh (or point FERRY_MODEL_DIR at a copy of all-MiniLM-L6-v2)");
 }
 
-EmbeddingModel& cuda_model(Precision p, Gelu gelu = BertOptions{}.gelu) {
+EmbeddingModel& cuda_model(Precision p, Gelu gelu = Gelu::Tanh) {
   auto& slot = models()[std::string("cuda-") + precision_name(p) + "-" + gelu_name(gelu)];
   if (!slot) {
     require_model_files();

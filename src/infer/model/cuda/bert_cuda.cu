@@ -142,7 +142,7 @@ class BertCudaModel final : public EmbeddingModel {
         max_batch_(options.max_batch),
         max_batch_tokens_(options.max_batch_tokens),
         use_graphs_(graphs_enabled()),
-        gelu_(options.gelu),
+        gelu_(options.gelu.value_or(Gelu::Tanh)),
         cublas_workspace_(kCublasWorkspaceBytes),
         linear_bias_gelu_(cuda::Element<T>::kCublasType, cublas_workspace_.get(), kCublasWorkspaceBytes),
         weights_(cuda::upload_bert_weights<T>(weights)),
@@ -315,7 +315,8 @@ class BertCudaModel final : public EmbeddingModel {
 
   // intermediate_d_ = GELU(hidden_d_ * W + b) over `rows` rows: one product
   // with the tanh form in its epilogue, or the product and then the exact
-  // form's kernel over the batch's tokens (tokens_d; all rows when null).
+  // form's kernel over the batch's tokens (tokens_d). warm_up() passes null:
+  // it needs every product once, not their values, so the kernel is skipped.
   void feed_forward_in(const cuda::DeviceLayer<T>& l, std::size_t rows, const std::uint32_t* tokens_d) {
     const std::size_t h = config_.hidden;
     const std::size_t inter = config_.intermediate;
