@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "xfer/nixl/nixl_plugin_abi.h"
 
@@ -79,6 +81,21 @@ TEST_F(PluginLoad, ExportsOnlyTheTwoEntryPoints) {
   // Ferry's own symbols (its logger, its client) must not clash with the host's.
   EXPECT_EQ(dlsym(handle_, "_ZN5ferry3log3appEv"), nullptr);
   EXPECT_EQ(dlsym(handle_, "_ZN5ferry4xfer5AgentC1ERKNS0_11AgentConfigE"), nullptr);
+  // Every strong export: only the entry points. (Weak ones are the standard
+  // library's template instances, the same in every copy.)
+  FILE* nm = popen("nm -D --defined-only " FERRY_NIXL_PLUGIN, "r");
+  ASSERT_NE(nm, nullptr);
+  char line[4096];
+  std::vector<std::string> strong;
+  while (std::fgets(line, sizeof line, nm) != nullptr) {
+    char type = 0;
+    char name[4000] = {};
+    if (std::sscanf(line, "%*s %c %3999s", &type, name) == 2 && (type == 'T' || type == 'D' || type == 'B'))
+      strong.emplace_back(name);
+  }
+  ASSERT_EQ(pclose(nm), 0) << "nm failed";
+  std::sort(strong.begin(), strong.end());
+  EXPECT_EQ(strong, (std::vector<std::string>{"nixl_plugin_fini", "nixl_plugin_init"}));
 }
 
 }  // namespace
