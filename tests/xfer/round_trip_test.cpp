@@ -7,8 +7,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "support/ferry_processes.h"
 #include "xfer_test_env.h"
@@ -133,6 +136,42 @@ TEST(XferRoundTrip, PlainHostMemoryIsReachedByCrossMemoryAttach) {
   ASSERT_EQ(run_request(agent, XferOp::Write, at(src), keys), XferStatus::Ok);
   ASSERT_EQ(run_request(agent, XferOp::Read, at(dst), keys), XferStatus::Ok);
   EXPECT_EQ(dst, src);
+}
+
+// Threads of one application registering plain memory at once: the agent
+// answers only a few of a session's registrations at a time and refuses the
+// rest, so the client queues them (a NIXL agent's threads do this).
+TEST(XferRoundTrip, RegistrationsFromManyThreadsAtOnceAllSucceed) {
+  FerryAgent agent_proc({"dram:16MiB"});
+  Agent agent(config_for(agent_proc.endpoint()));
+  constexpr int kThreads = 12;
+  constexpr std::size_t kBlock = 64 << 10;
+  std::vector<std::vector<std::uint8_t>> blocks;
+  for (int t = 0; t < kThreads; ++t) blocks.push_back(random_bytes(kBlock, 100 + t));
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        for (int round = 0; round < 4; ++round) {
+          const auto r = agent.register_memory(xfer::MemType::Dram, blocks[t].data(), kBlock);
+          if (round < 3) agent.deregister_memory(r);
+        }
+      } catch (const std::exception& e) {
+        errors[t] = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(errors[t], "") << "thread " << t;
+  // And the registrations work: every block goes out and comes back.
+  std::vector<xfer::MemDesc> descs;
+  for (auto& b : blocks) descs.push_back({reinterpret_cast<std::uint64_t>(b.data()), kBlock, 0});
+  const auto keys = keys_of("threads", kThreads);
+  ASSERT_EQ(run_request(agent, XferOp::Write, descs, keys), XferStatus::Ok);
+  const auto original = blocks;
+  for (auto& b : blocks) std::fill(b.begin(), b.end(), 0);
+  ASSERT_EQ(run_request(agent, XferOp::Read, descs, keys), XferStatus::Ok);
+  EXPECT_EQ(blocks, original);
 }
 
 // Registered memory the application then unmaps: the transfer fails with a
