@@ -69,7 +69,7 @@ asan: deps model
 # builds only) the store's stress test, the file tier's helper threads, the data
 # mover and the agent's concurrent sessions, a TSan-built `ferry agent` included
 # (tests/xfer/CMakeLists.txt), the server threads under a user's framing, a
-# TSan-built `ferry http` (tests/http/), and the embedding batcher and
+# TSan-built `ferry http` (tests/http/), the deferred-response mailbox, and the embedding batcher and
 # `ferry http --model` (tests/infer/service/).
 tsan: deps model
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_ENABLE_CUDA=OFF -DFERRY_BUILD_BENCH=OFF \
