@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kThreads)
   // Every thread runs every iteration of both loops (their bounds are the
   // same for the whole block), so the __syncthreads inside are reached by
   // all; only the per-query work is guarded by `active`.
-  for (int q0 = 0; q0 < len; q0 += blockDim.x) {
+  for (int q0 = blockIdx.z * blockDim.x; q0 < len; q0 += gridDim.z * blockDim.x) {
     const int qi = q0 + static_cast<int>(threadIdx.x);
     const bool active = qi < len;
     float q[kDim];
@@ -153,10 +153,11 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T, int kDim>
 void launch(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d, std::size_t sequences,
-            std::size_t hidden, std::size_t heads, T* ctx_d, cudaStream_t stream) {
+            std::size_t longest, std::size_t hidden, std::size_t heads, T* ctx_d, cudaStream_t stream) {
   const std::size_t head_dim = hidden / heads;
   const float scale_log2 = attention_scale_log2(head_dim);
-  const dim3 grid(static_cast<unsigned>(sequences), static_cast<unsigned>(heads));
+  const dim3 grid(static_cast<unsigned>(sequences), static_cast<unsigned>(heads),
+                  query_blocks(longest, kThreads));
   attention_kernel<T, kDim><<<grid, kThreads, 0, stream>>>(
       qkv_d, qkv_bias_d, starts_d, static_cast<int>(hidden), static_cast<int>(head_dim), scale_log2, ctx_d);
   check_launch("attention_kernel");
@@ -166,27 +167,28 @@ void launch(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts
 
 template <typename T>
 void launch_attention(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d,
-                      std::size_t sequences, std::size_t hidden, std::size_t heads, T* ctx_d,
-                      cudaStream_t stream) {
+                      std::size_t sequences, std::size_t longest, std::size_t hidden, std::size_t heads,
+                      T* ctx_d, cudaStream_t stream) {
   if (sequences == 0) return;
   const std::size_t head_dim = hidden / heads;
   if constexpr (!std::is_same_v<T, float>) {
     if (attention_mma_fits(head_dim))
-      return launch_attention_mma<T>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
+      return launch_attention_mma<T>(qkv_d, qkv_bias_d, starts_d, sequences, longest, hidden, heads, ctx_d,
+                                     stream);
   }
   if (head_dim <= 32)
-    launch<T, 32>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
+    launch<T, 32>(qkv_d, qkv_bias_d, starts_d, sequences, longest, hidden, heads, ctx_d, stream);
   else if (head_dim <= 64)
-    launch<T, 64>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
+    launch<T, 64>(qkv_d, qkv_bias_d, starts_d, sequences, longest, hidden, heads, ctx_d, stream);
   else if (head_dim <= 128)
-    launch<T, 128>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
+    launch<T, 128>(qkv_d, qkv_bias_d, starts_d, sequences, longest, hidden, heads, ctx_d, stream);
   else
     throw Error("attention: head_dim " + std::to_string(head_dim) + " exceeds the kernel's 128");
 }
 
 #define FERRY_INSTANTIATE(T)                                                                                \
   template void launch_attention<T>(const T*, const float*, const std::uint32_t*, std::size_t, std::size_t, \
-                                    std::size_t, T*, cudaStream_t);
+                                    std::size_t, std::size_t, T*, cudaStream_t);
 FERRY_INSTANTIATE_FOR_ELEMENTS(FERRY_INSTANTIATE)
 
 }  // namespace ferry::infer::cuda

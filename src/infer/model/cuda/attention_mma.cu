@@ -5,7 +5,9 @@
 // bytes a thread (tiles of 128 would need more than the 128 registers that
 // let two blocks share a multiprocessor), an online softmax in f32 registers,
 // and no score matrix in memory. Keys past the sequence's end (rounded up to
-// 16) are neither loaded nor multiplied.
+// 16) are neither loaded nor multiplied. A long sequence's query rows may be
+// split over blocks along z (query_blocks in attention_mma.h); each block then
+// loads every key tile itself.
 //
 // Measured on the H100 (docs/bench/inference.md): the first version, four
 // warps and tiles of 64 loaded 4 bytes a thread, ran a 128 x 128 batch's
@@ -116,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int g = lane / 4;
   const int t = lane % 4;
 
-  for (int q0 = 0; q0 < len; q0 += kQueryRows) {
+  for (int q0 = blockIdx.z * kQueryRows; q0 < len; q0 += gridDim.z * kQueryRows) {
     const int row0 = q0 + warp * 16;  // the warp's first row
     const bool warp_active = row0 < len;
     // Q's A fragments, with the bias added and rounded to T as the unfused
@@ -253,10 +255,11 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 template <typename T, int kDim>
 void launch(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d, std::size_t sequences,
-            std::size_t hidden, std::size_t heads, T* ctx_d, cudaStream_t stream) {
+            std::size_t longest, std::size_t hidden, std::size_t heads, T* ctx_d, cudaStream_t stream) {
   const std::size_t head_dim = hidden / heads;
   const float scale_log2 = attention_scale_log2(head_dim);
-  const dim3 grid(static_cast<unsigned>(sequences), static_cast<unsigned>(heads));
+  const dim3 grid(static_cast<unsigned>(sequences), static_cast<unsigned>(heads),
+                  query_blocks(longest, kQueryRows));
   attention_mma_kernel<T, kDim><<<grid, kThreads, 0, stream>>>(
       qkv_d, qkv_bias_d, starts_d, static_cast<int>(hidden), static_cast<int>(head_dim), scale_log2, ctx_d);
   check_launch("attention_mma_kernel");
@@ -270,18 +273,18 @@ bool attention_mma_fits(std::size_t head_dim) {
 
 template <typename T>
 void launch_attention_mma(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d,
-                          std::size_t sequences, std::size_t hidden, std::size_t heads, T* ctx_d,
-                          cudaStream_t stream) {
+                          std::size_t sequences, std::size_t longest, std::size_t hidden, std::size_t heads,
+                          T* ctx_d, cudaStream_t stream) {
   if (hidden / heads <= 32)
-    launch<T, 32>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
+    launch<T, 32>(qkv_d, qkv_bias_d, starts_d, sequences, longest, hidden, heads, ctx_d, stream);
   else
-    launch<T, 64>(qkv_d, qkv_bias_d, starts_d, sequences, hidden, heads, ctx_d, stream);
+    launch<T, 64>(qkv_d, qkv_bias_d, starts_d, sequences, longest, hidden, heads, ctx_d, stream);
 }
 
 template void launch_attention_mma<__half>(const __half*, const float*, const std::uint32_t*, std::size_t,
-                                           std::size_t, std::size_t, __half*, cudaStream_t);
+                                           std::size_t, std::size_t, std::size_t, __half*, cudaStream_t);
 template void launch_attention_mma<__nv_bfloat16>(const __nv_bfloat16*, const float*, const std::uint32_t*,
-                                                  std::size_t, std::size_t, std::size_t, __nv_bfloat16*,
-                                                  cudaStream_t);
+                                                  std::size_t, std::size_t, std::size_t, std::size_t,
+                                                  __nv_bfloat16*, cudaStream_t);
 
 }  // namespace ferry::infer::cuda

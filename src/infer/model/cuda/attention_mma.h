@@ -17,13 +17,23 @@ inline float attention_scale_log2(std::size_t head_dim) {
   return static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(head_dim)));
 }
 
+// The blocks each (sequence, head) gets along the grid's z: one per
+// rows_per_block query rows of the longest sequence when the host knows it (a
+// batch launched eagerly), else one that walks all its rows (a graph serves
+// every batch of its bucket). Splitting the queries of long sequences is what
+// fills the GPU when sequences x heads blocks are too few for it: 32 sequences
+// of 256 tokens are 384 blocks of two passes each on 132 multiprocessors.
+inline unsigned query_blocks(std::size_t longest, std::size_t rows_per_block) {
+  return longest == 0 ? 1u : static_cast<unsigned>((longest + rows_per_block - 1) / rows_per_block);
+}
+
 // True when the tensor-core kernel takes heads of this width (a multiple of 8, at most 64).
 bool attention_mma_fits(std::size_t head_dim);
 
 // T: __half or __nv_bfloat16.
 template <typename T>
 void launch_attention_mma(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d,
-                          std::size_t sequences, std::size_t hidden, std::size_t heads, T* ctx_d,
-                          cudaStream_t stream);
+                          std::size_t sequences, std::size_t longest, std::size_t hidden, std::size_t heads,
+                          T* ctx_d, cudaStream_t stream);
 
 }  // namespace ferry::infer::cuda

@@ -195,7 +195,7 @@ class BertCudaModel final : public EmbeddingModel {
 
   void embed(const TokenBatch& batch, float* out) override {
     if (!stage(batch)) return;
-    run(batch.tokens(), batch.size());
+    run(batch.tokens(), batch.size(), batch.longest());
     // Kernel faults surface here (or in the launch above for a graph).
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     std::memcpy(out, pooled_h_.get(), batch.size() * config_.hidden * sizeof(float));
@@ -203,7 +203,7 @@ class BertCudaModel final : public EmbeddingModel {
 
   void embed_tokens(const TokenBatch& batch, float* out) override {
     if (!stage(batch)) return;
-    enqueue_batch(gemm_rows(batch.tokens()), batch.tokens(), batch.size(), Output::Tokens);
+    enqueue_batch(gemm_rows(batch.tokens()), batch.tokens(), batch.size(), batch.longest(), Output::Tokens);
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     std::memcpy(out, tokens_h_.get(), batch.tokens() * config_.hidden * sizeof(float));
   }
@@ -231,7 +231,7 @@ class BertCudaModel final : public EmbeddingModel {
   }
 
   // Replays the batch's bucket graph, or runs it eagerly past the largest.
-  void run(std::size_t tokens, std::size_t sequences) {
+  void run(std::size_t tokens, std::size_t sequences, std::size_t longest) {
     const std::size_t rows = gemm_rows(tokens);
     if (use_graphs_ && rows <= kMaxGraphRows) {
       const std::size_t bucket = sequence_bucket(sequences, max_batch_);
@@ -243,7 +243,7 @@ class BertCudaModel final : public EmbeddingModel {
         return;
       }
     }
-    enqueue_batch(rows, tokens, sequences, Output::Pooled);
+    enqueue_batch(rows, tokens, sequences, longest, Output::Pooled);
   }
 
   // One graph per bucket a batch can fall in: rows from gemm_rows(), sequences
@@ -270,7 +270,7 @@ class BertCudaModel final : public EmbeddingModel {
   cuda::GraphExec capture(std::size_t rows, std::size_t sequences) {
     FERRY_CUDA_CHECK(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal));
     try {
-      enqueue_batch(rows, rows, sequences, Output::Pooled);
+      enqueue_batch(rows, rows, sequences, 0, Output::Pooled);
     } catch (...) {
       // End the capture so that the stream is usable again; the partial graph is dropped.
       cudaGraph_t partial = nullptr;
@@ -335,8 +335,11 @@ class BertCudaModel final : public EmbeddingModel {
   // Everything from the staged input to the staged output, on stream_:
   // `rows` rows of products and `sequences` sequences, of which the kernels
   // take starts_d[sequences] tokens. `tokens` sizes embed_tokens()'s copy
-  // back, which only eager runs make.
-  void enqueue_batch(std::size_t rows, std::size_t tokens, std::size_t sequences, Output output) {
+  // back, which only eager runs make. `longest`, the longest sequence's tokens,
+  // lets attention split long sequences over more blocks; a graph, which
+  // serves any batch of its bucket, passes 0.
+  void enqueue_batch(std::size_t rows, std::size_t tokens, std::size_t sequences, std::size_t longest,
+                     Output output) {
     cudaStream_t stream = stream_.get();
     cublasHandle_t cublas = cublas_.get();
     const std::size_t h = config_.hidden;
@@ -359,8 +362,8 @@ class BertCudaModel final : public EmbeddingModel {
 
     for (const cuda::DeviceLayer<T>& l : weights_.layers) {
       cuda::linear<T>(cublas, hidden_d_.get(), l.qkv.weight.get(), qkv_d_.get(), rows, h, 3 * h);
-      cuda::launch_attention<T>(qkv_d_.get(), l.qkv.bias.get(), starts_d_.get(), sequences, h, config_.heads,
-                                context_d_.get(), stream);
+      cuda::launch_attention<T>(qkv_d_.get(), l.qkv.bias.get(), starts_d_.get(), sequences, longest, h,
+                                config_.heads, context_d_.get(), stream);
       cuda::linear<T>(cublas, context_d_.get(), l.attention_out.weight.get(), sublayer_d_.get(), rows, h, h);
       cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.attention_out.bias.get(), hidden_d_.get(),
                                          l.attention_norm.gamma.get(), l.attention_norm.beta.get(), eps,

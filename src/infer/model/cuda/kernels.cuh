@@ -60,10 +60,12 @@ void launch_bias_residual_norm(const T* x_d, const float* bias_d, T* residual_d,
 // columns [0, hidden), key [hidden, 2 hidden), value [2 hidden, 3 hidden), head h
 // at h * head_dim within each. qkv_bias_d: [3 * hidden]. ctx_d: [tokens][hidden],
 // the heads side by side as BERT concatenates them. head_dim <= kMaxHeadDim.
+// longest: the longest sequence's tokens where the host knows it, else 0
+// (query_blocks in attention_mma.h).
 template <typename T>
 void launch_attention(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts_d,
-                      std::size_t sequences, std::size_t hidden, std::size_t heads, T* ctx_d,
-                      cudaStream_t stream);
+                      std::size_t sequences, std::size_t longest, std::size_t hidden, std::size_t heads,
+                      T* ctx_d, cudaStream_t stream);
 
 // out[s] = hidden_d's rows of sequence s pooled (their mean, the first row or
 // the last), in f32: [sequences][hidden].
