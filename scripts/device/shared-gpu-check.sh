@@ -2,7 +2,7 @@
 # The GPU model beside the HTTP workers' launch methods on one GPU (issue 36).
 # The model travels in parts, as for embed-check.sh: `check.sh shared-gpu stash`
 # carrying .carry-model-a, then -b, then this with .carry and .carry-model-c.
-# LAUNCHES, SOAK_SECONDS (120 each), PROBE_MODES, MODEL, E2E, PROFILE, BENCH and CAPACITY choose what runs.
+# LAUNCHES, SOAK_SECONDS (120 each), PROBE_MODES, MODEL, E2E, PROFILE, BENCH, AB and CAPACITY choose what runs.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 [ "${1:-}" = stash ] && { . "$here/model-parts.sh" stash; exit 0; }
@@ -65,6 +65,20 @@ if [ "${BENCH:-0}" = 1 ]; then
   step model_exact_gelu timeout 120 "$B/bench/infer/ferry-model-bench" --model "$FERRY_MODEL_DIR" --gelu exact \
     --batches 1,8,32,128 --lengths 32,128,256 --seconds "${BENCH_SECONDS:-1}" --json "$OUT/model_exact_gelu.json"
   cat "$OUT/model_exact_gelu.log"
+fi
+# AB=1: the model bench of the build in .carry-before against this one, interleaved
+# round by round (AB_ROUNDS) at AB_BATCHES x AB_LENGTHS, so that a change to the
+# model is judged against the same machine's drift.
+if [ "${AB:-0}" = 1 ] && [ -x .carry-before/build/bench/infer/ferry-model-bench ]; then
+  for round in $(seq "${AB_ROUNDS:-3}"); do
+    for build in before now; do
+      bench=$B/bench/infer/ferry-model-bench
+      [ $build = before ] && bench=.carry-before/build/bench/infer/ferry-model-bench
+      step "ab_${build}_$round" timeout 120 "$bench" --model "$FERRY_MODEL_DIR" --batches "${AB_BATCHES:-8,32,128}" \
+        --lengths "${AB_LENGTHS:-128,256}" --seconds "${BENCH_SECONDS:-1}" --json "$OUT/ab_${build}_$round.json"
+      cat "$OUT/ab_${build}_$round.log"
+    done
+  done
 fi
 # CAPACITY=1: the service's most single-input requests/s at p99 <= 5 ms, per server layout and route.
 if [ "${CAPACITY:-0}" = 1 ]; then
