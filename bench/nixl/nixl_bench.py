@@ -77,7 +77,10 @@ def nixl_post(agent, handle, poll_us):
 
 def worker_nixl(args, kind, params):
     """One NIXL backend (plugin or posix) over every size; returns its rows."""
-    import nixl_cu12._api as nixl
+    try:
+        import nixl_cu12._api as nixl
+    except ModuleNotFoundError:  # NIXL's CUDA 13 build, the one beside torch cu130
+        import nixl_cu13._api as nixl
     name = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
     agent = nixl.nixl_agent(name, nixl.nixl_agent_config(backends=[]))
     backend = BACKEND if kind == "plugin" else "POSIX"

@@ -71,7 +71,10 @@ def main():
         sys.exit("-s must be at least 1 (MiB)")
     nbytes = args.size_mb << 20
     os.environ.setdefault("NIXL_PLUGIN_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build", "nixl-plugins"))
-    from nixl_cu12._api import nixl_agent, nixl_agent_config
+    try:
+        from nixl_cu12._api import nixl_agent, nixl_agent_config
+    except ModuleNotFoundError:  # NIXL's CUDA 13 build, the one beside torch cu130
+        from nixl_cu13._api import nixl_agent, nixl_agent_config
 
     gpu = gpu_index(args)
     if gpu is None:

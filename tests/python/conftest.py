@@ -3,6 +3,7 @@ with a dram tier over a file tier in the test's own folder.
 
 The agent binary is $FERRY_BIN, or build/apps/ferry/ferry in this checkout."""
 
+import importlib
 import os
 import pathlib
 import signal
@@ -22,16 +23,35 @@ def ferry_bin() -> str:
     return path
 
 
+def nixl_plugin_dir() -> str:
+    """The folder of Ferry's NIXL plugin, libplugin_DOCA_DMA_PROXY.so: $FERRY_NIXL_PLUGIN_DIR, else build/nixl-plugins."""
+    return os.environ.get("FERRY_NIXL_PLUGIN_DIR", str(ROOT / "build" / "nixl-plugins"))
+
+
+def import_nixl():
+    """NIXL's Python API and its binding (whose classes are NIXL's errors): nixl_cu12, what
+    `make python` installs, else nixl_cu13, the CUDA 13 build that torch cu130 needs (the GPU
+    machine). ImportError when neither is installed."""
+    for name in ("nixl_cu12", "nixl_cu13"):
+        try:
+            return importlib.import_module(f"{name}._api"), importlib.import_module(f"{name}._bindings")
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+    raise ImportError("neither nixl_cu12 nor nixl_cu13 is installed")
+
+
 class AgentProcess:
-    def __init__(self, folder: pathlib.Path, tiers, extra=(), endpoint=None):
+    def __init__(self, folder: pathlib.Path, tiers, extra=(), endpoint=None, gpu=None):
         self.endpoint = endpoint or f"unix:ferry-pytest-{uuid.uuid4().hex[:12]}"
         ready = folder / "ready"
         if ready.exists():
             ready.unlink()
         self.log_path = folder / "agent.log"
         self.log = open(self.log_path, "w")
-        # FERRY_TEST_GPU=0 on the GPU machine: GPU tensors then go by CUDA IPC.
-        args = [ferry_bin(), "agent", "--endpoint", self.endpoint, "--gpu", os.environ.get("FERRY_TEST_GPU", "none"),
+        # FERRY_TEST_GPU=0 on the GPU machine (or gpu="0"): GPU tensors then go by CUDA IPC.
+        gpu = gpu or os.environ.get("FERRY_TEST_GPU", "none")
+        args = [ferry_bin(), "agent", "--endpoint", self.endpoint, "--gpu", gpu,
                 "--staging-mib", "256", "--ready-file", str(ready)]
         for t in tiers:
             args += ["--tier", t]

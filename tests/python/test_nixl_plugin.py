@@ -1,6 +1,7 @@
 """DOCA_DMA_PROXY, Ferry's NIXL backend plugin, loaded by the real NIXL 1.5.1
-(nixl-cu12 from PyPI) and driven through NIXL's own Python API against a real
-`ferry agent`, as LMCache or vLLM would drive it (docs/nixl.md).
+(nixl-cu12 from PyPI, or nixl-cu13 beside torch cu130) and driven through
+NIXL's own Python API against a real `ferry agent`, as LMCache or vLLM would
+drive it (docs/nixl.md).
 
 NIXL reads NIXL_PLUGIN_DIR once per process, when its first agent is made, so
 it is set here before nixl is imported. The plugin is
@@ -13,14 +14,13 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT, AgentProcess
+from conftest import ROOT, AgentProcess, import_nixl, nixl_plugin_dir
 
-PLUGIN_DIR = os.environ.get("FERRY_NIXL_PLUGIN_DIR", str(ROOT / "build" / "nixl-plugins"))
+PLUGIN_DIR = nixl_plugin_dir()
 os.environ["NIXL_PLUGIN_DIR"] = PLUGIN_DIR
 
 try:
-    import nixl_cu12._api as nixl  # noqa: E402
-    from nixl_cu12 import _bindings as nixl_errors  # noqa: E402
+    nixl, nixl_errors = import_nixl()
 except ImportError as e:  # a failure, not a skip: CI must not pass without the real NIXL
     pytest.fail(f"NIXL is not installed ({e}): `make python` installs nixl-cu12==1.5.1", pytrace=False)
 
