@@ -3,7 +3,7 @@
 with the DOCA_DMA_PROXY backend (docs/nixl.md): the DOCA reference's example,
 with its flags.
 
-    ferry agent --tier dram:4GiB --tier file:/var/tmp/ferry-kv &
+    ferry agent --staging-mib 1024 --tier dram:4GiB --tier file:/var/tmp/ferry-kv &
     export NIXL_PLUGIN_DIR=build/nixl-plugins          # where libplugin_DOCA_DMA_PROXY.so is
     python3 examples/python/nixl_doca_dma_proxy_example.py -o push -g 0 -f kv/block/0 -s 64
     python3 examples/python/nixl_doca_dma_proxy_example.py -o pull -g 0 -f kv/block/0 -s 64
@@ -11,7 +11,9 @@ with its flags.
 push fills the buffer with bytes derived from the key and stores them under it;
 pull reads the object back into a zeroed buffer and checks every byte, so a
 pull in another process proves the round trip. Without a GPU (or with --cpu)
-the buffer is host memory (DRAM_SEG) instead of VRAM_SEG.
+the buffer is host memory (DRAM_SEG) instead of VRAM_SEG. An object moves
+through one of the agent's staging slots (--staging-mib / --queue-depth, 32 MiB
+by default), so -s 64 needs the agent's --staging-mib 1024 above.
 """
 
 import argparse
@@ -38,6 +40,8 @@ def gpu_index(args):
     try:
         import torch
     except ImportError:
+        if args.pci or args.gpu is not None:
+            sys.exit("-p/-g need torch with CUDA to reach the GPU; drop them (host memory), or pass --cpu")
         return None
     if not torch.cuda.is_available():
         if args.pci or args.gpu is not None:
