@@ -8,6 +8,7 @@ import os
 import pathlib
 import signal
 import subprocess
+import sys
 import time
 import uuid
 
@@ -31,8 +32,11 @@ def nixl_plugin_dir() -> str:
 def import_nixl():
     """NIXL's Python API and its binding (whose classes are NIXL's errors): nixl_cu12, what
     `make python` installs, else nixl_cu13, the CUDA 13 build that torch cu130 needs (the GPU
-    machine). ImportError when neither is installed."""
-    for name in ("nixl_cu12", "nixl_cu13"):
+    machine). One already loaded wins: both register the same pybind11 types, so one process can
+    hold only one (the `nixl` meta package, which LMCache imports, loads the one torch's CUDA asks
+    for). ImportError when neither is installed."""
+    names = ("nixl_cu12", "nixl_cu13")
+    for name in [n for n in names if n in sys.modules] or names:
         try:
             return importlib.import_module(f"{name}._api"), importlib.import_module(f"{name}._bindings")
         except ModuleNotFoundError as e:
