@@ -157,7 +157,7 @@ void launch(const T* qkv_d, const float* qkv_bias_d, const std::uint32_t* starts
   const std::size_t head_dim = hidden / heads;
   const float scale_log2 = attention_scale_log2(head_dim);
   const dim3 grid(static_cast<unsigned>(sequences), static_cast<unsigned>(heads),
-                  query_blocks(longest, kThreads));
+                  query_blocks(longest, kThreads, sequences * heads));
   attention_kernel<T, kDim><<<grid, kThreads, 0, stream>>>(
       qkv_d, qkv_bias_d, starts_d, static_cast<int>(hidden), static_cast<int>(head_dim), scale_log2, ctx_d);
   check_launch("attention_kernel");
