@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CUDA_PATH ?= /usr/local/cuda
 export PATH := $(PATH):$(CUDA_PATH)/bin
 
-.PHONY: deps deps-fuzz deps-bench model build python demo test test-gpu sanitize asan tsan fuzz bench-tcp bench-http bench-route bench-route-peers format clean
+.PHONY: deps deps-fuzz deps-bench model build python demo test test-run test-gpu sanitize asan asan-build asan-run tsan tsan-build tsan-run fuzz fuzz-build fuzz-run bench-tcp bench-http bench-route bench-route-peers format clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -42,7 +42,12 @@ demo: build
 	$(BUILD)/apps/ferry/ferry demo
 
 # The whole suite; GPU tests exit 77 (reported as skipped) where there is no GPU.
+# Each suite is a build target and a run target (test-run, asan-run, tsan-run,
+# fuzz-run), so that CI (.ci/run) can run one configuration's tests while the
+# next one builds; `make test` and the others do both, in that order.
 test: build model python
+	$(MAKE) --no-print-directory test-run
+test-run:
 	cd $(BUILD) && ctest --output-on-failure -j1
 	FERRY_BIN=$(BUILD)/apps/ferry/ferry FERRY_NIXL_PLUGIN_DIR=$(abspath $(BUILD))/nixl-plugins \
 	  $(PYVENV)/bin/python -m pytest -q tests/python
@@ -58,10 +63,13 @@ sanitize: asan tsan
 # tests ran ~30x slower than the release build, most of CI's time. -g1 (line
 # tables: sanitizer reports still name file and line) compiles ~28% faster than
 # -g, and this build was most of what is left of CI's time.
-asan: deps model
+asan: asan-build model
+	$(MAKE) --no-print-directory asan-run
+asan-build: deps
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1 -O1" -DFERRY_ENABLE_CUDA=OFF \
 	  -DFERRY_BUILD_BENCH=OFF -DFERRY_SANITIZE=address,undefined
 	cmake --build $(BUILD)-asan -j$(JOBS)
+asan-run:
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  FERRY_FUZZ_MESSAGES=500000 ctest --output-on-failure -j1 -LE gpu
 
@@ -71,11 +79,14 @@ asan: deps model
 # (tests/xfer/CMakeLists.txt), the server threads under a user's framing, a
 # TSan-built `ferry http` (tests/http/), the deferred-response mailbox, and the embedding batcher and
 # `ferry http --model` (tests/infer/service/).
-tsan: deps model
+tsan: tsan-build model
+	$(MAKE) --no-print-directory tsan-run
+tsan-build: deps
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_ENABLE_CUDA=OFF -DFERRY_BUILD_BENCH=OFF \
 	  -DFERRY_SANITIZE=thread
 	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test comm_list_test packet_worker_test spin_mutex_test arena_control_test route_ring_fuzz_test \
 	  xfer_store_stress_test xfer_file_tier_test xfer_mover_test xfer_e2e_test offload_framing_test deferred_mailbox_test http_e2e_test embedding_service_test embed_e2e_test ferry
+tsan-run:
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 FERRY_FUZZ_MESSAGES=1000000 ctest --output-on-failure -L 'lockfree|tsan'
 
 # libFuzzer over every parser of peer input (fuzz/; docs/security.md, "Fuzzing"),
@@ -83,24 +94,30 @@ tsan: deps model
 # (fuzz/corpus/TARGET) for FUZZ_SECONDS or FUZZ_RUNS inputs, whichever ends
 # first; inputs that found new coverage go to $(BUILD)-fuzz/corpus/TARGET, a
 # crashing input to $(BUILD)-fuzz/artifacts. Fails at the first crash, leak,
-# broken property or input slower than 10 s.
+# broken property or input slower than 10 s. A libFuzzer run is one process on
+# one core, so FUZZ_JOBS targets run at once (default: one per core), each
+# still for its full FUZZ_SECONDS; -O prints each target's lines together.
 FUZZ_TARGETS := wire_fuzz control_link_fuzz xfer_protocol_fuzz json_flags_fuzz resp_fuzz redis_info_fuzz http_fuzz infer_api_fuzz safetensors_fuzz tokenizer_fuzz route_run_fuzz
 FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?= 1000000
-fuzz: deps-fuzz
+FUZZ_JOBS ?= $(JOBS)
+fuzz: fuzz-build
+	$(MAKE) --no-print-directory fuzz-run
+fuzz-build: deps-fuzz
 	cmake -S . -B $(BUILD)-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DFERRY_BUILD_FUZZ=ON -DFERRY_BUILD_TESTS=OFF -DFERRY_BUILD_BENCH=OFF -DFERRY_ENABLE_CUDA=OFF
 	cmake --build $(BUILD)-fuzz -j$(JOBS) --target fuzz_targets
+fuzz-run:
 	mkdir -p $(BUILD)-fuzz/artifacts
-	@for t in $(FUZZ_TARGETS); do \
-	  mkdir -p $(BUILD)-fuzz/corpus/$$t; \
-	  echo "== fuzz $$t: $(FUZZ_SECONDS) s or $(FUZZ_RUNS) inputs"; \
-	  $(BUILD)-fuzz/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -runs=$(FUZZ_RUNS) -timeout=10 \
-	    -artifact_prefix=$(BUILD)-fuzz/artifacts/$$t- $(BUILD)-fuzz/corpus/$$t fuzz/corpus/$$t \
-	    > $(BUILD)-fuzz/$$t.log 2>&1 \
-	    || { tail -n 80 $(BUILD)-fuzz/$$t.log; echo "fuzz: $$t failed (log: $(BUILD)-fuzz/$$t.log)"; exit 1; }; \
-	  grep -E '^Done|DONE' $(BUILD)-fuzz/$$t.log | tail -n 2; \
-	done
+	$(MAKE) --no-print-directory -j$(FUZZ_JOBS) -O $(addprefix fuzz-run-,$(FUZZ_TARGETS))
+fuzz-run-%:
+	@mkdir -p $(BUILD)-fuzz/corpus/$*
+	@echo "== fuzz $*: $(FUZZ_SECONDS) s or $(FUZZ_RUNS) inputs"
+	@$(BUILD)-fuzz/fuzz/$* -max_total_time=$(FUZZ_SECONDS) -runs=$(FUZZ_RUNS) -timeout=10 \
+	  -artifact_prefix=$(BUILD)-fuzz/artifacts/$*- $(BUILD)-fuzz/corpus/$* fuzz/corpus/$* \
+	  > $(BUILD)-fuzz/$*.log 2>&1 \
+	  || { tail -n 80 $(BUILD)-fuzz/$*.log; echo "fuzz: $* failed (log: $(BUILD)-fuzz/$*.log)"; exit 1; }
+	@grep -E '^Done|DONE' $(BUILD)-fuzz/$*.log | tail -n 2
 
 bench-tcp: build
 	python3 bench/tcp_bench.py --build-dir $(BUILD)
