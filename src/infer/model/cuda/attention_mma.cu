@@ -2,7 +2,7 @@
 // dimensions (MiniLM's are 32): flash-style, one block per (sequence, head),
 // a warp per 16 query rows (eight warps: a sequence of up to 128 tokens in one
 // pass), keys and values in tiles of 64 through shared memory, loaded 16
-// bytes a thread a tile ahead (tiles of 128 would need more than the 128 registers that
+// bytes a thread (tiles of 128 would need more than the 128 registers that
 // let two blocks share a multiprocessor), an online softmax in f32 registers,
 // and no score matrix in memory. Keys past the sequence's end (rounded up to
 // 16) are neither loaded nor multiplied. A long sequence's query rows may be
@@ -145,53 +145,23 @@ __global__ void __launch_bounds__(kThreads, 2)
     float row_max[2] = {-INFINITY, -INFINITY};
     float row_sum[2] = {0.0f, 0.0f};  // this thread's share; the quad's are added at the end
 
-    // Each thread moves kLoads 16-byte pieces of keys and of values a tile. The
-    // next tile's are loaded into registers before this tile's products, so
-    // that their latency hides behind the tensor cores' work; not at kDim 64,
-    // where the registers they take would spill.
-    constexpr bool kAhead = kDim <= 32;
-    constexpr int kChunks = kDim / 8;  // 16-byte pieces of a key's row
-    constexpr int kLoads = kKeyTile * kChunks / kThreads;
-    static_assert(kLoads * kThreads == kKeyTile * kChunks);
-    Vec16<T> k_next[kLoads], v_next[kLoads];
-    const auto fetch_piece = [&](int l, int k0, Vec16<T>& k_piece, Vec16<T>& v_piece) {
-      const int i = threadIdx.x + l * kThreads;
-      const int key = k0 + i / kChunks;
-      const int d = (i % kChunks) * 8;
-      if (key < len && d < head_dim) {
-        const std::size_t at = key * row_stride + d;
-        k_piece = *reinterpret_cast<const Vec16<T>*>(k_base + at);
-        v_piece = *reinterpret_cast<const Vec16<T>*>(v_base + at);
-      }
-    };
-    const auto fetch = [&](int k0) {
-#pragma unroll
-      for (int l = 0; l < kLoads; ++l) fetch_piece(l, k0, k_next[l], v_next[l]);
-    };
-    if (kAhead) fetch(0);
     for (int k0 = 0; k0 < len; k0 += kKeyTile) {
       const int n = min(kKeyTile, len - k0);
       const int n16 = (n + 15) / 16 * 16;  // the keys the products read: zeros past n
       __syncthreads();                     // every warp is done with the previous tile
-#pragma unroll(kAhead ? kLoads : 1)        // not ahead: one piece in registers at a time
-      for (int l = 0; l < kLoads; ++l) {
-        const int i = threadIdx.x + l * kThreads;
+      constexpr int kChunks = kDim / 8;    // 16-byte pieces of a key's row
+      for (int i = threadIdx.x; i < n16 * kChunks; i += kThreads) {
         const int j = i / kChunks;
         const int d = (i % kChunks) * 8;
-        if (j >= n16) continue;
-        Vec16<T> k_piece, v_piece;
-        if constexpr (kAhead) {
-          k_piece = k_next[l];
-          v_piece = v_next[l];
-        } else {
-          fetch_piece(l, k0, k_piece, v_piece);
-        }
         float k[8] = {}, v[8] = {};
         if (j < n && d < head_dim) {
+          const std::size_t at = (k0 + j) * row_stride + d;
+          load16(k_base + at, k);
+          load16(v_base + at, v);
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
-            k[e] = to_float(k_piece.v[e]) + k_bias[d + e];
-            v[e] = to_float(v_piece.v[e]) + v_bias[d + e];
+            k[e] += k_bias[d + e];
+            v[e] += v_bias[d + e];
           }
         }
         store16(k_s + j * kKStride + d, k);
@@ -199,7 +169,6 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int e = 0; e < 8; ++e) vt_s[(d + e) * kVStride + j] = from_float<T>(v[e]);
       }
       __syncthreads();
-      if (kAhead && k0 + kKeyTile < len) fetch(k0 + kKeyTile);
       if (!warp_active) continue;  // still at every barrier: the loop's bounds are the block's
 
       float s[kKeyTiles8][4];
