@@ -165,7 +165,7 @@ def row(kind, params, mode, op, size, count, secs):
 def start_agent(args, mode, folder):
     endpoint = f"unix:ferry-nixl-bench-{uuid.uuid4().hex[:8]}"
     ready = os.path.join(folder, "ready")
-    tier = f"file:{os.path.join(folder, 'ferry')}" + (",direct" if mode == "direct" else "")
+    tier = f"file:{os.path.join(folder, 'ferry')}" + (",direct" if mode == "direct" else "") + args.file_tier_options
     log = open(os.path.join(folder, "agent.log"), "w")
     proc = subprocess.Popen([args.ferry, "agent", "--endpoint", endpoint, "--gpu", "none", "--tier", tier,
                              "--ready-file", ready, "--staging-mib", str(args.staging_mib)],
@@ -203,6 +203,8 @@ def main():
                    help="microseconds between check_xfer_state calls, the same for every NIXL backend (0: spin)")
     p.add_argument("--modes", default="buffered,direct")
     p.add_argument("--staging-mib", type=int, default=256)
+    p.add_argument("--file-tier-options", default="",
+                   help="appended to the agent's file tier, e.g. ',piece=4MiB' (docs/xfer-tiers.md)")
     p.add_argument("--json", dest="json_path")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--mode", help=argparse.SUPPRESS)

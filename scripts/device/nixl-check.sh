@@ -10,6 +10,8 @@
 #   .carry-py   scripts/device/carry-py.sh            (LMCache, its dependencies, the ferry wheel)
 #   .carry-nixl scripts/device/carry-nixl.sh          (nixl meta and nixl_cu13, cut down)
 # Each step's output is $OUT/<step>.log; summary.txt lists ok/FAILED; nixl_bench.json the numbers.
+# BENCH_ONLY=1 skips the suites and the example; BENCH_MODES=none the main benchmark;
+# DIRECT_PIECES="1MiB 4MiB" reruns the O_DIRECT benchmark with the file tier's piece= each.
 # Usage (from the device tool): bash scripts/device/check.sh nixl
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -47,6 +49,8 @@ step ldd sh -c "ldd $FERRY_NIXL_PLUGIN_DIR/libplugin_DOCA_DMA_PROXY.so $SITE/.ni
 step imports $PY -c "import torch, lmcache, ferry, nixl._api as n
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpu', torch.cuda.is_available(), 'nixl', n.__name__)
 assert torch.cuda.is_available() and n.__name__ == 'nixl_cu13._api'"
+# BENCH_ONLY=1: straight to the benchmarks.
+if [ "${BENCH_ONLY:-0}" != 1 ]; then
 # A device test file that skips at import (no torch, GPU or NIXL) leaves pytest nothing: rc 5, FAILED.
 PYTEST=($PY -m pytest -q -rs -p no:cacheprovider)
 # FERRY_TEST_GPU=0: the CPU suite's agents run as on a GPU host (pinned staging), as a deployment would.
@@ -66,9 +70,17 @@ EX=($PY examples/python/nixl_doca_dma_proxy_example.py -d unix:nixl-example -p "
 NIXL_PLUGIN_DIR=$FERRY_NIXL_PLUGIN_DIR step example_push timeout 60 "${EX[@]}" -o push
 NIXL_PLUGIN_DIR=$FERRY_NIXL_PLUGIN_DIR step example_pull timeout 60 "${EX[@]}" -o pull
 kill $AG; wait $AG; rm -rf /var/tmp/ferry-nixl-ex
+fi
 
+[ "${BENCH_MODES:-buffered,direct}" = none ] ||
 TAIL=30 step nixl_bench timeout 300 $PY bench/nixl/nixl_bench.py --ferry "$FERRY_BIN" --plugin-dir "$FERRY_NIXL_PLUGIN_DIR" \
   --dir /var/tmp/nixl-bench ${BENCH_ARGS:-} --json "$OUT/nixl_bench.json"
+# DIRECT_PIECES="1MiB 4MiB ...": the O_DIRECT runs again with the file tier's piece= each.
+for piece in ${DIRECT_PIECES:-}; do
+  TAIL=16 step "nixl_bench_direct_piece_$piece" timeout 200 $PY bench/nixl/nixl_bench.py --ferry "$FERRY_BIN" \
+    --plugin-dir "$FERRY_NIXL_PLUGIN_DIR" --dir /var/tmp/nixl-bench --modes direct --file-tier-options ",piece=$piece" \
+    ${BENCH_ARGS:-} --json "$OUT/nixl_bench_direct_piece_$piece.json"
+done
 rm -rf /var/tmp/nixl-bench
 cat "$OUT/summary.txt"
 exit $status
