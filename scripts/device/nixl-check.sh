@@ -11,7 +11,7 @@
 #   .carry-nixl scripts/device/carry-nixl.sh          (nixl meta and nixl_cu13, cut down)
 # Each step's output is $OUT/<step>.log; summary.txt lists ok/FAILED; nixl_bench.json the numbers.
 # BENCH_ONLY=1 skips the suites and the example; BENCH_MODES=none the main benchmark;
-# DIRECT_PIECES="1MiB 4MiB" reruns the O_DIRECT benchmark with the file tier's piece= each.
+# DIRECT_TIER_OPTIONS="qd=64 threads=4" reruns the O_DIRECT benchmark with each file tier option.
 # Usage (from the device tool): bash scripts/device/check.sh nixl
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -75,11 +75,13 @@ fi
 [ "${BENCH_MODES:-buffered,direct}" = none ] ||
 TAIL=30 step nixl_bench timeout 300 $PY bench/nixl/nixl_bench.py --ferry "$FERRY_BIN" --plugin-dir "$FERRY_NIXL_PLUGIN_DIR" \
   --dir /var/tmp/nixl-bench ${BENCH_ARGS:-} --json "$OUT/nixl_bench.json"
-# DIRECT_PIECES="1MiB 4MiB ...": the O_DIRECT runs again with the file tier's piece= each.
-for piece in ${DIRECT_PIECES:-}; do
-  TAIL=16 step "nixl_bench_direct_piece_$piece" timeout 200 $PY bench/nixl/nixl_bench.py --ferry "$FERRY_BIN" \
-    --plugin-dir "$FERRY_NIXL_PLUGIN_DIR" --dir /var/tmp/nixl-bench --modes direct --file-tier-options ",piece=$piece" \
-    ${BENCH_ARGS:-} --json "$OUT/nixl_bench_direct_piece_$piece.json"
+# DIRECT_TIER_OPTIONS="A B": the O_DIRECT benchmark again with ',A', then ',B' appended to the file tier.
+i=0
+for opts in ${DIRECT_TIER_OPTIONS:-}; do
+  i=$((i + 1))
+  TAIL=16 step "nixl_bench_direct_$i" timeout 200 $PY bench/nixl/nixl_bench.py --ferry "$FERRY_BIN" \
+    --plugin-dir "$FERRY_NIXL_PLUGIN_DIR" --dir /var/tmp/nixl-bench --modes direct --file-tier-options ",$opts" \
+    ${BENCH_ARGS:-} --json "$OUT/nixl_bench_direct_$i.json"
 done
 rm -rf /var/tmp/nixl-bench
 cat "$OUT/summary.txt"

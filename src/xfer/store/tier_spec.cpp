@@ -10,7 +10,7 @@ namespace ferry::xfer::store {
 namespace {
 
 constexpr const char* kForms =
-    "accepted forms: dram:<size>, file:<dir>[,direct][,fsync][,capacity=<size>][,qd=<n>][,pack=<size>][,threads=<n>][,cores=<n>][,piece=<size>], "
+    "accepted forms: dram:<size>, file:<dir>[,direct][,fsync][,capacity=<size>][,qd=<n>][,pack=<size>][,threads=<n>][,cores=<n>], "
     "redis://<host>:<port>[/<db>][?prefix=<p>&connections=<n>&timeout_ms=<ms>]";
 
 [[noreturn]] void bad(std::string_view spec, const std::string& why) {
@@ -67,11 +67,6 @@ TierSpec parse_file(std::string_view spec, std::string_view rest) {
       t.file.threads = static_cast<unsigned>(parse_int(spec, value, "threads", 1, 64));
     } else if (name == "cores" && eq != std::string_view::npos) {
       t.file.cores = static_cast<unsigned>(parse_int(spec, value, "cores", 1, 4096));
-    } else if (name == "piece" && eq != std::string_view::npos) {
-      const std::uint64_t piece = parse_size(value, "--tier '" + std::string(spec) + "' piece");
-      if (piece < (64u << 10) || piece > (64u << 20) || piece % (64u << 10) != 0)
-        bad(spec, "piece=" + std::string(value) + " must be a multiple of 64 KiB from 64 KiB to 64 MiB");
-      t.file.direct_piece = static_cast<std::size_t>(piece);
     } else if (name == "pack" && eq != std::string_view::npos) {
       t.file.pack_threshold = parse_size(value, "--tier '" + std::string(spec) + "' pack");
       if (t.file.pack_threshold > t.file.pack_max)
@@ -79,7 +74,7 @@ TierSpec parse_file(std::string_view spec, std::string_view rest) {
                       "); objects larger than pack= get a file each");
     } else {
       bad(spec, "unknown file tier option '" + std::string(p) +
-                    "' (options: direct, fsync, capacity=<size>, qd=<n>, pack=<size>, threads=<n>, cores=<n>, piece=<size>)");
+                    "' (options: direct, fsync, capacity=<size>, qd=<n>, pack=<size>, threads=<n>, cores=<n>)");
     }
   }
   return t;

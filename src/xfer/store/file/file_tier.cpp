@@ -65,7 +65,6 @@ FileTier::FileTier(FileTierOptions options)
     spec_ += ",qd=" + std::to_string(opts_.queue_depth);
     spec_ += ",pack=" + (opts_.pack_threshold == 0 ? std::string("0") : format_size(opts_.pack_threshold));
     if (opts_.threads != FileTierOptions{}.threads) spec_ += ",threads=" + std::to_string(opts_.threads);
-    if (opts_.direct_piece != FileTierOptions{}.direct_piece) spec_ += ",piece=" + format_size(opts_.direct_piece);
   }
 
   std::error_code ec;

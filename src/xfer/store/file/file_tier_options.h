@@ -57,11 +57,6 @@ struct FileTierOptions {
   // beside a streamed copy only while fewer are (file_tier_stream.cpp). 0:
   // the machine's.
   unsigned cores = 0;
-  // O_DIRECT: the size of each read or write of an object streamed in pieces
-  // (objects larger than pack_threshold), with kDirectBytesInFlight of them in
-  // flight per object (file_tier_stream.cpp). A multiple of 64 KiB (a checksum
-  // leaf). Why 1 MiB by default: see file_tier_stream.cpp.
-  std::size_t direct_piece = std::size_t{1} << 20;
   std::string spec;  // for describe(); made from the options when empty
 };
 

@@ -106,13 +106,11 @@ constexpr unsigned kPutParts = 2;
 // a lent one is hashed beside its writer only from this size.
 constexpr std::uint64_t kMinPartBytes = std::uint64_t{8} << 20;
 
-// O_DIRECT bytes in flight per object, in pieces of the tier's direct_piece
-// (two at least, so that one is filled while the other moves). The disk
-// measured (a virtio disk of the H100 machine) needed about 32 MiB outstanding to
-// reach its rate: fs_native's one write(2) of a 32 MiB chunk gets there alone,
-// while 4 pieces of 1 MiB held a single chunk to 0.69-0.74x of it
-// (docs/bench/lmcache.md); 16 pieces of 1 MiB were the default since.
-constexpr std::size_t kDirectBytesInFlight = std::size_t{16} << 20;
+// O_DIRECT pieces in flight per object. The disk measured (a virtio disk of
+// the H100 machine) needed about 32 MiB outstanding to reach its rate: fs_native's
+// one write(2) of a 32 MiB chunk gets there alone, while 4 pieces of 1 MiB
+// held a single chunk to 0.69-0.74x of it (docs/bench/lmcache.md).
+constexpr unsigned kDirectInFlight = 16;
 
 // This thread's piece buffer number k, of at least `bytes`.
 std::byte* piece_buffer(std::size_t bytes, unsigned k = 0) {
@@ -136,17 +134,16 @@ struct DirectPiece {
 
 // A slot's buffer is taken only for a piece that is not lent (the first call
 // of buffer()), so an agent's lanes, which stream lent memory, keep none.
-std::vector<DirectPiece> direct_slots(std::uint64_t size, std::size_t piece, unsigned ring_entries) {
-  const std::uint64_t pieces = (size + piece - 1) / piece;
-  const std::uint64_t in_flight = std::max<std::uint64_t>(2, kDirectBytesInFlight / piece);
+std::vector<DirectPiece> direct_slots(std::uint64_t size, unsigned ring_entries) {
+  const std::uint64_t pieces = (size + kPiece - 1) / kPiece;
   std::vector<DirectPiece> slots(
-      std::max<std::uint64_t>(1, std::min<std::uint64_t>({in_flight, pieces, ring_entries})));
+      std::max<std::uint64_t>(1, std::min<std::uint64_t>({kDirectInFlight, pieces, ring_entries})));
   for (std::size_t s = 0; s < slots.size(); ++s) slots[s].slot = s;
   return slots;
 }
 
-std::byte* buffer(DirectPiece& p, std::size_t piece) {
-  if (p.buf == nullptr) p.buf = piece_buffer(piece, static_cast<unsigned>(p.slot));
+std::byte* buffer(DirectPiece& p) {
+  if (p.buf == nullptr) p.buf = piece_buffer(kPiece, static_cast<unsigned>(p.slot));
   return p.buf;
 }
 
@@ -366,9 +363,8 @@ XferStatus FileTier::write_pieces_direct(ObjectWrite& op, std::uint64_t size, co
                                          std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
   auto ring = rings_->take_or_raise(spec_, fault);
   if (!ring) return XferStatus::IoError;
-  const std::size_t piece = opts_.direct_piece;
-  std::vector<DirectPiece> slots = direct_slots(size, piece, (*ring)->entries());
-  const std::uint64_t pieces = (size + piece - 1) / piece;
+  std::vector<DirectPiece> slots = direct_slots(size, (*ring)->entries());
+  const std::uint64_t pieces = (size + kPiece - 1) / kPiece;
   XferStatus status = XferStatus::Ok;
   const auto queue = [&](DirectPiece& p) {
     io_uring_sqe* sqe = next_sqe(**ring);
@@ -380,8 +376,8 @@ XferStatus FileTier::write_pieces_direct(ObjectWrite& op, std::uint64_t size, co
       **ring, slots, pieces,
       [&](std::size_t i, DirectPiece& p) {
         if (status != XferStatus::Ok) return false;
-        p.at = i * piece;
-        p.n = static_cast<std::size_t>(std::min<std::uint64_t>(piece, size - p.at));
+        p.at = i * kPiece;
+        p.n = static_cast<std::size_t>(std::min<std::uint64_t>(kPiece, size - p.at));
         p.len = io_round_up(p.n);
         p.done = 0;
         // Whole pages of lent memory go to the disk from where they are
@@ -391,7 +387,7 @@ XferStatus FileTier::write_pieces_direct(ObjectWrite& op, std::uint64_t size, co
           p.io = const_cast<std::byte*>(lent);
           status = source.leaf_sums(p.at, p.n, &leaves[p.at / kChecksumLeafBytes], fault);
         } else {
-          p.io = buffer(p, piece);
+          p.io = buffer(p);
           status = source.read(p.at, {reinterpret_cast<std::uint8_t*>(p.buf), p.n}, fault);
           hash_leaves(p.buf, p.at, p.n, leaves);
           std::memset(p.buf + p.n, 0, p.len - p.n);  // the last page whole; cut off at close
@@ -493,9 +489,8 @@ XferStatus FileTier::read_pieces_direct(const Piecewise& r, std::string_view key
                                         std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
   auto ring = rings_->take_or_raise(spec_, fault);
   if (!ring) return XferStatus::IoError;
-  const std::size_t piece = opts_.direct_piece;
-  std::vector<DirectPiece> slots = direct_slots(r.size, piece, (*ring)->entries());
-  const std::uint64_t pieces = (r.size + piece - 1) / piece;
+  std::vector<DirectPiece> slots = direct_slots(r.size, (*ring)->entries());
+  const std::uint64_t pieces = (r.size + kPiece - 1) / kPiece;
   XferStatus status = XferStatus::Ok;
   // Whole pages: the last one comes back short at the file's end.
   const auto queue = [&](DirectPiece& p) {
@@ -508,13 +503,13 @@ XferStatus FileTier::read_pieces_direct(const Piecewise& r, std::string_view key
       **ring, slots, pieces,
       [&](std::size_t i, DirectPiece& p) {
         if (status != XferStatus::Ok) return false;
-        p.at = i * piece;
-        p.n = static_cast<std::size_t>(std::min<std::uint64_t>(piece, r.size - p.at));
+        p.at = i * kPiece;
+        p.n = static_cast<std::size_t>(std::min<std::uint64_t>(kPiece, r.size - p.at));
         p.len = io_round_up(p.n);
         p.done = 0;
         // Whole pages straight into lent memory; the rest through the slot's buffer.
         auto* lent = reinterpret_cast<std::byte*>(sink.in_place(p.at, p.n));
-        p.io = lent != nullptr && io_aligned(lent) && p.n == p.len ? lent : buffer(p, piece);
+        p.io = lent != nullptr && io_aligned(lent) && p.n == p.len ? lent : buffer(p);
         queue(p);
         return true;
       },
