@@ -85,7 +85,8 @@ tsan-build: deps
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_ENABLE_CUDA=OFF -DFERRY_BUILD_BENCH=OFF \
 	  -DFERRY_SANITIZE=thread
 	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test comm_list_test packet_worker_test spin_mutex_test arena_control_test route_ring_fuzz_test \
-	  xfer_store_stress_test xfer_file_tier_test xfer_mover_test xfer_e2e_test offload_framing_test deferred_mailbox_test http_e2e_test embedding_service_test embed_e2e_test ferry
+	  xfer_store_stress_test xfer_file_tier_test xfer_mover_test xfer_e2e_test offload_framing_test deferred_mailbox_test http_e2e_test embedding_service_test embed_e2e_test ferry \
+	  nixl_engine_threads_test
 tsan-run:
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 FERRY_FUZZ_MESSAGES=1000000 ctest --output-on-failure -L 'lockfree|tsan'
 

@@ -154,7 +154,8 @@ struct nixlRemoteMetaDesc : public nixlMetaDesc {
 };
 
 // Read-only here: the out-of-line members are declared for the vtable's
-// shape and never defined or called.
+// shape and never defined or called by the plugin (a test that builds lists
+// as libnixl does defines them: tests/xfer/nixl/engine_threads_test.cpp).
 template <class T>
 class nixlDescList {
  protected:
@@ -162,6 +163,7 @@ class nixlDescList {
   std::vector<T> descs;
 
  public:
+  nixlDescList(const nixl_mem_t& type, const int& init_size = 0);
   nixlDescList(const nixlDescList&) = delete;
   nixlDescList& operator=(const nixlDescList&) = delete;
   virtual ~nixlDescList() = default;
