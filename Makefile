@@ -77,8 +77,9 @@ asan-run:
 # builds only) the store's stress test, the file tier's helper threads, the data
 # mover and the agent's concurrent sessions, a TSan-built `ferry agent` included
 # (tests/xfer/CMakeLists.txt), the server threads under a user's framing, a
-# TSan-built `ferry http` (tests/http/), the deferred-response mailbox, and the embedding batcher and
-# `ferry http --model` (tests/infer/service/).
+# TSan-built `ferry http` (tests/http/), the deferred-response mailbox, the embedding batcher and
+# `ferry http --model` (tests/infer/service/), and the NIXL plugin's engine under
+# several threads (tests/xfer/nixl/).
 tsan: tsan-build model
 	$(MAKE) --no-print-directory tsan-run
 tsan-build: deps
