@@ -10,6 +10,8 @@ API and the same descriptors (docs/bench/nixl.md).
                opened with O_DIRECT in the direct mode
   ferry-api    the `ferry` Python package on the same agent: push / pull over a DescList,
                the plugin's overhead measured against the API it wraps
+  paired       the plugin and the API in one process, their runs taking turns, so that
+               the drift between processes stays out of their ratio
 
 Each backend runs in a process of its own (NIXL_PLUGIN_DIR replaces NIXL's plugin
 folder for a whole process), over the same folder on the same disk. For each
@@ -156,6 +158,69 @@ def worker_ferry_api(args):
     return rows
 
 
+def worker_paired(args, params):
+    """The plugin and Ferry's Python API in one process, on one agent, their runs
+    taking turns (plugin first on even runs, the API first on odd ones), so that
+    the machine's drift between processes does not enter their ratio."""
+    try:
+        import nixl_cu12._api as nixl
+    except ModuleNotFoundError:
+        import nixl_cu13._api as nixl
+    import ferry
+    name = f"bench-paired-{uuid.uuid4().hex[:6]}"
+    agent = nixl.nixl_agent(name, nixl.nixl_agent_config(backends=[]))
+    agent.create_backend(BACKEND, params)
+    rows = []
+    with ferry.Agent(args.endpoint, name="nixl-bench-paired-api") as api:
+        for size in args.sizes:
+            count = max(1, (args.total_mib << 20) // size)
+            buf = aligned(count * size)
+            mem = agent.register_memory([(buf.ctypes.data, buf.nbytes, 0, "")], "DRAM", backends=[BACKEND])
+            local = agent.get_xfer_descs([(buf.ctypes.data + i * size, size, 0) for i in range(count)], "DRAM")
+            keys = [f"nixl-bench-paired/{size}/{i}" for i in range(count)]
+            remote_reg = agent.register_memory([(0, size, i, k) for i, k in enumerate(keys)], "OBJ",
+                                               backends=[BACKEND])
+            remote = agent.get_xfer_descs([(0, size, i) for i in range(count)], "OBJ")
+            api_buf = aligned(count * size)
+            region = api.register(api_buf)
+            api_keys = [f"nixl-bench-paired-api/{size}/{i}" for i in range(count)]
+            lists = {"WRITE": ferry.DescList([api_buf[i * size:(i + 1) * size] for i in range(count)]),
+                     "READ": ferry.DescList([api_buf[i * size:(i + 1) * size] for i in range(count)], writable=True)}
+            fill(buf, size)
+            fill(api_buf, size)
+            expect = buf.copy()
+
+            def plugin_run(op):
+                t0 = time.perf_counter()
+                h = agent.initialize_xfer(op, local, remote, name, backends=[BACKEND])
+                nixl_post(agent, h, args.poll_us)()
+                agent.release_xfer_handle(h)
+                return time.perf_counter() - t0
+
+            def api_run(op):
+                t0 = time.perf_counter()
+                (api.push(api_keys, lists[op]) if op == "WRITE" else api.pull(api_keys, lists[op])).wait()
+                return time.perf_counter() - t0
+
+            for op in ("WRITE", "READ"):
+                secs = {"plugin": [], "ferry-api": []}
+                for run in range(args.runs):
+                    if op == "READ":
+                        buf[:] = 0
+                        api_buf[:] = 0
+                    order = (("plugin", plugin_run), ("ferry-api", api_run))
+                    for kind, fn in (order if run % 2 == 0 else order[::-1]):
+                        secs[kind].append(fn(op))
+                    if op == "READ" and not (np.array_equal(buf, expect) and np.array_equal(api_buf, expect)):
+                        sys.exit(f"nixl_bench: paired run read back different bytes at {size} bytes")
+                for kind in secs:
+                    rows.append(row(kind + "-paired", {}, args.mode, op, size, count, secs[kind]))
+            region.close()
+            agent.deregister_memory(remote_reg, backends=[BACKEND])
+            agent.deregister_memory(mem, backends=[BACKEND])
+    return rows
+
+
 def row(kind, params, mode, op, size, count, secs):
     gbps = [size * count / s / 1e9 for s in secs]
     return {"backend": kind, "params": params, "mode": mode, "op": op, "size": size, "descriptors": count,
@@ -183,7 +248,7 @@ def run_worker(args, kind, mode, endpoint, params):
            "--sizes", ",".join(str(s) for s in args.sizes), "--total-mib", str(args.total_mib),
            "--runs", str(args.runs), "--poll-us", str(args.poll_us), "--endpoint", endpoint or "", "--params", json.dumps(params)]
     env = dict(os.environ)
-    if kind == "plugin":
+    if kind in ("plugin", "paired"):
         env["NIXL_PLUGIN_DIR"] = args.plugin_dir
     else:
         env.pop("NIXL_PLUGIN_DIR", None)  # NIXL's own plugins, POSIX among them
@@ -214,7 +279,12 @@ def main():
     args.sizes = [int(s) for s in str(args.sizes).split(",")]
     if args.worker:
         params = json.loads(args.params)
-        rows = worker_ferry_api(args) if args.worker == "ferry-api" else worker_nixl(args, args.worker, params)
+        if args.worker == "ferry-api":
+            rows = worker_ferry_api(args)
+        elif args.worker == "paired":
+            rows = worker_paired(args, params)
+        else:
+            rows = worker_nixl(args, args.worker, params)
         print(json.dumps(rows))
         return
 
@@ -232,11 +302,13 @@ def main():
             try:
                 args.dir, base = folder, args.dir
                 for kind, params in (("plugin", {"endpoint": endpoint}), ("ferry-api", {}),
+                                     ("paired", {"endpoint": endpoint}),
                                      ("posix", {}), ("posix", {"use_uring": "true"})):
                     got = run_worker(args, kind, mode, endpoint, params)
                     rows += got
                     for r in got:
-                        print(f"{mode:>8} {kind:>9} {json.dumps(params) if kind == 'posix' else '':>20} {r['op']:>5} "
+                        kind = r["backend"]
+                        print(f"{mode:>8} {kind:>16} {json.dumps(params) if kind == 'posix' else '':>20} {r['op']:>5} "
                               f"{r['size'] >> 10:>7} KiB x {r['descriptors']:>4}  {r['gbps_median']:7.3f} GB/s",
                               flush=True)
                 args.dir = base
@@ -247,9 +319,10 @@ def main():
         if own_dir:
             shutil.rmtree(args.dir, ignore_errors=True)
 
-    print("\nGB/s, medians; plugin / POSIX's best queue, and plugin / Ferry's Python API")
+    print("\nGB/s, medians; plugin / POSIX's best queue, plugin / Ferry's Python API, and the same from"
+          " runs taking turns in one process (paired)")
     print(f"{'mode':>8} {'op':>5} {'size':>9} {'plugin':>8} {'posix':>8} {'uring':>8} {'api':>8} "
-          f"{'/posix':>7} {'/api':>6}")
+          f"{'/posix':>7} {'/api':>6} {'paired':>8}")
     summary = []
     for mode in args.modes.split(","):
         for op in ("WRITE", "READ"):
@@ -258,12 +331,15 @@ def main():
                 plugin = next(r["gbps_median"] for r in pick if r["backend"] == "plugin")
                 api = next(r["gbps_median"] for r in pick if r["backend"] == "ferry-api")
                 posix = [r["gbps_median"] for r in pick if r["backend"] == "posix"]
+                paired = {r["backend"]: r["seconds"] for r in pick if r["backend"].endswith("-paired")}
+                # Each run's plugin against the API's run beside it: their GB/s ratio, the median of the runs.
+                pair_ratio = statistics.median(a / p for p, a in zip(paired["plugin-paired"], paired["ferry-api-paired"]))
                 s = {"mode": mode, "op": op, "size": size, "plugin_gbps": plugin, "api_gbps": api,
                      "posix_gbps": posix[0], "posix_uring_gbps": posix[1], "plugin_over_posix": plugin / max(posix),
-                     "plugin_over_api": plugin / api}
+                     "plugin_over_api": plugin / api, "plugin_over_api_paired": pair_ratio}
                 summary.append(s)
                 print(f"{mode:>8} {op:>5} {size >> 10:>5} KiB {plugin:8.3f} {posix[0]:8.3f} {posix[1]:8.3f} "
-                      f"{api:8.3f} {s['plugin_over_posix']:6.2f}x {s['plugin_over_api']:5.2f}x")
+                      f"{api:8.3f} {s['plugin_over_posix']:6.2f}x {s['plugin_over_api']:5.2f}x {pair_ratio:7.3f}x")
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump({"bench": "nixl", "rows": rows, "summary": summary, "total_mib": args.total_mib,
