@@ -78,6 +78,15 @@ __device__ inline void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], con
   }
 }
 
+// 2^x on the special-function unit alone. exp2f adds a range fix-up around it
+// for results below 2^-126, which a softmax's weights never need: flushed to
+// zero, they weigh as little.
+__device__ inline float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ inline float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
@@ -184,25 +193,32 @@ __global__ void __launch_bounds__(kThreads, 2)
           mma_16816<T>(s[nt], qf[ks], b);
         }
       }
-      // Scores in log2 units; keys past the sequence's end count for nothing.
+      // Raw scores: the scale joins the exponent's multiply-add below, one
+      // instruction where a multiply and a subtraction were. Only a sequence's
+      // last tile can be partial, so only there are keys masked.
+      if (n < kKeyTile) {
+#pragma unroll
+        for (int nt = 0; nt < kKeyTiles8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (nt * 8 + 2 * t + (e % 2) >= n) s[nt][e] = -INFINITY;
+        }
+      }
       float tile_max[2] = {row_max[0], row_max[1]};
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles8; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = nt * 8 + 2 * t + (e % 2);
-          s[nt][e] = key < n ? s[nt][e] * scale_log2 : -INFINITY;
-          tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nt][e]);
-        }
+        for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nt][e]);
       }
-      float correction[2];
+      float correction[2], max_log2[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         // Every tile has a key (n >= 1), so the new maximum is finite, and
-        // exp2(-inf - finite) = 0 clears the first tile's empty history.
+        // exp2(-inf) = 0 clears the first tile's empty history.
         const float m = quad_max(tile_max[r]);
-        correction[r] = exp2f(row_max[r] - m);
+        correction[r] = fast_exp2((row_max[r] - m) * scale_log2);
         row_max[r] = m;
+        max_log2[r] = m * scale_log2;
         row_sum[r] *= correction[r];
       }
 #pragma unroll
@@ -216,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int nt = 0; nt < kKeyTiles8; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const float p = exp2f(s[nt][e] - row_max[e / 2]);
+          const float p = fast_exp2(fmaf(s[nt][e], scale_log2, -max_log2[e / 2]));
           s[nt][e] = p;
           row_sum[e / 2] += p;
         }
