@@ -77,12 +77,39 @@ def nixl_post(agent, handle, poll_us):
     return run
 
 
-def worker_nixl(args, kind, params):
-    """One NIXL backend (plugin or posix) over every size; returns its rows."""
+def import_nixl():
     try:
         import nixl_cu12._api as nixl
     except ModuleNotFoundError:  # NIXL's CUDA 13 build, the one beside torch cu130
         import nixl_cu13._api as nixl
+    return nixl
+
+
+def plugin_objects(agent, buf, size, count, prefix):
+    """The buffer as DRAM and one OBJ object per descriptor on the plugin: the
+    registrations and the two descriptor lists."""
+    mem = agent.register_memory([(buf.ctypes.data, buf.nbytes, 0, "")], "DRAM", backends=[BACKEND])
+    local = agent.get_xfer_descs([(buf.ctypes.data + i * size, size, 0) for i in range(count)], "DRAM")
+    keys = [f"{prefix}/{size}/{i}" for i in range(count)]
+    objs = agent.register_memory([(0, size, i, k) for i, k in enumerate(keys)], "OBJ", backends=[BACKEND])
+    remote = agent.get_xfer_descs([(0, size, i) for i in range(count)], "OBJ")
+    return mem, objs, local, remote
+
+
+def nixl_transfer(agent, name, backend, op, local, remote, poll_us):
+    """One transfer made, posted and released inside the clock, as Ferry's
+    push/pull make their request every time: the same work on both sides.
+    Returns its seconds."""
+    t0 = time.perf_counter()
+    h = agent.initialize_xfer(op, local, remote, name, backends=[backend])
+    nixl_post(agent, h, poll_us)()
+    agent.release_xfer_handle(h)
+    return time.perf_counter() - t0
+
+
+def worker_nixl(args, kind, params):
+    """One NIXL backend (plugin or posix) over every size; returns its rows."""
+    nixl = import_nixl()
     name = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
     agent = nixl.nixl_agent(name, nixl.nixl_agent_config(backends=[]))
     backend = BACKEND if kind == "plugin" else "POSIX"
@@ -91,15 +118,12 @@ def worker_nixl(args, kind, params):
     for size in args.sizes:
         count = max(1, (args.total_mib << 20) // size)
         buf = aligned(count * size)
-        mem = agent.register_memory([(buf.ctypes.data, buf.nbytes, 0, "")], "DRAM", backends=[backend])
-        local = agent.get_xfer_descs([(buf.ctypes.data + i * size, size, 0) for i in range(count)], "DRAM")
         fds = []
         if kind == "plugin":
-            keys = [f"nixl-bench/{size}/{i}" for i in range(count)]
-            remote_reg = agent.register_memory([(0, size, i, k) for i, k in enumerate(keys)], "OBJ",
-                                               backends=[backend])
-            remote = agent.get_xfer_descs([(0, size, i) for i in range(count)], "OBJ")
+            mem, remote_reg, local, remote = plugin_objects(agent, buf, size, count, "nixl-bench")
         else:
+            mem = agent.register_memory([(buf.ctypes.data, buf.nbytes, 0, "")], "DRAM", backends=[backend])
+            local = agent.get_xfer_descs([(buf.ctypes.data + i * size, size, 0) for i in range(count)], "DRAM")
             folder = os.path.join(args.dir, "posix", str(size))
             os.makedirs(folder, exist_ok=True)
             flags = os.O_RDWR | os.O_CREAT | (os.O_DIRECT if args.mode == "direct" else 0)
@@ -115,13 +139,7 @@ def worker_nixl(args, kind, params):
             for _ in range(args.runs):
                 if op == "READ":
                     buf[:] = 0
-                # Made, posted and released inside the clock, as Ferry's push/pull make
-                # their request every time: the same work on both sides.
-                t0 = time.perf_counter()
-                h = agent.initialize_xfer(op, local, remote, name, backends=[backend])
-                nixl_post(agent, h, args.poll_us)()
-                agent.release_xfer_handle(h)
-                secs.append(time.perf_counter() - t0)
+                secs.append(nixl_transfer(agent, name, backend, op, local, remote, args.poll_us))
                 if op == "READ" and not np.array_equal(buf, expect):
                     sys.exit(f"nixl_bench: {kind} read back different bytes at {size} bytes")
             rows.append(row(kind, params, args.mode, op, size, count, secs))
@@ -162,10 +180,7 @@ def worker_paired(args, params):
     """The plugin and Ferry's Python API in one process, on one agent, their runs
     taking turns (plugin first on even runs, the API first on odd ones), so that
     the machine's drift between processes does not enter their ratio."""
-    try:
-        import nixl_cu12._api as nixl
-    except ModuleNotFoundError:
-        import nixl_cu13._api as nixl
+    nixl = import_nixl()
     import ferry
     name = f"bench-paired-{uuid.uuid4().hex[:6]}"
     agent = nixl.nixl_agent(name, nixl.nixl_agent_config(backends=[]))
@@ -175,12 +190,7 @@ def worker_paired(args, params):
         for size in args.sizes:
             count = max(1, (args.total_mib << 20) // size)
             buf = aligned(count * size)
-            mem = agent.register_memory([(buf.ctypes.data, buf.nbytes, 0, "")], "DRAM", backends=[BACKEND])
-            local = agent.get_xfer_descs([(buf.ctypes.data + i * size, size, 0) for i in range(count)], "DRAM")
-            keys = [f"nixl-bench-paired/{size}/{i}" for i in range(count)]
-            remote_reg = agent.register_memory([(0, size, i, k) for i, k in enumerate(keys)], "OBJ",
-                                               backends=[BACKEND])
-            remote = agent.get_xfer_descs([(0, size, i) for i in range(count)], "OBJ")
+            mem, remote_reg, local, remote = plugin_objects(agent, buf, size, count, "nixl-bench-paired")
             api_buf = aligned(count * size)
             region = api.register(api_buf)
             api_keys = [f"nixl-bench-paired-api/{size}/{i}" for i in range(count)]
@@ -191,11 +201,7 @@ def worker_paired(args, params):
             expect = buf.copy()
 
             def plugin_run(op):
-                t0 = time.perf_counter()
-                h = agent.initialize_xfer(op, local, remote, name, backends=[BACKEND])
-                nixl_post(agent, h, args.poll_us)()
-                agent.release_xfer_handle(h)
-                return time.perf_counter() - t0
+                return nixl_transfer(agent, name, BACKEND, op, local, remote, args.poll_us)
 
             def api_run(op):
                 t0 = time.perf_counter()
