@@ -2,14 +2,15 @@
 // residual, then LayerNorm, written over the residual.
 //
 // Rows of up to kMaxWarpWidth columns (MiniLM's 384, BERT-base's 768) take a
-// warp each, their values held in registers, moved in pairs: two shuffle
-// reductions and no barrier, eight rows a block. Wider ones take a block each,
-// gathered in shared memory (layer_norm_row).
+// warp each, their values held in registers, moved four at a time (8 bytes of
+// f16, the bias, gamma and beta 16 bytes), or in pairs where the width is not a
+// multiple of four: two shuffle reductions and no barrier, eight rows a block.
+// Wider ones take a block each, gathered in shared memory (layer_norm_row).
 //
 // Measured under ncu on the H100 at 128 x 128 tokens (docs/bench/inference.md):
 // 20.4 us a call with pairs, 27.9 with a block a row, and 25.9 with 16 bytes a
 // lane (at MiniLM's 384 columns, 48 such pieces a row leave half the lanes
-// with one piece and half with two).
+// with one piece and half with two; 96 pieces of four give every lane three).
 
 #include <cstdint>
 
@@ -22,31 +23,68 @@
 namespace ferry::infer::cuda {
 namespace {
 
-constexpr int kPairsPerLane = 12;
-constexpr std::size_t kMaxWarpWidth = 2 * 32 * kPairsPerLane;  // 768
+constexpr std::size_t kMaxWarpWidth = 768;
 constexpr int kRowsPerBlock = 8;
 constexpr int kBlockThreads = 128;
 
+// kWidth adjacent columns as one access: 2 or 4.
+template <int kWidth, typename T>
+__device__ inline void load_columns(const T* p, float (&v)[kWidth]) {
+  if constexpr (kWidth == 4) {
+    const float4 q = load_quad(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    const float2 q = load_pair(p);
+    v[0] = q.x, v[1] = q.y;
+  }
+}
+
+template <int kWidth>
+__device__ inline void load_params(const float* p, float (&v)[kWidth]) {
+  if constexpr (kWidth == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    const float2 q = *reinterpret_cast<const float2*>(p);
+    v[0] = q.x, v[1] = q.y;
+  }
+}
+
+template <int kWidth, typename T>
+__device__ inline void store_columns(T* p, const float (&v)[kWidth]) {
+  if constexpr (kWidth == 4)
+    store_quad(p, float4{v[0], v[1], v[2], v[3]});
+  else
+    store_pair(p, float2{v[0], v[1]});
+}
+
 // In place is safe: a warp reads its whole row before it writes any of it, and
 // no other warp touches that row.
-template <typename T>
+template <typename T, int kWidth>
 __global__ void __launch_bounds__(32 * kRowsPerBlock)
     bias_residual_norm_warp_kernel(const T* x, const float* bias, T* residual, const float* gamma,
-                                   const float* beta, float eps, const std::uint32_t* tokens, int rows, int hidden) {
+                                   const float* beta, float eps, const std::uint32_t* tokens, int rows,
+                                   int hidden) {
+  constexpr int kPerLane = kMaxWarpWidth / (32 * kWidth);
   const int row = blockIdx.x * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
   if (row >= rows || row >= static_cast<int>(*tokens)) return;
   const int lane = threadIdx.x % 32;
   const std::size_t offset = static_cast<std::size_t>(row) * hidden;
-  float2 v[kPairsPerLane];
+  float v[kPerLane][kWidth];
   float sum = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kPairsPerLane; ++i) {
-    const int col = 2 * (lane + 32 * i);
+  for (int i = 0; i < kPerLane; ++i) {
+    const int col = kWidth * (lane + 32 * i);
     if (col < hidden) {
-      const float2 a = load_pair(x + offset + col);
-      const float2 r = load_pair(residual + offset + col);
-      v[i] = float2{a.x + bias[col] + r.x, a.y + bias[col + 1] + r.y};
-      sum += v[i].x + v[i].y;
+      float a[kWidth], r[kWidth], b[kWidth];
+      load_columns<kWidth>(x + offset + col, a);
+      load_columns<kWidth>(residual + offset + col, r);
+      load_params<kWidth>(bias + col, b);
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e) {
+        v[i][e] = a[e] + b[e] + r[e];
+        sum += v[i][e];
+      }
     }
   }
   const float mean = warp_sum(sum) / hidden;
@@ -54,20 +92,28 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   // exact where E[x^2] - E[x]^2 would cancel.
   float sq = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kPairsPerLane; ++i) {
-    const int col = 2 * (lane + 32 * i);
+  for (int i = 0; i < kPerLane; ++i) {
+    const int col = kWidth * (lane + 32 * i);
     if (col < hidden) {
-      const float dx = v[i].x - mean, dy = v[i].y - mean;
-      sq += dx * dx + dy * dy;
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e) {
+        const float d = v[i][e] - mean;
+        sq += d * d;
+      }
     }
   }
   const float inv_std = rsqrtf(warp_sum(sq) / hidden + eps);
 #pragma unroll
-  for (int i = 0; i < kPairsPerLane; ++i) {
-    const int col = 2 * (lane + 32 * i);
-    if (col < hidden)
-      store_pair(residual + offset + col, float2{(v[i].x - mean) * inv_std * gamma[col] + beta[col],
-                                                 (v[i].y - mean) * inv_std * gamma[col + 1] + beta[col + 1]});
+  for (int i = 0; i < kPerLane; ++i) {
+    const int col = kWidth * (lane + 32 * i);
+    if (col < hidden) {
+      float gm[kWidth], bt[kWidth], out[kWidth];
+      load_params<kWidth>(gamma + col, gm);
+      load_params<kWidth>(beta + col, bt);
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e) out[e] = (v[i][e] - mean) * inv_std * gm[e] + bt[e];
+      store_columns<kWidth>(residual + offset + col, out);
+    }
   }
 }
 
@@ -91,10 +137,18 @@ void launch_bias_residual_norm(const T* x_d, const float* bias_d, T* residual_d,
                                const float* beta_d, float eps, std::size_t rows, const std::uint32_t* tokens_d,
                                std::size_t hidden, cudaStream_t stream) {
   if (rows == 0) return;
+  const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  if (hidden % 4 == 0 && hidden <= kMaxWarpWidth) {
+    bias_residual_norm_warp_kernel<T, 4>
+        <<<blocks, 32 * kRowsPerBlock, 0, stream>>>(x_d, bias_d, residual_d, gamma_d, beta_d, eps, tokens_d,
+                                                    static_cast<int>(rows), static_cast<int>(hidden));
+    check_launch("bias_residual_norm_warp_kernel");
+    return;
+  }
   if (hidden % 2 == 0 && hidden <= kMaxWarpWidth) {
-    const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-    bias_residual_norm_warp_kernel<T><<<blocks, 32 * kRowsPerBlock, 0, stream>>>(
-        x_d, bias_d, residual_d, gamma_d, beta_d, eps, tokens_d, static_cast<int>(rows), static_cast<int>(hidden));
+    bias_residual_norm_warp_kernel<T, 2>
+        <<<blocks, 32 * kRowsPerBlock, 0, stream>>>(x_d, bias_d, residual_d, gamma_d, beta_d, eps, tokens_d,
+                                                    static_cast<int>(rows), static_cast<int>(hidden));
     check_launch("bias_residual_norm_warp_kernel");
     return;
   }

@@ -61,6 +61,32 @@ __device__ inline void store_pair(T* p, float2 v) {
   }
 }
 
+// Four adjacent elements as one 8-byte (16 for float) access, and four f32
+// parameters as one 16-byte one. p must be aligned to four elements.
+template <typename T>
+__device__ inline float4 load_quad(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return *reinterpret_cast<const float4*>(p);
+  } else {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    const float2 lo = load_pair(reinterpret_cast<const T*>(&raw.x));
+    const float2 hi = load_pair(reinterpret_cast<const T*>(&raw.y));
+    return float4{lo.x, lo.y, hi.x, hi.y};
+  }
+}
+
+template <typename T>
+__device__ inline void store_quad(T* p, float4 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    *reinterpret_cast<float4*>(p) = v;
+  } else {
+    uint2 raw;
+    store_pair(reinterpret_cast<T*>(&raw.x), float2{v.x, v.y});
+    store_pair(reinterpret_cast<T*>(&raw.y), float2{v.z, v.w});
+    *reinterpret_cast<uint2*>(p) = raw;
+  }
+}
+
 // Sixteen bytes of elements (8 of f16/bf16, 4 of f32) as one access: what
 // the streaming kernels move per thread per step. p must be 16-byte aligned.
 template <typename T>
