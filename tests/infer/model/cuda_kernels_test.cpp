@@ -1,4 +1,4 @@
-// The CUDA model's attention and bias+residual+LayerNorm kernels on random
+// The CUDA model's attention, embedding and LayerNorm kernels on random
 // inputs, against the same arithmetic on the CPU in double: sequence lengths
 // around every tile edge (1, 15-17, 63-65, 127-129, 200, 256), eager launches
 // that split long sequences' queries and graph-style ones that do not, f16,
@@ -241,6 +241,75 @@ TYPED_TEST(KernelTest, BiasResidualNormMatchesTheCpu) {
   run_norm<TypeParam>(64, 50, 768);  // BERT-base, rows past the tokens
   run_norm<TypeParam>(9, 9, 390);    // pairs
   run_norm<TypeParam>(5, 5, 1000);   // a block a row
+}
+
+template <typename T>
+void run_embed_norm(const std::vector<std::uint32_t>& lengths, std::size_t hidden, std::size_t padding_rows) {
+  std::mt19937 rng(static_cast<unsigned>(lengths.size() * 17 + hidden));
+  constexpr std::size_t kVocab = 1000, kPositions = 512;
+  const std::vector<T> word = random_values<T>(kVocab * hidden, 1.0f, rng);
+  const std::vector<T> position = random_values<T>(kPositions * hidden, 1.0f, rng);
+  const std::vector<T> token_type = random_values<T>(hidden, 1.0f, rng);
+  std::vector<float> gamma(hidden), beta(hidden);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  for (std::size_t c = 0; c < hidden; ++c) gamma[c] = 1.0f + u(rng), beta[c] = u(rng);
+  std::vector<std::uint32_t> starts{0};
+  for (std::uint32_t n : lengths) starts.push_back(starts.back() + n);
+  const std::size_t tokens = starts.back(), rows = tokens + padding_rows;
+  std::vector<std::int32_t> ids(rows);
+  std::uniform_int_distribution<std::int32_t> pick(0, kVocab - 1);
+  for (auto& id : ids) id = pick(rng);
+  const float eps = 1e-12f;
+
+  Device<T> word_d(word.size()), position_d(position.size()), type_d(hidden), out_d(rows * hidden);
+  Device<float> gamma_d(hidden), beta_d(hidden);
+  Device<std::int32_t> ids_d(rows);
+  Device<std::uint32_t> starts_d(starts.size());
+  check(cudaMemcpy(word_d.p, word.data(), word.size() * sizeof(T), cudaMemcpyHostToDevice), "word up");
+  check(cudaMemcpy(position_d.p, position.data(), position.size() * sizeof(T), cudaMemcpyHostToDevice),
+        "pos up");
+  check(cudaMemcpy(type_d.p, token_type.data(), hidden * sizeof(T), cudaMemcpyHostToDevice), "type up");
+  check(cudaMemcpy(gamma_d.p, gamma.data(), hidden * sizeof(float), cudaMemcpyHostToDevice), "gamma up");
+  check(cudaMemcpy(beta_d.p, beta.data(), hidden * sizeof(float), cudaMemcpyHostToDevice), "beta up");
+  check(cudaMemcpy(ids_d.p, ids.data(), rows * sizeof(std::int32_t), cudaMemcpyHostToDevice), "ids up");
+  check(cudaMemcpy(starts_d.p, starts.data(), starts.size() * sizeof(std::uint32_t), cudaMemcpyHostToDevice),
+        "starts up");
+  check(cudaMemset(out_d.p, 0, rows * hidden * sizeof(T)), "out clear");
+  const EmbeddingTables tables{word_d.p, position_d.p, type_d.p, gamma_d.p, beta_d.p, eps};
+  // The batch's token count is starts[sequences], in device memory.
+  launch_embed_norm<T>(ids_d.p, starts_d.p, lengths.size(), rows, starts_d.p + lengths.size(), hidden, tables,
+                       out_d.p, nullptr);
+  check(cudaDeviceSynchronize(), "embed_norm");
+  std::vector<T> got(rows * hidden);
+  check(cudaMemcpy(got.data(), out_d.p, got.size() * sizeof(T), cudaMemcpyDeviceToHost), "out down");
+
+  double worst = 0;
+  for (std::size_t s = 0; s < lengths.size(); ++s) {
+    for (std::size_t t = starts[s]; t < starts[s + 1]; ++t) {
+      std::vector<double> v(hidden);
+      double mean = 0, var = 0;
+      for (std::size_t c = 0; c < hidden; ++c)
+        mean += v[c] = to_f(word[ids[t] * hidden + c]) + to_f(position[(t - starts[s]) * hidden + c]) +
+                       to_f(token_type[c]);
+      mean /= hidden;
+      for (double e : v) var += (e - mean) * (e - mean);
+      const double inv = 1.0 / std::sqrt(var / hidden + eps);
+      for (std::size_t c = 0; c < hidden; ++c) {
+        const double diff = std::abs(to_f(got[t * hidden + c]) - ((v[c] - mean) * inv * gamma[c] + beta[c]));
+        if (!(diff <= worst)) worst = diff;
+      }
+    }
+  }
+  for (std::size_t k = tokens * hidden; k < rows * hidden; ++k)
+    ASSERT_EQ(to_f(got[k]), 0.0f) << "padding row " << k / hidden << " was written";
+  EXPECT_LE(worst, 4 * tolerance<T>()) << tokens << " tokens of " << hidden;
+}
+
+TYPED_TEST(KernelTest, EmbedNormMatchesTheCpu) {
+  run_embed_norm<TypeParam>({1, 17, 128, 3}, 384, 7);  // four a lane access
+  run_embed_norm<TypeParam>({64, 5}, 768, 0);          // BERT-base
+  run_embed_norm<TypeParam>({9, 2}, 390, 3);           // pairs
+  run_embed_norm<TypeParam>({4, 4}, 1000, 2);          // a block a token
 }
 
 }  // namespace

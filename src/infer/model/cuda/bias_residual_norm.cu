@@ -1,7 +1,7 @@
 // The sublayer's end in BERT's post-norm layout: projection + bias +
 // residual, then LayerNorm, written over the residual.
 //
-// Rows of up to kMaxWarpWidth columns (MiniLM's 384, BERT-base's 768) take a
+// Rows of up to kMaxWarpRowWidth columns (MiniLM's 384, BERT-base's 768) take a
 // warp each, their values held in registers, moved four at a time (8 bytes of
 // f16, the bias, gamma and beta 16 bytes), or in pairs where the width is not a
 // multiple of four: two shuffle reductions and no barrier, eight rows a block.
@@ -23,40 +23,8 @@
 namespace ferry::infer::cuda {
 namespace {
 
-constexpr std::size_t kMaxWarpWidth = 768;
 constexpr int kRowsPerBlock = 8;
 constexpr int kBlockThreads = 128;
-
-// kWidth adjacent columns as one access: 2 or 4.
-template <int kWidth, typename T>
-__device__ inline void load_columns(const T* p, float (&v)[kWidth]) {
-  if constexpr (kWidth == 4) {
-    const float4 q = load_quad(p);
-    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-  } else {
-    const float2 q = load_pair(p);
-    v[0] = q.x, v[1] = q.y;
-  }
-}
-
-template <int kWidth>
-__device__ inline void load_params(const float* p, float (&v)[kWidth]) {
-  if constexpr (kWidth == 4) {
-    const float4 q = *reinterpret_cast<const float4*>(p);
-    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-  } else {
-    const float2 q = *reinterpret_cast<const float2*>(p);
-    v[0] = q.x, v[1] = q.y;
-  }
-}
-
-template <int kWidth, typename T>
-__device__ inline void store_columns(T* p, const float (&v)[kWidth]) {
-  if constexpr (kWidth == 4)
-    store_quad(p, float4{v[0], v[1], v[2], v[3]});
-  else
-    store_pair(p, float2{v[0], v[1]});
-}
 
 // In place is safe: a warp reads its whole row before it writes any of it, and
 // no other warp touches that row.
@@ -65,56 +33,24 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
     bias_residual_norm_warp_kernel(const T* x, const float* bias, T* residual, const float* gamma,
                                    const float* beta, float eps, const std::uint32_t* tokens, int rows,
                                    int hidden) {
-  constexpr int kPerLane = kMaxWarpWidth / (32 * kWidth);
-  const int row = blockIdx.x * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
-  if (row >= rows || row >= static_cast<int>(*tokens)) return;
+  const int r = blockIdx.x * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
+  if (r >= rows || r >= static_cast<int>(*tokens)) return;
   const int lane = threadIdx.x % 32;
-  const std::size_t offset = static_cast<std::size_t>(row) * hidden;
-  float v[kPerLane][kWidth];
-  float sum = 0.0f;
+  const std::size_t offset = static_cast<std::size_t>(r) * hidden;
+  WarpRow<kWidth> row;
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int col = kWidth * (lane + 32 * i);
+  for (int i = 0; i < WarpRow<kWidth>::kPieces; ++i) {
+    const int col = WarpRow<kWidth>::column(lane, i);
     if (col < hidden) {
-      float a[kWidth], r[kWidth], b[kWidth];
+      float a[kWidth], res[kWidth], b[kWidth];
       load_columns<kWidth>(x + offset + col, a);
-      load_columns<kWidth>(residual + offset + col, r);
+      load_columns<kWidth>(residual + offset + col, res);
       load_params<kWidth>(bias + col, b);
 #pragma unroll
-      for (int e = 0; e < kWidth; ++e) {
-        v[i][e] = a[e] + b[e] + r[e];
-        sum += v[i][e];
-      }
+      for (int e = 0; e < kWidth; ++e) row.v[i][e] = a[e] + b[e] + res[e];
     }
   }
-  const float mean = warp_sum(sum) / hidden;
-  // The variance around the mean (a second pass over registers), which stays
-  // exact where E[x^2] - E[x]^2 would cancel.
-  float sq = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int col = kWidth * (lane + 32 * i);
-    if (col < hidden) {
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) {
-        const float d = v[i][e] - mean;
-        sq += d * d;
-      }
-    }
-  }
-  const float inv_std = rsqrtf(warp_sum(sq) / hidden + eps);
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int col = kWidth * (lane + 32 * i);
-    if (col < hidden) {
-      float gm[kWidth], bt[kWidth], out[kWidth];
-      load_params<kWidth>(gamma + col, gm);
-      load_params<kWidth>(beta + col, bt);
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) out[e] = (v[i][e] - mean) * inv_std * gm[e] + bt[e];
-      store_columns<kWidth>(residual + offset + col, out);
-    }
-  }
+  warp_layer_norm<kWidth>(row, lane, hidden, gamma, beta, eps, residual + offset);
 }
 
 template <typename T>
@@ -138,14 +74,14 @@ void launch_bias_residual_norm(const T* x_d, const float* bias_d, T* residual_d,
                                std::size_t hidden, cudaStream_t stream) {
   if (rows == 0) return;
   const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  if (hidden % 4 == 0 && hidden <= kMaxWarpWidth) {
+  if (hidden % 4 == 0 && hidden <= kMaxWarpRowWidth) {
     bias_residual_norm_warp_kernel<T, 4>
         <<<blocks, 32 * kRowsPerBlock, 0, stream>>>(x_d, bias_d, residual_d, gamma_d, beta_d, eps, tokens_d,
                                                     static_cast<int>(rows), static_cast<int>(hidden));
     check_launch("bias_residual_norm_warp_kernel");
     return;
   }
-  if (hidden % 2 == 0 && hidden <= kMaxWarpWidth) {
+  if (hidden % 2 == 0 && hidden <= kMaxWarpRowWidth) {
     bias_residual_norm_warp_kernel<T, 2>
         <<<blocks, 32 * kRowsPerBlock, 0, stream>>>(x_d, bias_d, residual_d, gamma_d, beta_d, eps, tokens_d,
                                                     static_cast<int>(rows), static_cast<int>(hidden));
