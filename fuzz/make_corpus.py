@@ -163,8 +163,50 @@ def resp():
         "bulk_cut_short": b"\0$100\r\nshort",
         "no_crlf_after_bulk": b"\0$3\r\nabcXY",
         "bad_length": b"\0$12a\r\n",
-        "bad_type": b"\0*1\r\n$3\r\nfoo\r\n",
+        "array": b"\0*1\r\n$3\r\nfoo\r\n*-1\r\n",
+        "bad_type": b"\0%1\r\n$3\r\nfoo\r\n",
         "bare_newline": b"\0+OK\n",
+    }
+
+
+# --- Redis Cluster replies (cluster_slots_fuzz): one byte of options (bit 0:
+# CLUSTER SLOTS, else SHARDS; bit 1: TLS ports), then replies, as Redis 7 writes them.
+def cluster_slots():
+    def bulk(b):
+        return b"$%d\r\n%s\r\n" % (len(b), b)
+
+    def arr(*items):
+        return b"*%d\r\n" % len(items) + b"".join(items)
+
+    def num(n):
+        return b":%d\r\n" % n
+
+    def node(port, role, health=b"online", ip=b"127.0.0.1", tls_port=None):
+        fields = [bulk(b"id"), bulk(b"e" * 40), bulk(b"port"), num(port)]
+        if tls_port is not None:
+            fields += [bulk(b"tls-port"), num(tls_port)]
+        fields += [bulk(b"ip"), bulk(ip), bulk(b"endpoint"), bulk(ip), bulk(b"role"), bulk(role),
+                   bulk(b"replication-offset"), num(1234), bulk(b"health"), bulk(health)]
+        return arr(*fields)
+
+    def shard(first, last, *nodes):
+        return arr(bulk(b"slots"), arr(num(first), num(last)), bulk(b"nodes"), arr(*nodes))
+
+    shards = arr(shard(0, 5460, node(7000, b"master"), node(7003, b"replica")),
+                 shard(5461, 10922, node(7001, b"master", b"fail"), node(7004, b"master")),
+                 shard(10923, 16383, node(7002, b"master", ip=b"?"), node(7005, b"replica")))
+    tls_shards = arr(shard(0, 16383, node(0, b"master", tls_port=7100)))
+    slots = arr(arr(num(0), num(5460), arr(bulk(b"127.0.0.1"), num(7000), bulk(b"e" * 40), arr()),
+                    arr(bulk(b"127.0.0.1"), num(7003), bulk(b"f" * 40), arr())),
+                arr(num(5461), num(16383), arr(bulk(b""), num(7001))))
+    return {
+        "shards": b"\0" + shards,
+        "shards_tls": b"\2" + tls_shards,
+        "slots": b"\1" + slots,
+        "moved": b"\0-MOVED 3999 127.0.0.1:6381\r\n-ASK 3999 :6382\r\n-MOVED 1 [::1]:7000\r\n",
+        "bad_slot": b"\0" + arr(shard(0, 16384, node(7000, b"master"))) + b"-MOVED 16384 h:1\r\n",
+        "not_a_map": b"\0" + arr(arr(bulk(b"slots"))),
+        "too_deep": b"\0" + b"*1\r\n" * 12 + b":1\r\n",
     }
 
 
@@ -259,6 +301,7 @@ def main():
         "xfer_protocol_fuzz": xfer_protocol(),
         "resp_fuzz": resp(),
         "redis_info_fuzz": redis_info(),
+        "cluster_slots_fuzz": cluster_slots(),
         "json_flags_fuzz": json_flags(),
         "http_fuzz": http(),
         "route_run_fuzz": route_run(),

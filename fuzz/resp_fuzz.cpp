@@ -86,7 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       FUZZ_CHECK(consumed(reader) == pos);
       continue;
     }
-    if (type != ':' && type != '$') {
+    if (type != ':' && type != '$' && type != '*') {
       FUZZ_CHECK(err.failed());
       break;
     }
@@ -100,6 +100,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(consumed(reader) == pos);
     if (type == ':') {
       FUZZ_CHECK(head.kind == RespReader::Kind::Integer);
+      continue;
+    }
+    if (type == '*') {  // an array's head: its elements are the replies that follow
+      FUZZ_CHECK(head.kind == (*n < 0 ? RespReader::Kind::Nil : RespReader::Kind::Array));
       continue;
     }
     if (*n < 0) {

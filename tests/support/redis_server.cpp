@@ -53,7 +53,7 @@ bool redis_ping(std::uint16_t port, int timeout_ms) {
     pollfd p{fd, POLLIN, 0};
     char buf[16] = {};
     if (poll(&p, 1, timeout_ms) == 1 && recv(fd, buf, sizeof(buf) - 1, 0) >= 5)
-      ok = std::string(buf).rfind("+PONG", 0) == 0;
+      ok = std::string(buf).rfind("+PONG", 0) == 0 || std::string(buf).rfind("-NOAUTH", 0) == 0;
   }
   close(fd);
   return ok;

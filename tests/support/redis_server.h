@@ -47,7 +47,8 @@ class RedisServer {
 
 // A loopback TCP port that was free a moment ago.
 std::uint16_t free_loopback_port();
-// Sends PING to 127.0.0.1:port; true when +PONG comes back within timeout_ms.
+// Sends PING to 127.0.0.1:port; true when +PONG (or -NOAUTH, from a server that
+// wants a password: it is up all the same) comes back within timeout_ms.
 bool redis_ping(std::uint16_t port, int timeout_ms = 200);
 
 }  // namespace ferry::test

@@ -8,6 +8,8 @@
 //                                              1MiB; pack=0: a file per object)
 //   redis://127.0.0.1:6379                     host and port (default 127.0.0.1:6379)
 //   redis://cache:6380/2?prefix=llama:&connections=8&timeout_ms=500
+//   redis://cache:6380?user=ferry&password_file=/etc/ferry/redis.pw&tls_ca=/etc/ferry/ca.pem
+//   redis-cluster://10.0.0.1:7000,10.0.0.2:7000?password_env=REDIS_PW&wait_replicas=1
 //
 // A spec that cannot be parsed throws ferry::Error with the spec, what is wrong
 // and the accepted forms.
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "xfer/store/file/file_tier.h"
+#include "xfer/store/redis/redis_cluster_tier.h"
 #include "xfer/store/redis/redis_tier.h"
 #include "xfer/store/tier.h"
 #include "xfer/store/tier_chain.h"
@@ -25,10 +28,11 @@
 namespace ferry::xfer::store {
 
 struct TierSpec {
-  enum class Kind { Dram, File, Redis } kind = Kind::Dram;
+  enum class Kind { Dram, File, Redis, RedisCluster } kind = Kind::Dram;
   std::uint64_t dram_capacity = 0;
   FileTierOptions file;
   RedisTierOptions redis;
+  RedisClusterTierOptions redis_cluster;
   std::string text;  // the spec as given
 };
 

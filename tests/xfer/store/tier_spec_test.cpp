@@ -105,6 +105,57 @@ TEST(TierSpec, Redis) {
   EXPECT_NE(error_of("redis://user:pw@h:1").find("passwords"), std::string::npos);
 }
 
+TEST(TierSpec, RedisAuthAndTls) {
+  auto t = parse_tier_spec(
+      "redis://cache:6380?user=ferry&password_file=/etc/pw&tls_ca=/etc/ca.pem&tls_cert=/c.pem&tls_key=/k.pem&"
+      "tls_name=redis.internal");
+  EXPECT_EQ(t.redis.auth.user, "ferry");
+  EXPECT_EQ(t.redis.auth.password_file, "/etc/pw");
+  EXPECT_TRUE(t.redis.tls.enabled);
+  EXPECT_EQ(t.redis.tls.ca_file, "/etc/ca.pem");
+  EXPECT_EQ(t.redis.tls.cert_file, "/c.pem");
+  EXPECT_EQ(t.redis.tls.key_file, "/k.pem");
+  EXPECT_EQ(t.redis.tls.name, "redis.internal");
+  t = parse_tier_spec("redis://h:1?password_env=REDIS_PW&tls=yes");
+  EXPECT_EQ(t.redis.auth.password_env, "REDIS_PW");
+  EXPECT_TRUE(t.redis.tls.enabled);
+  EXPECT_TRUE(t.redis.tls.ca_file.empty());
+  // Never a password on the command line.
+  EXPECT_NE(error_of("redis://h:1?password=hunter2").find("password_file or password_env"),
+            std::string::npos);
+  EXPECT_NE(error_of("redis://h:1?tls=maybe").find("not yes or no"), std::string::npos);
+  EXPECT_NE(error_of("redis://h:1?tls_ca=").find("tls_ca needs a value"), std::string::npos);
+}
+
+TEST(TierSpec, RedisCluster) {
+  auto t = parse_tier_spec("redis-cluster://10.0.0.1:7000,10.0.0.2,[::1]:7002");
+  EXPECT_EQ(t.kind, TierSpec::Kind::RedisCluster);
+  ASSERT_EQ(t.redis_cluster.seeds.size(), 3u);
+  EXPECT_EQ(t.redis_cluster.seeds[0].text(), "10.0.0.1:7000");
+  EXPECT_EQ(t.redis_cluster.seeds[1].text(), "10.0.0.2:6379");
+  EXPECT_EQ(t.redis_cluster.seeds[2].text(), "[::1]:7002");
+  EXPECT_EQ(t.redis_cluster.prefix, "ferry:");
+  t = parse_tier_spec(
+      "redis-cluster://"
+      "h:7000?prefix=kv:&connections=2&timeout_ms=300&attempts=4&retry_ms=100&wait_replicas=1&"
+      "user=u&password_env=PW&tls_ca=/ca");
+  EXPECT_EQ(t.redis_cluster.prefix, "kv:");
+  EXPECT_EQ(t.redis_cluster.connections, 2u);
+  EXPECT_EQ(t.redis_cluster.timeout_ms, 300);
+  EXPECT_EQ(t.redis_cluster.attempts, 4u);
+  EXPECT_EQ(t.redis_cluster.retry_ms, 100);
+  EXPECT_EQ(t.redis_cluster.wait_replicas, 1u);
+  EXPECT_EQ(t.redis_cluster.auth.user, "u");
+  EXPECT_EQ(t.redis_cluster.auth.password_env, "PW");
+  EXPECT_TRUE(t.redis_cluster.tls.enabled);
+  EXPECT_NE(error_of("redis-cluster://h:1/2").find("no databases"), std::string::npos);
+  EXPECT_NE(error_of("redis-cluster://h:1,,h:2").find("empty node"), std::string::npos);
+  EXPECT_NE(error_of("redis-cluster://h:1?attempts=0").find("attempts 0 is outside"), std::string::npos);
+  EXPECT_NE(error_of("redis-cluster://h:1?colour=red").find("unknown redis-cluster parameter 'colour'"),
+            std::string::npos);
+  EXPECT_NE(error_of("redis-cluster://u:pw@h:1").find("passwords"), std::string::npos);
+}
+
 TEST(TierSpec, UnknownKindsSayWhatIsAccepted) {
   const std::string e = error_of("s3://bucket");
   EXPECT_NE(e.find("unknown tier kind 's3'"), std::string::npos) << e;
@@ -121,9 +172,12 @@ TEST(TierSpec, MakeTierBuildsEachKind) {
   auto f = make_tier("file:" + dir.sub("f") + ",capacity=1M,qd=4");
   EXPECT_EQ(f->kind(), "file");
   EXPECT_EQ(f->capacity(), 1u << 20);
-  auto r = make_tier("redis://127.0.0.1:1");  // not connected until used
+  auto r = make_tier("redis://127.0.0.1:1");  // nothing listens: logged, and tried again when used
   EXPECT_EQ(r->kind(), "redis");
   EXPECT_EQ(r->capacity(), kUnbounded);
+  auto c = make_tier("redis-cluster://127.0.0.1:1?attempts=1");  // no slot map yet: asked again when used
+  EXPECT_EQ(c->kind(), "redis-cluster");
+  EXPECT_EQ(c->capacity(), kUnbounded);
   auto chain = make_chain({"dram:1MiB", "file:" + dir.sub("g")});
   EXPECT_EQ(chain->size(), 2u);
   EXPECT_THROW(make_chain({}), Error);

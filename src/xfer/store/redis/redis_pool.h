@@ -1,28 +1,20 @@
 #pragma once
-// A small pool of hiredis connections to one Redis server. A batch call leases one
+// A small pool of connections (redis_conn.h) to one Redis server. A batch call leases one
 // connection for its whole pipeline; concurrent callers lease different ones (at
 // most `size`, then they wait). A connection that failed is dropped, and the next
 // lease connects again, so the tier recovers on its own when Redis comes back.
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "xfer/base/fault.h"
-#include "xfer/store/redis/resp_io.h"
-
-struct redisContext;
+#include "xfer/store/redis/redis_conn.h"
 
 namespace ferry::xfer::store {
-
-struct RedisEndpoint {
-  std::string host = "127.0.0.1";
-  int port = 6379;
-  int db = 0;
-  int timeout_ms = 2000;  // connect, and every read or write on the socket
-};
 
 class RedisPool {
  public:
@@ -39,12 +31,13 @@ class RedisPool {
     Lease& operator=(const Lease&) = delete;
 
     // The connection, connecting first if it has none; nullptr when Redis cannot
-    // be reached or refuses SELECT, after raising Unavailable into `fault`.
-    redisContext* connect(Fault& fault) noexcept;
+    // be reached or refuses AUTH or SELECT, after raising Unavailable into `fault`.
+    RedisConn* connect(Fault& fault) noexcept;
+    // The same, without raising: nullptr with *error filled (for a caller that
+    // will try elsewhere or again, and raises only if it gives up).
+    RedisConn* connect(RedisConnectError* error) noexcept;
     // Drops the connection after an I/O error: the next lease reconnects.
     void drop() noexcept;
-    // The reply reader of this connection (resp_io.h).
-    RespReader& reader() { return pool_->conns_[slot_].reader; }
 
    private:
     RedisPool* pool_;
@@ -61,11 +54,7 @@ class RedisPool {
   RedisEndpoint ep_;
   std::mutex mu_;
   std::condition_variable cv_;
-  struct Conn {
-    redisContext* ctx = nullptr;  // nullptr: not connected
-    RespReader reader;
-  };
-  std::vector<Conn> conns_;
+  std::vector<std::unique_ptr<RedisConn>> conns_;  // nullptr: not connected
   std::vector<std::size_t> idle_;
 };
 

@@ -1,17 +1,12 @@
 #pragma once
 // The redis tier: each object is one Redis string under "<prefix><key>" (prefix
-// "ferry:" by default), its value a 32-byte header and then the bytes:
-//
-//   +0   magic     u64  "FERRYRV1" (little-endian)
-//   +8   size      u64  object bytes (the value is 32 + size bytes long)
-//   +16  checksum  u64  the object's checksum (checksum.h)
-//   +24  flags     u64  1: the checksum is checksum()'s; 0 in values of older
-//                       builds, whose checksum is XXH3-64 of all the bytes
-//   +32  data
+// "ferry:" by default), its value a 32-byte header and then the bytes
+// (redis_value.h).
 //
 // Batches are pipelined on one connection (all commands of a window written,
 // then all replies read); concurrent calls use a small pool of connections
-// (redis_pool.h), each with a connect and I/O timeout. When Redis goes away the
+// (redis_pool.h), each with a connect and I/O timeout, optionally TLS and AUTH
+// (redis_conn.h). When Redis goes away the
 // items in flight (and the rest of that call) are Unavailable, the connection is
 // dropped, and the next call connects again: the tier keeps working when Redis
 // comes back. Redis errors "OOM ..." (maxmemory reached) are NoSpace; "LOADING
@@ -24,12 +19,7 @@
 // ("INFO memory"): the bytes of this tier plus Redis's free room under
 // maxmemory, or kUnbounded where Redis has no maxmemory or cannot be asked.
 //
-// LRU: Redis is normally the last tier, so victims are rarely asked for. The tier keeps the
-// order of last use, in memory, for the keys this process put or got; keys it has
-// not touched (stored before a restart, or by another agent) count as older than
-// all of those. It does not use OBJECT IDLETIME: any command on a key (stat's
-// GETRANGE included) resets it, and it fails under an LFU maxmemory-policy.
-// used() is the bytes of the keys this process knows of.
+// LRU and used(): recent_keys.h.
 //
 // Errors (base/fault.h): a lost connection is raised once per call (Unavailable,
 // naming the server and why), and every item it leaves unanswered is
@@ -40,19 +30,19 @@
 // and the chain relies on them (tier_chain.h).
 
 #include <cstdint>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 
-#include "xfer/store/key_map.h"
+#include "xfer/store/redis/recent_keys.h"
 #include "xfer/store/redis/redis_pool.h"
 #include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
 
 struct RedisTierOptions {
-  RedisEndpoint endpoint;
+  RedisEndpoint endpoint;  // its security is made from auth and tls by the constructor
+  RedisAuthOptions auth;
+  RedisTlsOptions tls;
   std::string prefix = "ferry:";
   unsigned connections = 4;
   std::string spec;  // for describe(); made from the options when empty
@@ -60,8 +50,10 @@ struct RedisTierOptions {
 
 class RedisTier final : public Tier {
  public:
-  // Does not connect: a Redis that is down at start-up is reported per item, and
-  // the tier works once it is up.
+  // Reads the password and loads the TLS files, then tries one connection: a
+  // refused password, an untrusted certificate or a server that wants a password
+  // it was not given throws ferry::Error. A Redis that is down at start-up is
+  // only logged, then reported per item, and the tier works once it is up.
   explicit RedisTier(RedisTierOptions options);
   ~RedisTier() override;
 
@@ -82,23 +74,12 @@ class RedisTier final : public Tier {
   std::vector<std::string> lru_victims(std::uint64_t bytes) noexcept override;
 
  private:
-  struct Tracked {
-    std::uint64_t size = 0;
-    std::list<std::string>::iterator lru;
-  };
-
   std::string full_key(std::string_view key) const;
-  void touch(std::string_view key, std::uint64_t size) noexcept;
-  void forget(std::string_view key) noexcept;
 
   RedisTierOptions opts_;
   std::string spec_;
   std::unique_ptr<RedisPool> pool_;
-
-  mutable std::mutex mu_;  // guards tracked_, lru_, used_
-  KeyMap<Tracked> tracked_;
-  std::list<std::string> lru_;  // front = most recently used
-  std::uint64_t used_ = 0;
+  RecentKeys recent_;
 };
 
 }  // namespace ferry::xfer::store
