@@ -78,8 +78,9 @@ asan-run:
 # mover and the agent's concurrent sessions, a TSan-built `ferry agent` included
 # (tests/xfer/CMakeLists.txt), the server threads under a user's framing, a
 # TSan-built `ferry http` (tests/http/), the deferred-response mailbox, the embedding batcher and
-# `ferry http --model` (tests/infer/service/), and the NIXL plugin's engine under
-# several threads (tests/xfer/nixl/).
+# `ferry http --model` (tests/infer/service/), the NIXL plugin's engine under
+# several threads (tests/xfer/nixl/), and the redis-cluster tier under a reshard
+# and a failover (tests/xfer/store/redis/).
 tsan: tsan-build model
 	$(MAKE) --no-print-directory tsan-run
 tsan-build: deps
@@ -87,7 +88,7 @@ tsan-build: deps
 	  -DFERRY_SANITIZE=thread
 	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test comm_list_test packet_worker_test spin_mutex_test arena_control_test route_ring_fuzz_test \
 	  xfer_store_stress_test xfer_file_tier_test xfer_mover_test xfer_e2e_test offload_framing_test deferred_mailbox_test http_e2e_test embedding_service_test embed_e2e_test ferry \
-	  nixl_engine_threads_test
+	  nixl_engine_threads_test xfer_store_redis_cluster_test
 tsan-run:
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 FERRY_FUZZ_MESSAGES=1000000 ctest --output-on-failure -L 'lockfree|tsan'
 

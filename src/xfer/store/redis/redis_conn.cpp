@@ -203,12 +203,15 @@ std::unique_ptr<RedisConn> RedisConn::open(const RedisEndpoint& ep, RedisConnect
                         "): " + X509_verify_cert_error_string(verify),
                     true};
         } else if (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+          // The server took the connection but did not shake hands: most likely
+          // it does not speak TLS on this port.
           const int e = errno;
-          *error = {"redis " + address + ": TLS handshake: " +
-                        (e == EAGAIN ? std::string("timed out")
-                         : e == 0    ? "connection closed"
-                                     : std::strerror(e)),
-                    false};
+          *error = {"redis " + address + ": TLS handshake failed: " +
+                        (e == EAGAIN || e == EWOULDBLOCK ? std::string("no answer within the timeout")
+                         : e == 0                        ? std::string("connection closed")
+                                                         : std::string(std::strerror(e))) +
+                        " (is the port a TLS port?)",
+                    true};
         } else {
           const std::string detail = openssl_error();
           *error = {"redis " + address + ": TLS handshake failed" + (detail.empty() ? "" : ": " + detail) +
@@ -280,6 +283,12 @@ void check_redis_access(const RedisEndpoint& ep) {
   }
   RespValue r;
   if (auto e = c->command({"PING"}, &r); e.failed()) {
+    // TLS 1.3 sends a refusal of the client (no certificate, or an untrusted
+    // one) after the handshake: it arrives here.
+    if (std::strcmp(e.what, kTlsFailure) == 0)
+      throw Error("redis " + ep.host + ":" + std::to_string(ep.port) +
+                  ": the server refused the TLS connection: " + openssl_error() +
+                  " (does it want a client certificate?)");
     log::app().warn("redis {}:{}: PING: {}; the tier tries again on its first call", ep.host, ep.port,
                     describe(e));
     return;
