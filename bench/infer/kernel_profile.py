@@ -45,7 +45,9 @@ def main():
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--length", type=int, default=128)
     p.add_argument("--precision", default="f16")
-    p.add_argument("--skip", type=int, default=150, help="launches to skip (the model's warm-up and first batches)")
+    p.add_argument("--skip", type=int, default=1500,
+                   help="launches to skip: the model's warm-up, which times the products' candidate "
+                        "algorithms (about 1,000 launches), and its first batches")
     p.add_argument("--count", type=int, default=110, help="launches to time: at least two batches' worth")
     p.add_argument("--ncu", default="ncu")
     p.add_argument("--json", dest="json_path")

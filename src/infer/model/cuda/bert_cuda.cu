@@ -37,9 +37,9 @@
 #include "infer/model/cuda/cuda_handles.h"
 #include "infer/model/cuda/device_memory.h"
 #include "infer/model/cuda/device_weights.cuh"
+#include "infer/model/cuda/element.cuh"
 #include "infer/model/cuda/kernels.cuh"
-#include "infer/model/cuda/linear.cuh"
-#include "infer/model/cuda/linear_bias_gelu.h"
+#include "infer/model/cuda/products.h"
 
 namespace ferry::infer {
 namespace {
@@ -144,7 +144,7 @@ class BertCudaModel final : public EmbeddingModel {
         use_graphs_(graphs_enabled()),
         gelu_(options.gelu.value_or(Gelu::Tanh)),
         cublas_workspace_(kCublasWorkspaceBytes),
-        linear_bias_gelu_(cuda::Element<T>::kCublasType, cublas_workspace_.get(), kCublasWorkspaceBytes),
+        products_(cuda::Element<T>::kCublasType, cublas_workspace_.get(), kCublasWorkspaceBytes),
         weights_(cuda::upload_bert_weights<T>(weights)),
         ids_h_(gemm_rows(max_batch_tokens_)),
         starts_h_(max_batch_ + 1),
@@ -160,10 +160,6 @@ class BertCudaModel final : public EmbeddingModel {
         pooled_d_(max_batch_ * config_.hidden),
         tokens_d_(max_batch_tokens_ * config_.hidden),
         tokens_h_(max_batch_tokens_ * config_.hidden) {
-    // cublasSetStream resets the workspace to cuBLAS's own pool, so the
-    // workspace is set after it.
-    FERRY_CUBLAS_CHECK(cublasSetStream(cublas_.get(), stream_.get()));
-    FERRY_CUBLAS_CHECK(cublasSetWorkspace(cublas_.get(), cublas_workspace_.get(), kCublasWorkspaceBytes));
     info_.name = folder_name(options.model_dir);
     info_.hidden = config_.hidden;
     info_.max_positions = config_.max_positions;
@@ -290,10 +286,11 @@ class BertCudaModel final : public EmbeddingModel {
     }
   }
 
-  // Runs every product at every row count gemm_rows() gives, so that cuBLAS
-  // has loaded all its kernels before any persistent kernel starts. The
-  // buffers start as zeros; later, padding rows keep what earlier batches left
-  // there, which stays finite, and no real row reads a padding row.
+  // Chooses every product's algorithm at every row count gemm_rows() gives,
+  // by timing cuBLASLt's candidates (Products::tune), so that each one's
+  // kernel is loaded before any persistent kernel starts. The buffers start as
+  // zeros; later, padding rows keep what earlier batches left there, which
+  // stays finite, and no real row reads a padding row.
   void warm_up() {
     cudaStream_t stream = stream_.get();
     const std::size_t h = config_.hidden;
@@ -303,31 +300,33 @@ class BertCudaModel final : public EmbeddingModel {
     FERRY_CUDA_CHECK(cudaMemsetAsync(intermediate_d_.get(), 0, rows_ * inter * sizeof(T), stream));
     const cuda::DeviceLayer<T>& l = weights_.layers.front();
     for (std::size_t rows = gemm_rows(1);; rows = gemm_rows(rows + 1)) {
-      cuda::linear<T>(cublas_.get(), hidden_d_.get(), l.qkv.weight.get(), qkv_d_.get(), rows, h, 3 * h);
-      cuda::linear<T>(cublas_.get(), context_d_.get(), l.attention_out.weight.get(), sublayer_d_.get(), rows, h, h);
-      feed_forward_in(l, rows, nullptr);
-      cuda::linear<T>(cublas_.get(), intermediate_d_.get(), l.output.weight.get(), sublayer_d_.get(), rows, inter,
-                      h);
+      products_.tune(stream, hidden_d_.get(), l.qkv.weight.get(), nullptr, qkv_d_.get(), rows, h, 3 * h,
+                     cuda::Epilogue::None);
+      products_.tune(stream, context_d_.get(), l.attention_out.weight.get(), nullptr, sublayer_d_.get(), rows,
+                     h, h, cuda::Epilogue::None);
+      products_.tune(stream, hidden_d_.get(), l.intermediate.weight.get(), l.intermediate_bias.get(),
+                     intermediate_d_.get(), rows, h, inter, intermediate_epilogue());
+      products_.tune(stream, intermediate_d_.get(), l.output.weight.get(), nullptr, sublayer_d_.get(), rows,
+                     inter, h, cuda::Epilogue::None);
       if (rows >= rows_) break;
     }
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
+  // The tanh GELU rides in the product's epilogue; the exact one is a kernel after it.
+  cuda::Epilogue intermediate_epilogue() const {
+    return gelu_ == Gelu::Tanh ? cuda::Epilogue::GeluBias : cuda::Epilogue::None;
+  }
+
   // intermediate_d_ = GELU(hidden_d_ * W + b) over `rows` rows: one product
   // with the tanh form in its epilogue, or the product and then the exact
-  // form's kernel over the batch's tokens (tokens_d). warm_up() passes null:
-  // it needs every product once, not their values, so the kernel is skipped.
+  // form's kernel over the batch's tokens (tokens_d).
   void feed_forward_in(const cuda::DeviceLayer<T>& l, std::size_t rows, const std::uint32_t* tokens_d) {
     const std::size_t h = config_.hidden;
     const std::size_t inter = config_.intermediate;
-    if (gelu_ == Gelu::Tanh) {
-      linear_bias_gelu_.run(stream_.get(), hidden_d_.get(), l.intermediate.weight.get(), l.intermediate_bias.get(),
-                            intermediate_d_.get(), rows, h, inter);
-      return;
-    }
-    cuda::linear<T>(cublas_.get(), hidden_d_.get(), l.intermediate.weight.get(), intermediate_d_.get(), rows, h,
-                    inter);
-    if (tokens_d != nullptr)
+    products_.run(stream_.get(), hidden_d_.get(), l.intermediate.weight.get(), l.intermediate_bias.get(),
+                  intermediate_d_.get(), rows, h, inter, intermediate_epilogue());
+    if (gelu_ == Gelu::Exact)
       cuda::launch_bias_gelu<T>(intermediate_d_.get(), l.intermediate.bias.get(), rows, tokens_d, inter,
                                 stream_.get());
   }
@@ -341,7 +340,6 @@ class BertCudaModel final : public EmbeddingModel {
   void enqueue_batch(std::size_t rows, std::size_t tokens, std::size_t sequences, std::size_t longest,
                      Output output) {
     cudaStream_t stream = stream_.get();
-    cublasHandle_t cublas = cublas_.get();
     const std::size_t h = config_.hidden;
     const std::size_t inter = config_.intermediate;
     const float eps = config_.layer_norm_eps;
@@ -361,15 +359,18 @@ class BertCudaModel final : public EmbeddingModel {
                                stream);
 
     for (const cuda::DeviceLayer<T>& l : weights_.layers) {
-      cuda::linear<T>(cublas, hidden_d_.get(), l.qkv.weight.get(), qkv_d_.get(), rows, h, 3 * h);
+      products_.run(stream, hidden_d_.get(), l.qkv.weight.get(), nullptr, qkv_d_.get(), rows, h, 3 * h,
+                    cuda::Epilogue::None);
       cuda::launch_attention<T>(qkv_d_.get(), l.qkv.bias.get(), starts_d_.get(), sequences, longest, h,
                                 config_.heads, context_d_.get(), stream);
-      cuda::linear<T>(cublas, context_d_.get(), l.attention_out.weight.get(), sublayer_d_.get(), rows, h, h);
+      products_.run(stream, context_d_.get(), l.attention_out.weight.get(), nullptr, sublayer_d_.get(), rows,
+                    h, h, cuda::Epilogue::None);
       cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.attention_out.bias.get(), hidden_d_.get(),
                                          l.attention_norm.gamma.get(), l.attention_norm.beta.get(), eps,
                                          rows, tokens_d, h, stream);
       feed_forward_in(l, rows, tokens_d);
-      cuda::linear<T>(cublas, intermediate_d_.get(), l.output.weight.get(), sublayer_d_.get(), rows, inter, h);
+      products_.run(stream, intermediate_d_.get(), l.output.weight.get(), nullptr, sublayer_d_.get(), rows,
+                    inter, h, cuda::Epilogue::None);
       cuda::launch_bias_residual_norm<T>(sublayer_d_.get(), l.output.bias.get(), hidden_d_.get(),
                                          l.output_norm.gamma.get(), l.output_norm.beta.get(), eps, rows,
                                          tokens_d, h, stream);
@@ -398,8 +399,7 @@ class BertCudaModel final : public EmbeddingModel {
   // before anything enqueues, and are destroyed after the buffers' users end.
   cuda::Stream stream_;
   DeviceBuffer<std::byte> cublas_workspace_;  // outlives the handle that uses it
-  cuda::CublasHandle cublas_;
-  cuda::LinearBiasGelu linear_bias_gelu_;  // shares the workspace: both run on stream_ only
+  cuda::Products products_;                   // every product, on stream_ only
   cuda::DeviceBertWeights<T> weights_;
 
   // Pinned staging (the _h side) and the device's copies (_d).

@@ -1,15 +1,12 @@
 #pragma once
-// Owning handles for a CUDA stream, a cuBLAS handle and an instantiated CUDA
-// graph: each is created by its constructor (throwing ferry::Error naming the
-// call that failed) and destroyed with the object.
+// Owning handles for a CUDA stream and an instantiated CUDA graph: each is created by its constructor
+// (throwing ferry::Error naming the call that failed) and destroyed with the object.
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <utility>
 
 #include "ferry/worker/cuda/cuda_check.h"
-#include "infer/model/cuda/cublas_check.h"
 
 namespace ferry::infer::cuda {
 
@@ -23,18 +20,6 @@ class Stream {
 
  private:
   cudaStream_t stream_ = nullptr;
-};
-
-class CublasHandle {
- public:
-  CublasHandle() { FERRY_CUBLAS_CHECK(cublasCreate(&handle_)); }
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  ~CublasHandle() { cublasDestroy(handle_); }
-  cublasHandle_t get() const noexcept { return handle_; }
-
- private:
-  cublasHandle_t handle_ = nullptr;
 };
 
 class GraphExec {

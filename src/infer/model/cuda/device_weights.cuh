@@ -28,7 +28,7 @@ struct DeviceLayer {
   DeviceLinear<T> attention_out;
   DeviceLayerNorm attention_norm;
   DeviceLinear<T> intermediate;
-  DeviceBuffer<T> intermediate_bias;  // in T as well, for LinearBiasGelu's epilogue
+  DeviceBuffer<T> intermediate_bias;  // in T as well, for the GELU product's epilogue (products.h)
   DeviceLinear<T> output;
   DeviceLayerNorm output_norm;
 };
