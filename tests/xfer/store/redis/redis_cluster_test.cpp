@@ -202,6 +202,27 @@ TEST_F(RedisClusterTest, ReshardDuringARunOnlyRetries) {
   ASSERT_TRUE(cluster_->wait_ok());
 }
 
+// wait_replicas=1: each window of puts waits for a replica (WAIT), and is
+// acknowledged once one has it.
+TEST_F(RedisClusterTest, PutsWaitForAReplicaWhenAsked) {
+  auto t = tier("wait_replicas=1");
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::uint8_t>> data;
+  for (int i = 0; i < 40; ++i) {
+    keys.push_back("waited" + std::to_string(i));
+    data.push_back(object(keys.back(), 0, 4096));
+  }
+  std::vector<PutItem> puts;
+  for (std::size_t i = 0; i < keys.size(); ++i) puts.push_back(test::put_item(keys[i], data[i]));
+  Fault fault;
+  t->put(puts, fault);
+  EXPECT_FALSE(fault.failed()) << fault.detail();
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(puts[i].status, XferStatus::Ok) << keys[i];
+    EXPECT_EQ(get_one(*t, keys[i]).data, data[i]);
+  }
+}
+
 // SIGKILL a primary while puts and gets run. Every put that was acknowledged
 // is afterwards readable with its bytes, or a miss (replication is
 // asynchronous: the promoted replica may not have had it); never other bytes.
@@ -275,6 +296,13 @@ TEST_F(RedisClusterTest, PrimaryKilledDuringARunLosesNothingSilently) {
     ++readable;
   }
   EXPECT_GT(readable, 0);
+  // The promoted replica has no replica of its own now: a put that must wait
+  // for one is not acknowledged, and says why.
+  auto waiting = tier("wait_replicas=1&timeout_ms=400");
+  const std::string orphan = keys_in_slots(16383, 16383, 1, "orphan")[0];
+  std::string err;
+  EXPECT_EQ(put_one(*waiting, orphan, object(orphan, 0, 100), &err), XferStatus::Unavailable);
+  EXPECT_NE(err.find("replicas wanted confirmed"), std::string::npos) << err;
   std::printf(
       "failover: %zu keys acknowledged: %d readable, %d lost to asynchronous replication; "
       "%d puts Unavailable during it\n",
