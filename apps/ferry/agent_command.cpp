@@ -78,7 +78,9 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
                   "file:DIR[,direct][,fsync][,capacity=SIZE][,qd=N][,pack=SIZE][,threads=N][,cores=N] (objects up "
                   "to pack=SIZE share pack files, default 1MiB; pack=0: a file each; without direct, a put or get "
                   "call is split between threads=N threads, default 2; its calls and helpers keep at most cores=N "
-                  "cores busy, default the machine's), redis://HOST:PORT. A full tier moves its least "
+                  "cores busy, default the machine's), redis://HOST:PORT[?OPTIONS], "
+                  "redis-cluster://HOST:PORT[,HOST:PORT...][?OPTIONS] (auth, TLS and the other options: "
+                  "docs/xfer-tiers.md). A full tier moves its least "
                   "recently used objects down the chain.")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("-b,--backend", text.backends,

@@ -72,7 +72,7 @@ class Tier {
  public:
   virtual ~Tier() = default;
 
-  virtual std::string_view kind() const = 0;  // "dram", "file", "redis"
+  virtual std::string_view kind() const = 0;  // "dram", "file", "redis", "redis-cluster"
   virtual std::string describe() const = 0;   // the spec it was made from, e.g. "dram:8GiB"
   virtual std::uint64_t capacity() const = 0;  // bytes, or kUnbounded
   virtual std::uint64_t used() const = 0;      // bytes of stored objects
