@@ -117,6 +117,7 @@ FileTier::~FileTier() {
   rings_.reset();
   tombstones_.reset();
   index_.clear();  // closes the packs
+  files_ = ObjectIo(-1, {}, false, false);  // unlinks its spare files, while the directory is open
   if (lock_fd_ >= 0) close(lock_fd_);  // releases the flock
   if (dir_fd_ >= 0) close(dir_fd_);
 }

@@ -84,6 +84,10 @@ class FileTier final : public Tier, public Streamable {
   std::size_t max_key_length() const noexcept override { return kMaxFileKeyLength; }
   std::uint64_t used() const override;
   std::uint64_t capacity_now() const override;
+  // Replaced objects' files kept for reuse with O_DIRECT (spare_files.h): the
+  // only temporary-named files in the directory between calls.
+  std::size_t spare_files() const { return files_.spare_files(); }
+  std::uint64_t spare_files_reused() const { return files_.spare_files_reused(); }  // puts that overwrote one
 
   void put(std::span<PutItem> items, Fault& fault) noexcept override;
   void get(std::span<GetItem> items, Fault& fault) noexcept override;

@@ -1,6 +1,8 @@
 #include "xfer/store/file/object_io.h"
 
 #include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,9 +21,23 @@ XferStatus ObjectIo::create_temp(ObjectWrite& op, Fault& fault) noexcept {
   const PutItem& item = *op.item;
   op.fd = -1;
   op.truncate = false;
+  op.spare_size = 0;
   op.offset = 0;
   op.tmp.clear();
   op.name = object_file_name(item.key);
+  if (spares_) {
+    // O_DIRECT writes whole pages: the spare is overwritten up to the padded
+    // end and cut to the object's size at close.
+    if (auto spare = spares_->take(kFileHeaderSize + io_round_up(item.data.size))) {
+      op.fd = openat(dir_fd_, spare->name.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
+      if (op.fd >= 0) {
+        op.tmp = std::move(spare->name);
+        op.spare_size = spare->size;
+        return XferStatus::Ok;
+      }
+      unlinkat(dir_fd_, spare->name.c_str(), 0);
+    }
+  }
   op.tmp = temp_file_name(op.name);
   const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_ ? O_DIRECT : 0);
   op.fd = openat(dir_fd_, op.tmp.c_str(), flags, 0644);
@@ -111,7 +127,8 @@ XferStatus ObjectIo::close_write(ObjectWrite& op, Fault& fault) noexcept {
                            std::strerror(err),
                        item.key);
   };
-  if (op.truncate && ftruncate(op.fd, static_cast<off_t>(kFileHeaderSize + item.data.size)) != 0)
+  const std::uint64_t end = kFileHeaderSize + item.data.size;
+  if ((op.truncate || op.spare_size > end) && ftruncate(op.fd, static_cast<off_t>(end)) != 0)
     return fail_errno("truncating");
   if (fsync_ && fsync(op.fd) != 0) return fail_errno("fsync of");
   if (close(std::exchange(op.fd, -1)) != 0) return fail_errno("closing");
@@ -119,6 +136,20 @@ XferStatus ObjectIo::close_write(ObjectWrite& op, Fault& fault) noexcept {
 }
 
 XferStatus ObjectIo::publish(ObjectWrite& op, Fault& fault) noexcept {
+  if (spares_ && exchange_works_->load(std::memory_order_relaxed)) {
+    if (renameat2(dir_fd_, op.tmp.c_str(), dir_fd_, op.name.c_str(), RENAME_EXCHANGE) == 0) {
+      // The old version now has the temporary's name: a spare, unless gone.
+      struct stat st {};
+      if (fstatat(dir_fd_, op.tmp.c_str(), &st, 0) == 0)
+        spares_->offer(std::exchange(op.tmp, {}), static_cast<std::uint64_t>(st.st_size));
+      else
+        unlinkat(dir_fd_, op.tmp.c_str(), 0);
+      op.tmp.clear();
+      return XferStatus::Ok;
+    }
+    if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP) exchange_works_->store(false);
+    // ENOENT: no version to replace; the plain rename below publishes it.
+  }
   if (renameat(dir_fd_, op.tmp.c_str(), dir_fd_, op.name.c_str()) != 0) {
     const int err = errno;
     return fault.raise(write_errno_status(err),
@@ -151,9 +182,11 @@ void ObjectIo::discard(ObjectWrite& op) noexcept {
 
 XferStatus ObjectIo::open_file(ObjectRead& op, Fault& fault) noexcept {
   op.name = object_file_name(op.item->key);
+  if (spares_) spares_->reader_opening();  // before the open: spare_files.h says why
   op.fd = openat(dir_fd_, op.name.c_str(), O_RDONLY | O_CLOEXEC | (direct_ ? O_DIRECT : 0));
   if (op.fd >= 0) return XferStatus::Ok;
   const int err = errno;
+  if (spares_) spares_->reader_closed();
   if (err == ENOENT) return XferStatus::NotFound;
   return fault.raise(XferStatus::IoError,
                      "file tier " + dir_ + ": cannot open " + op.name + " for key " + quote_key(op.item->key) + ": " +
@@ -262,6 +295,7 @@ void ObjectIo::release(ObjectRead& op) noexcept {
     op.pack.reset();
   } else if (op.fd >= 0) {
     close(op.fd);
+    if (spares_) spares_->reader_closed();
   }
   op.fd = -1;
 }

@@ -16,6 +16,7 @@
 
 #include <cerrno>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "xfer/store/file/aligned_buffer.h"
 #include "xfer/store/file/file_format.h"
 #include "xfer/store/file/pack_fds.h"
+#include "xfer/store/file/spare_files.h"
 #include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
@@ -47,6 +49,8 @@ struct ObjectWrite {
   int fd = -1;
   bool reserved = false;  // holds a reservation in the index (the tier's)
   bool truncate = false;  // O_DIRECT wrote padding past the object's end
+  std::uint64_t spare_size =
+      0;  // > 0: tmp is a spare file (spare_files.h) of this size, overwritten in place
   std::uint64_t seq = 0;
   AlignedBuffer header{kFileHeaderSize};
   AlignedBuffer tail;    // the last partial page, padded (O_DIRECT with aligned data)
@@ -83,22 +87,28 @@ struct ObjectRead {
 
 class ObjectIo {
  public:
+  // With O_DIRECT, replaced objects' files are kept for reuse (spare_files.h).
   ObjectIo(int dir_fd, std::string dir, bool direct, bool fsync)
-      : dir_fd_(dir_fd), dir_(std::move(dir)), direct_(direct), fsync_(fsync) {}
+      : dir_fd_(dir_fd),
+        dir_(std::move(dir)),
+        direct_(direct),
+        fsync_(fsync),
+        spares_(direct && dir_fd >= 0 ? std::make_unique<SpareFiles>(dir_fd) : nullptr) {}
 
   // ---- writing an object file ----
   // Creates the temporary for op.item (op.seq set) and lays out the write of
   // header and data (op.iov, op.total). On failure (raised) nothing is left.
   [[nodiscard]] XferStatus open_write(ObjectWrite& op, Fault& fault) noexcept;
   // Only creates the temporary (op.fd, op.tmp) and, buffered, allocates its
-  // blocks, for a write laid out elsewhere (a streamed put,
+  // blocks (with O_DIRECT it may be a spare file instead), for a write laid out elsewhere (a streamed put,
   // file_tier_stream.cpp). On failure (raised) nothing is left.
   [[nodiscard]] XferStatus create_temp(ObjectWrite& op, Fault& fault) noexcept;
   // A write completion with res <= 0: the failure's status, raised.
   [[nodiscard]] XferStatus write_failed(const ObjectWrite& op, int res, Fault& fault) noexcept;
   // After the last write: cuts O_DIRECT padding, fsyncs (with fsync), closes.
   [[nodiscard]] XferStatus close_write(ObjectWrite& op, Fault& fault) noexcept;
-  // Renames the temporary over the object's name (the caller holds the key's stripe).
+  // Renames the temporary over the object's name (the caller holds the key's
+  // stripe); with O_DIRECT swaps them, and keeps the old file as a spare.
   [[nodiscard]] XferStatus publish(ObjectWrite& op, Fault& fault) noexcept;
   // With fsync: the directory after a publish. The object is in place and
   // readable; only its durability across a power cut is in doubt: IoError.
@@ -127,6 +137,10 @@ class ObjectIo {
   // Closes op's file, or gives its pack's descriptor back.
   void release(ObjectRead& op) noexcept;
 
+  // Spare files kept for reuse (0 without O_DIRECT).
+  std::size_t spare_files() const { return spares_ ? spares_->count() : 0; }
+  std::uint64_t spare_files_reused() const { return spares_ ? spares_->reused() : 0; }
+
   // ---- the files of keys ----
   bool file_exists(std::string_view key) const noexcept;
   // Unlinks the key's object file; 0 (also when there is none) or errno.
@@ -137,6 +151,9 @@ class ObjectIo {
   std::string dir_;
   bool direct_;
   bool fsync_;
+  std::unique_ptr<SpareFiles> spares_;  // with O_DIRECT
+  // Cleared when the file system refuses RENAME_EXCHANGE: plain renames from then on.
+  std::unique_ptr<std::atomic<bool>> exchange_works_ = std::make_unique<std::atomic<bool>>(true);
 };
 
 }  // namespace ferry::xfer::store
