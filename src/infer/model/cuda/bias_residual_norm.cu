@@ -10,7 +10,7 @@
 // Measured under ncu on the H100 at 128 x 128 tokens (docs/bench/inference.md):
 // 20.4 us a call with pairs, 27.9 with a block a row, and 25.9 with 16 bytes a
 // lane (at MiniLM's 384 columns, 48 such pieces a row leave half the lanes
-// with one piece and half with two; 96 pieces of four give every lane three).
+// with one piece and half with two; pieces of four give every lane three).
 
 #include <cstdint>
 

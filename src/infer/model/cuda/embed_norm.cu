@@ -1,8 +1,7 @@
 // The embedding layer: word + position + token type, then LayerNorm. A warp
 // per token, its row in registers four (or two) columns a lane access, where
-// the width allows (layer_norm_row.cuh); else a block per token. Measured under
-// ncu on the H200 at 128 x 128 tokens: 37.6 us a batch with a block of 128
-// threads a token and scalar loads.
+// the width allows (layer_norm_row.cuh); else a block per token. A block of
+// scalar loads a token took twice as long (docs/bench/inference.md, fourth pass).
 
 #include <cstdint>
 

@@ -24,11 +24,8 @@ constexpr int kTimedRuns = 5;
 
 // Below this many rows the candidates are not timed, and a product without
 // an epilogue goes to cuBLAS (cublasGemmEx), whose own choice there beat
-// cuBLASLt's first one. On an H200, f16, against cublasGemmEx everywhere:
-// timing the candidates at every row count lost 3-7% at 1,024 and 2,048 rows
-// (8 x 128 and 8 x 256 tokens: the fastest of five runs back to back was not
-// the fastest inside a batch), cuBLASLt's first choice there lost 3%, and
-// timing gained 1-3% from 4,096 rows up (docs/bench/inference.md).
+// cuBLASLt's first one: at small shapes the fastest of a few runs back to
+// back was not the fastest inside a batch (docs/bench/inference.md, fourth pass).
 constexpr std::size_t kMinTimedRows = 4096;
 
 }  // namespace

@@ -7,10 +7,9 @@
 //
 // Each shape's algorithm is chosen once and kept, so that shapes warmed up
 // before persistent kernels start never load another kernel. tune() chooses
-// it: from 4,096 rows by timing cuBLASLt's candidates, below that cuBLAS's
-// own choice (products.cpp says why). Measured on an H200, f16, 16,384 rows:
-// the QKV product 28.0 us with cuBLASLt's first choice against 22.9 with the
-// fastest of eight, the GELU one 44.5 against 40.9 (docs/bench/inference.md).
+// it: from 4,096 rows by timing cuBLASLt's candidates, whose fastest beats
+// cuBLAS's choice at large shapes, below that cuBLAS's own choice
+// (docs/bench/inference.md, fourth pass, has the measurements).
 
 #include <cublasLt.h>
 #include <cublas_v2.h>

@@ -2,11 +2,9 @@
 // Object files kept for reuse by O_DIRECT puts. A put that replaces an object
 // swaps its new file in with renameat2(RENAME_EXCHANGE), which leaves the old
 // file under the new one's temporary name instead of freeing it; a later put
-// overwrites such a spare in place instead of allocating a new file. Measured
-// on the H200 machine's disk (ext4 on virtio, 8 writers, 1 to 16 MiB objects):
-// new files replacing old ones 0.79-1.08 GB/s, the same writes over files in
-// place 1.64-2.30 (docs/bench/nixl.md). Freeing a file's blocks and
-// allocating new ones is most of what a replacing put costs there.
+// overwrites such a spare in place instead of allocating a new file: freeing
+// a file's blocks and allocating new ones was most of what a replacing put
+// cost on the disks measured (docs/bench/nixl.md).
 //
 // A spare may still be open in a reader that opened the object before the
 // swap. It is handed out only once no such reader can remain: when no object
