@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -157,7 +158,11 @@ bool RedisClusterTier::refresh(std::uint64_t seen, std::string* why) const noexc
 void RedisClusterTier::run(Op& op, std::size_t n, Fault& fault) noexcept {
   try {
     std::vector<unsigned> slot(n);
-    std::vector<std::uint16_t> ask(n, kNoNode);  // ASK: the node to ask once, after ASKING
+    // After a redirect, the node the item goes to next (once), whatever the map
+    // says: a map read from a node that has not heard of the move yet cannot
+    // send it back. After ASK, preceded by ASKING.
+    std::vector<std::uint16_t> redirected(n, kNoNode);
+    std::vector<bool> ask(n, false);
     std::vector<std::size_t> pending;
     for (std::size_t i = 0; i < n; ++i) {
       if (op.key(i).empty()) continue;  // settled by the caller
@@ -166,13 +171,26 @@ void RedisClusterTier::run(Op& op, std::size_t n, Fault& fault) noexcept {
     }
     std::string last_cause;
     bool stale = false, wait = false;
-    int waited_ms = 0, backoff_ms = kFirstBackoffMs;
+    // retry_ms bounds the time from the first failure on, connect timeouts included.
+    using Clock = std::chrono::steady_clock;
+    std::optional<Clock::time_point> first_failure;
+    const auto retried_ms = [&] {
+      return first_failure
+                 ? std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *first_failure)
+                       .count()
+                 : 0;
+    };
+    // A failure: the map is read again, and the next round waits.
+    const auto note_failure = [&] {
+      stale = wait = true;
+      if (!first_failure) first_failure = Clock::now();
+    };
+    int backoff_ms = kFirstBackoffMs;
     unsigned round = 0;
     for (; !pending.empty() && round < opts_.attempts; ++round) {
       if (wait) {
-        if (waited_ms >= opts_.retry_ms) break;
+        if (retried_ms() >= opts_.retry_ms) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
-        waited_ms += backoff_ms;
         backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
         wait = false;
       }
@@ -181,7 +199,7 @@ void RedisClusterTier::run(Op& op, std::size_t n, Fault& fault) noexcept {
         std::string why;
         if (!refresh(seen, &why)) {
           last_cause = why;
-          wait = true;
+          note_failure();
           continue;
         }
         stale = false;
@@ -202,10 +220,10 @@ void RedisClusterTier::run(Op& op, std::size_t n, Fault& fault) noexcept {
       {
         std::shared_lock lock(map_mu_);
         for (const std::size_t i : pending) {
-          const std::uint16_t to = ask[i] != kNoNode ? ask[i] : owner_[slot[i]];
+          const std::uint16_t to = redirected[i] != kNoNode ? redirected[i] : owner_[slot[i]];
           if (to == kNoNode) {
             last_cause = "slot " + std::to_string(slot[i]) + " has no primary in the slot map";
-            stale = wait = true;
+            note_failure();
             next.push_back(i);
             continue;
           }
@@ -227,7 +245,7 @@ void RedisClusterTier::run(Op& op, std::size_t n, Fault& fault) noexcept {
         if (g.lease) g.lease->drop();
         g.conn = nullptr;
         last_cause = why;
-        stale = wait = true;
+        note_failure();
       };
       for (Group& g : groups) {
         Node* nd = node(g.node);
@@ -249,9 +267,10 @@ void RedisClusterTier::run(Op& op, std::size_t n, Fault& fault) noexcept {
           while (g.at < g.items.size() && g.window.sent.size() < kWindowItems &&
                  g.window.bytes < kWindowBytes) {
             const std::size_t i = g.items[g.at++];
-            g.asking.push_back(ask[i] != kNoNode);
-            if (ask[i] != kNoNode) g.window.add_command({"ASKING"});
-            ask[i] = kNoNode;  // once
+            g.asking.push_back(ask[i]);
+            if (ask[i]) g.window.add_command({"ASKING"});
+            redirected[i] = kNoNode;  // once
+            ask[i] = false;
             op.queue(i, g.window);
             g.window.sent.push_back(i);
           }
@@ -295,11 +314,10 @@ void RedisClusterTier::run(Op& op, std::size_t n, Fault& fault) noexcept {
             if (const auto redirect = parse_redirect(error_reply, node(g.node)->address.host)) {
               redirects_.fetch_add(1);
               std::unique_lock lock(map_mu_);
-              const std::uint16_t to = node_locked(redirect->to);
-              if (redirect->ask) {
-                ask[i] = to;
-              } else {
-                owner_[redirect->slot] = to;
+              redirected[i] = node_locked(redirect->to);
+              ask[i] = redirect->ask;
+              if (!redirect->ask) {
+                owner_[redirect->slot] = redirected[i];
                 stale = true;  // more slots may have moved with it
               }
               next.push_back(i);
@@ -307,7 +325,7 @@ void RedisClusterTier::run(Op& op, std::size_t n, Fault& fault) noexcept {
             }
             if (error_reply_status(error_reply) == XferStatus::Unavailable) {
               last_cause = error_reply_message(address, op.name, op.key(i), error_reply);
-              stale = wait = true;
+              note_failure();
               next.push_back(i);
               continue;
             }
@@ -346,7 +364,7 @@ void RedisClusterTier::run(Op& op, std::size_t n, Fault& fault) noexcept {
       (void)fault.raise(XferStatus::Unavailable,
                         "redis-cluster " + spec_ + ": " + std::to_string(pending.size()) + " " + op.name +
                             (pending.size() == 1 ? " was" : "s were") + " not answered after " +
-                            std::to_string(round) + " rounds and " + std::to_string(waited_ms) +
+                            std::to_string(round) + " rounds and " + std::to_string(retried_ms()) +
                             " ms of retries: " + last_cause);
       for (const std::size_t i : pending) op.give_up(i, XferStatus::Unavailable);
     }

@@ -11,14 +11,16 @@
 //   all the primaries are written before any of their replies are read, so the
 //   primaries work at once. Pools are leased in one order (the node's index), so
 //   concurrent calls never wait on each other in a cycle.
-// - Redirects: MOVED points the slot at its new primary and marks the map
-//   stale; ASK sends that item once to the named node, after ASKING. A lost
+// - Redirects: MOVED points the slot at its new primary, sends the item there
+//   next and marks the map stale; ASK sends the item once to the named node,
+//   after ASKING. A lost
 //   connection, CLUSTERDOWN, TRYAGAIN, LOADING or MASTERDOWN marks the map stale
 //   and the items try again after a backoff (10 ms, doubling to 200 ms).
 //   Before each new round a stale map is asked again. A SET sent twice stores
 //   the same value: retrying a put is safe.
-// - Bounds: an item gets at most `attempts` rounds and `retry_ms` of waiting;
-//   then it is Unavailable, raised once with the last cause.
+// - Bounds: an item gets at most `attempts` rounds, and `retry_ms` from the
+//   call's first failure (backoffs and connect timeouts together); then it is
+//   Unavailable, raised once with the last cause.
 // - An object is one value in one slot: it is served whole or not at all, never
 //   in part (no striping; Cluster has no atomic write across slots).
 // - Replication is asynchronous: after a failover, what the promoted replica

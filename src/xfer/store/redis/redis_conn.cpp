@@ -114,6 +114,21 @@ int tcp_connect(const RedisEndpoint& ep, std::string* why) {
   return fd;
 }
 
+// TLS 1.3 sends the server's refusal of the client (no certificate, or an
+// untrusted one) after the handshake, so it shows as the first command's
+// failure: an alert, or the connection closed or reset. Only a timeout is
+// not taken for one.
+bool refused_after_handshake(const RedisEndpoint& ep, const RespError& e) {
+  return ep.security != nullptr && ep.security->tls() != nullptr && e.failed() && e.err != EAGAIN &&
+         e.err != EWOULDBLOCK;
+}
+
+std::string refusal_text(const RespError& e) {
+  const std::string detail = openssl_error();
+  return "the server refused the TLS connection after the handshake (" + describe(e) +
+         (detail.empty() ? "" : ": " + detail) + "); does it want a client certificate?";
+}
+
 }  // namespace
 
 RedisSecurity::RedisSecurity(const RedisAuthOptions& auth, const RedisTlsOptions& tls) : user_(auth.user) {
@@ -226,7 +241,8 @@ std::unique_ptr<RedisConn> RedisConn::open(const RedisEndpoint& ep, RedisConnect
       const RespError e = sec->user().empty() ? c->command({"AUTH", sec->password()}, &r)
                                               : c->command({"AUTH", sec->user(), sec->password()}, &r);
       if (e.failed()) {
-        *error = {"redis " + address + ": AUTH: " + describe(e), false};
+        const bool refused = refused_after_handshake(ep, e);
+        *error = {"redis " + address + ": AUTH: " + (refused ? refusal_text(e) : describe(e)), refused};
         return nullptr;
       }
       if (r.is_error()) {
@@ -283,12 +299,8 @@ void check_redis_access(const RedisEndpoint& ep) {
   }
   RespValue r;
   if (auto e = c->command({"PING"}, &r); e.failed()) {
-    // TLS 1.3 sends a refusal of the client (no certificate, or an untrusted
-    // one) after the handshake: it arrives here.
-    if (std::strcmp(e.what, kTlsFailure) == 0)
-      throw Error("redis " + ep.host + ":" + std::to_string(ep.port) +
-                  ": the server refused the TLS connection: " + openssl_error() +
-                  " (does it want a client certificate?)");
+    if (refused_after_handshake(ep, e))
+      throw Error("redis " + ep.host + ":" + std::to_string(ep.port) + ": " + refusal_text(e));
     log::app().warn("redis {}:{}: PING: {}; the tier tries again on its first call", ep.host, ep.port,
                     describe(e));
     return;

@@ -49,7 +49,7 @@ RespError tls_error(ssl_st* ssl, int ret, const char* what) noexcept {
     case SSL_ERROR_SYSCALL:
       if (errno == 0) return RespError{"connection closed by the server"};
       return io_error(what, errno);
-    default: return RespError{kTlsFailure};
+    default: return RespError{"TLS error on the connection"};  // the detail: OpenSSL's error queue
   }
 }
 

@@ -47,11 +47,6 @@ struct [[nodiscard]] RespError {
   bool failed() const noexcept { return what != nullptr; }
 };
 
-// What RespError::what says when OpenSSL refused the connection (an alert from
-// the server, a record that does not verify); the detail is in OpenSSL's error
-// queue of the thread.
-inline constexpr const char* kTlsFailure = "TLS error on the connection";
-
 // "read timed out", "write: Broken pipe", "unexpected reply type 'x'", ...
 std::string describe(const RespError& e);
 
