@@ -1,6 +1,7 @@
 #include "route/router.h"
 
 #include <signal.h>
+#include <time.h>
 
 #include <atomic>
 #include <cerrno>
@@ -12,6 +13,13 @@
 #include "route/run.h"
 
 namespace ferry::route::detail {
+
+std::uint64_t thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 namespace {
 constexpr int kSlotsPerClientPass = 16;  // request chunks taken from one app per pass (fairness)
 constexpr int kBuffersPerPass = 64;      // received MPI buffers routed per pass

@@ -37,6 +37,11 @@
 
 namespace ferry::route::detail {
 
+// CPU time of the calling thread, in ns: RouterConfig::cpu_time for a router
+// on its own thread (in a thread or a process), so that the shards' times add
+// up to the router's and MPI's own helper threads are left out.
+std::uint64_t thread_cpu_ns();
+
 struct RouterConfig {
   Options options;
   Mailbox* mailbox = nullptr;

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <ctime>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,14 +18,6 @@
 
 namespace ferry::route::detail {
 namespace {
-
-// Per router thread: the shards' times add up to the router's (MPI's own
-// helper threads, mostly asleep, are left out).
-std::uint64_t thread_cpu_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 constexpr int kNameBytes = 128;
 

@@ -1,15 +1,6 @@
 #include "route/router_thread.h"
 
-#include <ctime>
-
 namespace ferry::route::detail {
-namespace {
-std::uint64_t thread_cpu_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-}  // namespace
 
 RouterThread::RouterThread(MPI_Comm comm, const Options& options, const Topology& topology)
     : mailbox_(Mailbox::create_private(Mailbox::Geometry{1, options.ring_slots, options.ring_slot_bytes, 1})),
