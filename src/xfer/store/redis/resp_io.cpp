@@ -30,7 +30,7 @@ std::string describe(const RespError& e) {
   if (!e.failed()) return {};
   if (e.type != 0) return std::string(e.what) + " '" + e.type + "'";
   if (e.err == 0) return e.what;
-  // The socket has SO_RCVTIMEO/SO_SNDTIMEO (hiredis's redisSetTimeout): a timeout
+  // The socket has SO_RCVTIMEO/SO_SNDTIMEO (redis_conn.cpp): a timeout
   // comes back as EAGAIN.
   if (e.err == EAGAIN || e.err == EWOULDBLOCK) return std::string(e.what) + " timed out";
   return std::string(e.what) + ": " + std::strerror(e.err);

@@ -1,13 +1,12 @@
 #pragma once
-// The redis tier's data path speaks RESP on the connection's socket itself,
-// instead of through hiredis's buffers: a SET is written with writev straight from
-// the caller's bytes, and a GET's value is read straight into the caller's buffer.
-// hiredis would copy each value twice more (into its output buffer, then into its
-// reader buffer and a reply object), and on this path those copies cost more than
-// Redis's own work (docs/bench/store.md). hiredis still connects, sets the socket
-// timeouts, and runs the tier's other commands (stat, remove, list) on the same
-// connection: a pipeline always reads every reply it asked for, so hiredis finds
-// nothing of ours left in the socket.
+// The redis tiers speak RESP on the connection's socket themselves: a SET is
+// written with writev straight from the caller's bytes, and a GET's value is read
+// straight into the caller's buffer. A client library (hiredis) would copy each
+// value twice more (into its output buffer, then into its reader buffer and a
+// reply object), and on this path those copies cost more than Redis's own work
+// (docs/bench/store.md). The other commands (stat, remove, list, INFO, CLUSTER
+// SHARDS) read whole replies with read_reply() on the same connection: a pipeline
+// always reads every reply it asked for, so nothing is left in the socket.
 //
 // The connection may be TLS (redis_conn.h): RespSocket names the socket and, for
 // TLS, the OpenSSL session over it; every read and write goes through it.
