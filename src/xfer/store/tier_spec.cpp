@@ -168,8 +168,11 @@ void parse_query(std::string_view spec, std::string_view query, Option option) {
   }
 }
 
-// Splits "<authority>[/...][?query]" at the '?'.
-std::string_view take_query(std::string_view* rest) {
+// Splits "<authority>[/...][?query]" at the '?'; refuses a password in the
+// authority ("user:pw@host").
+std::string_view take_query(std::string_view spec, std::string_view* rest) {
+  if (rest->substr(0, rest->find('?')).find('@') != std::string_view::npos)
+    bad(spec, "passwords in redis URLs are not supported (give password_file or password_env)");
   std::string_view query;
   if (const std::size_t q = rest->find('?'); q != std::string_view::npos) {
     query = rest->substr(q + 1);
@@ -181,9 +184,7 @@ std::string_view take_query(std::string_view* rest) {
 TierSpec parse_redis(std::string_view spec, std::string_view rest) {
   TierSpec t;
   t.kind = TierSpec::Kind::Redis;
-  if (rest.substr(0, rest.find('?')).find('@') != std::string_view::npos)
-    bad(spec, "passwords in redis URLs are not supported (give password_file or password_env)");
-  const std::string_view query = take_query(&rest);
+  const std::string_view query = take_query(spec, &rest);
   std::string_view authority = rest;
   if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
     authority = rest.substr(0, slash);
@@ -203,9 +204,7 @@ TierSpec parse_redis(std::string_view spec, std::string_view rest) {
 TierSpec parse_redis_cluster(std::string_view spec, std::string_view rest) {
   TierSpec t;
   t.kind = TierSpec::Kind::RedisCluster;
-  if (rest.substr(0, rest.find('?')).find('@') != std::string_view::npos)
-    bad(spec, "passwords in redis URLs are not supported (give password_file or password_env)");
-  const std::string_view query = take_query(&rest);
+  const std::string_view query = take_query(spec, &rest);
   if (rest.find('/') != std::string_view::npos) bad(spec, "a Redis Cluster has no databases: no '/<db>'");
   RedisClusterTierOptions& c = t.redis_cluster;
   for (const std::string_view node : split(rest, ',')) {
