@@ -27,11 +27,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ferry/core/host_device.h"
+
 #if defined(__CUDACC__)
-#define FERRY_HD __host__ __device__ __forceinline__
 #define FERRY_UNROLL _Pragma("unroll")
 #else
-#define FERRY_HD inline
 #define FERRY_UNROLL _Pragma("GCC unroll 8")
 #endif
 
@@ -55,14 +55,14 @@ struct Keys {
   std::uint64_t merge[8];    // at byte 11 + 8*i: the final mix
 };
 
-FERRY_HD std::uint64_t read_le64(const std::uint8_t* p) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE std::uint64_t read_le64(const std::uint8_t* p) {
   std::uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
   return v;
 }
 
 // From the 192-byte default secret (xxh3_default_secret()).
-FERRY_HD Keys make_keys(const std::uint8_t* secret) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE Keys make_keys(const std::uint8_t* secret) {
   Keys k{};
   for (int i = 0; i < 24; ++i) k.stripe[i] = read_le64(secret + 8 * i);
   for (int i = 0; i < 8; ++i) k.last[i] = read_le64(secret + kSecretBytes - kStripeBytes - 7 + 8 * i);
@@ -70,7 +70,7 @@ FERRY_HD Keys make_keys(const std::uint8_t* secret) {
   return k;
 }
 
-FERRY_HD std::uint64_t init_acc(int i) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE std::uint64_t init_acc(int i) {
   switch (i) {
     case 0: return kP32_3;
     case 1: return kP64_1;
@@ -85,8 +85,8 @@ FERRY_HD std::uint64_t init_acc(int i) {
 
 // Adds the terms of one 16-byte part (words d0 = word 2q, d1 = word 2q+1 of a
 // stripe; k0, k1 their secret words) to acc[2q] (even) and acc[2q+1] (odd).
-FERRY_HD void add_part(std::uint64_t& even, std::uint64_t& odd, std::uint64_t d0, std::uint64_t d1,
-                       std::uint64_t k0, std::uint64_t k1) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE void add_part(std::uint64_t& even, std::uint64_t& odd, std::uint64_t d0,
+                                                   std::uint64_t d1, std::uint64_t k0, std::uint64_t k1) {
   const std::uint64_t x0 = d0 ^ k0, x1 = d1 ^ k1;
   odd += d0;  // acc[w ^ 1] += d_w: the words of a pair swap
   even += (x0 & 0xFFFFFFFFu) * (x0 >> 32);
@@ -95,14 +95,15 @@ FERRY_HD void add_part(std::uint64_t& even, std::uint64_t& odd, std::uint64_t d0
 }
 
 // Between blocks, per accumulator i with key stripe[16 + i].
-FERRY_HD void scramble(std::uint64_t& acc, std::uint64_t key) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE void scramble(std::uint64_t& acc, std::uint64_t key) {
   acc ^= acc >> 47;
   acc ^= key;
   acc *= kP32_1;
 }
 
 // The final mix of one accumulator pair: 128-bit product folded to 64 bits.
-FERRY_HD std::uint64_t mix_pair(std::uint64_t even, std::uint64_t odd, std::uint64_t k0, std::uint64_t k1) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE std::uint64_t mix_pair(std::uint64_t even, std::uint64_t odd,
+                                                            std::uint64_t k0, std::uint64_t k1) {
   const std::uint64_t a = even ^ k0, b = odd ^ k1;
 #if defined(__CUDA_ARCH__)
   return (a * b) ^ __umul64hi(a, b);
@@ -113,7 +114,7 @@ FERRY_HD std::uint64_t mix_pair(std::uint64_t even, std::uint64_t odd, std::uint
 }
 
 // mixed = the sum of mix_pair over the four pairs.
-FERRY_HD std::uint64_t finish(std::uint64_t mixed, std::uint64_t len) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE std::uint64_t finish(std::uint64_t mixed, std::uint64_t len) {
   std::uint64_t h = len * kP64_1 + mixed;
   h ^= h >> 37;
   h *= 0x165667919E3779F9ull;
@@ -123,19 +124,21 @@ FERRY_HD std::uint64_t finish(std::uint64_t mixed, std::uint64_t len) {
 
 // Blocks that are scrambled after their stripes; the final block, index
 // scrambled_blocks(len), is never scrambled and counts final_stripes(len) stripes.
-FERRY_HD std::uint64_t scrambled_blocks(std::uint64_t len) { return (len - 1) / kBlockBytes; }
-FERRY_HD unsigned final_stripes(std::uint64_t len) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE std::uint64_t scrambled_blocks(std::uint64_t len) {
+  return (len - 1) / kBlockBytes;
+}
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE unsigned final_stripes(std::uint64_t len) {
   return static_cast<unsigned>(((len - 1) % kBlockBytes) / kStripeBytes);
 }
 // Stripes of block b that count (16 for every block before the final one).
-FERRY_HD unsigned stripes_in_block(std::uint64_t len, std::uint64_t b) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE unsigned stripes_in_block(std::uint64_t len, std::uint64_t b) {
   return b < scrambled_blocks(len) ? 16u : final_stripes(len);
 }
 
 // The contributions to one accumulator pair (q) from part `p` (0..63) of a block;
 // zero for parts of stripes that do not count.
-FERRY_HD void block_part(const std::uint8_t* block, unsigned p, unsigned stripes, const Keys& k, std::uint64_t& even,
-                         std::uint64_t& odd) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE void block_part(const std::uint8_t* block, unsigned p, unsigned stripes,
+                                                     const Keys& k, std::uint64_t& even, std::uint64_t& odd) {
   const unsigned s = p / 4, q = p % 4;
   if (s >= stripes) return;
   add_part(even, odd, read_le64(block + 16 * p), read_le64(block + 16 * p + 8), k.stripe[s + 2 * q],
@@ -143,8 +146,9 @@ FERRY_HD void block_part(const std::uint8_t* block, unsigned p, unsigned stripes
 }
 
 // Pair q's contribution from the last 64 bytes of the input (`tail` = data + len - 64).
-FERRY_HD void last_stripe_part(const std::uint8_t* tail, unsigned q, const Keys& k, std::uint64_t& even,
-                               std::uint64_t& odd) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE void last_stripe_part(const std::uint8_t* tail, unsigned q,
+                                                           const Keys& k, std::uint64_t& even,
+                                                           std::uint64_t& odd) {
   add_part(even, odd, read_le64(tail + 16 * q), read_le64(tail + 16 * q + 8), k.last[2 * q], k.last[2 * q + 1]);
 }
 
@@ -155,8 +159,9 @@ FERRY_HD void last_stripe_part(const std::uint8_t* tail, unsigned q, const Keys&
 // loads run a group of kAhead blocks ahead of the chain, so that each step waits
 // on the step before it and not on memory (one thread walking every chain with a
 // load per step, held the copy kernel to ~15 GB/s for 32 MiB objects on an H100).
-FERRY_HD std::uint64_t fold_accumulator(const std::uint64_t* contribution, std::uint64_t len, unsigned i,
-                                        const Keys& k) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE std::uint64_t fold_accumulator(const std::uint64_t* contribution,
+                                                                    std::uint64_t len, unsigned i,
+                                                                    const Keys& k) {
   constexpr unsigned kAhead = 8;
   std::uint64_t acc = init_acc(static_cast<int>(i));
   const std::uint64_t key = k.stripe[16 + i];
@@ -192,14 +197,16 @@ FERRY_UNROLL
 }
 
 // The hash from the eight folded accumulators.
-FERRY_HD std::uint64_t hash_from_accumulators(const std::uint64_t* acc, std::uint64_t len, const Keys& k) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE std::uint64_t hash_from_accumulators(const std::uint64_t* acc,
+                                                                          std::uint64_t len, const Keys& k) {
   std::uint64_t mixed = 0;
   for (int q = 0; q < 4; ++q) mixed += mix_pair(acc[2 * q], acc[2 * q + 1], k.merge[2 * q], k.merge[2 * q + 1]);
   return finish(mixed, len);
 }
 
 // The whole serial part on one thread (the CPU's way; the test's reference).
-FERRY_HD std::uint64_t hash_from_contributions(const std::uint64_t* contribution, std::uint64_t len, const Keys& k) {
+FERRY_HOST_DEVICE FERRY_FORCE_INLINE std::uint64_t hash_from_contributions(const std::uint64_t* contribution,
+                                                                           std::uint64_t len, const Keys& k) {
   std::uint64_t acc[8];
   for (unsigned i = 0; i < 8; ++i) acc[i] = fold_accumulator(contribution, len, i, k);
   return hash_from_accumulators(acc, len, k);
