@@ -57,6 +57,18 @@ class RedisClusterTest : public ::testing::Test {
   std::unique_ptr<Tier> tier(const std::string& options = "") {
     return make_tier("redis-cluster://" + cluster_->seeds(2) + (options.empty() ? "" : "?" + options));
   }
+  // A node's cluster id.
+  static std::string id(int i) {
+    std::string s = cluster_->cli({"-p", std::to_string(cluster_->client_port(i)), "cluster", "myid"});
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    return s;
+  }
+  // Another primary than `p`.
+  static int other_primary(int p) {
+    for (unsigned s = 0; s < 16384; s += 100)
+      if (const int q = cluster_->primary_of(s); q >= 0 && q != p) return q;
+    return -1;
+  }
   static ferry::test::RedisCluster* cluster_;
 };
 ferry::test::RedisCluster* RedisClusterTest::cluster_ = nullptr;
@@ -143,15 +155,8 @@ TEST_F(RedisClusterTest, ReshardDuringARunOnlyRetries) {
   auto t = tier();
   const int from = cluster_->primary_of(0);
   ASSERT_GE(from, 0);
-  int to = -1;
-  for (unsigned s = 0; s < 16384 && to < 0; s += 100)
-    if (const int p = cluster_->primary_of(s); p >= 0 && p != from) to = p;
+  const int to = other_primary(from);
   ASSERT_GE(to, 0);
-  const auto id = [&](int i) {
-    std::string s = cluster_->cli({"-p", std::to_string(cluster_->client_port(i)), "cluster", "myid"});
-    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-    return s;
-  };
   // The source's lowest slots move first: keys there, and keys elsewhere.
   const unsigned moved = 300;
   const unsigned first = 0;
@@ -200,6 +205,47 @@ TEST_F(RedisClusterTest, ReshardDuringARunOnlyRetries) {
   auto* c = dynamic_cast<RedisClusterTier*>(t.get());
   EXPECT_GT(c->redirects(), 0u);  // it did see the slots move
   ASSERT_TRUE(cluster_->wait_ok());
+}
+
+// A slot half-way through a migration (MIGRATING on its primary, IMPORTING on
+// another): a key the source does not have is asked of the target, after
+// ASKING, for a put and for a get; once the slot is the target's, MOVED.
+TEST_F(RedisClusterTest, AskDuringAMigrationGoesToTheTargetAfterAsking) {
+  auto t = tier();
+  auto* c = dynamic_cast<RedisClusterTier*>(t.get());
+  const unsigned slot = 9000;
+  const int from = cluster_->primary_of(slot);
+  ASSERT_GE(from, 0);
+  const int to = other_primary(from);
+  ASSERT_GE(to, 0);
+  const auto on = [&](int node, const std::vector<std::string>& args) {
+    std::vector<std::string> a = {"-p", std::to_string(cluster_->client_port(node))};
+    a.insert(a.end(), args.begin(), args.end());
+    return cluster_->cli(a);
+  };
+  ASSERT_NE(on(to, {"cluster", "setslot", std::to_string(slot), "importing", id(from)}).find("OK"),
+            std::string::npos);
+  ASSERT_NE(on(from, {"cluster", "setslot", std::to_string(slot), "migrating", id(to)}).find("OK"),
+            std::string::npos);
+  const std::string k = keys_in_slots(slot, slot, 1, "asked")[0];
+  const auto data = object(k, 0, 50000);
+  const std::uint64_t before = c->redirects();
+  std::string err;
+  ASSERT_EQ(put_one(*t, k, data, &err), XferStatus::Ok) << err;
+  EXPECT_NE(on(to, {"cluster", "countkeysinslot", std::to_string(slot)}).find("1"), std::string::npos);
+  EXPECT_NE(on(from, {"cluster", "countkeysinslot", std::to_string(slot)}).find("0"), std::string::npos);
+  auto g = get_one(*t, k);
+  ASSERT_EQ(g.status, XferStatus::Ok) << g.error;
+  EXPECT_EQ(g.data, data);
+  EXPECT_GE(c->redirects(), before + 2);  // an ASK for each
+  // The migration ends: the slot is the target's, and the tier follows (MOVED, then a new map).
+  on(to, {"cluster", "setslot", std::to_string(slot), "node", id(to)});
+  on(from, {"cluster", "setslot", std::to_string(slot), "node", id(to)});
+  ASSERT_TRUE(cluster_->wait_ok());
+  g = get_one(*t, k);
+  ASSERT_EQ(g.status, XferStatus::Ok) << g.error;
+  EXPECT_EQ(g.data, data);
+  EXPECT_EQ(cluster_->primary_of(slot), to);
 }
 
 // wait_replicas=1: each window of puts waits for a replica (WAIT), and is
