@@ -68,6 +68,31 @@ int accept_blocking(int listen_fd) {
   }
 }
 
+long receive(int fd, void* p, std::size_t n, int flags, int* passed_fd) {
+  iovec iov{p, n};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof(cbuf);
+  const ssize_t r = recvmsg(fd, &msg, flags | MSG_CMSG_CLOEXEC);
+  if (r < 0) return -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int in = -1;
+      std::memcpy(&in, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (passed_fd != nullptr && *passed_fd < 0)
+        *passed_fd = in;
+      else
+        ::close(in);  // a descriptor nobody asked for must not leak
+    }
+  }
+  return r;
+}
+
 void read_exact(int fd, std::uint8_t* p, std::size_t n, int* passed_fd, int stall_ms, const char* what) {
   std::size_t got = 0;
   while (got < n) {
@@ -76,29 +101,12 @@ void read_exact(int fd, std::uint8_t* p, std::size_t n, int* passed_fd, int stal
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) throw_errno(std::string(what) + " poll");
     if (ready == 0) throw Error(std::string(what) + ": the peer sent part of a message and stalled");
-    iovec iov{p + got, n - got};
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf;
-    msg.msg_controllen = sizeof(cbuf);
-    const ssize_t r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    const long r = receive(fd, p + got, n - got, 0, passed_fd);
     if (r < 0) {
       if (errno == EINTR) continue;
       throw_errno(std::string(what) + " read");
     }
     if (r == 0) throw Error(std::string(what) + " closed by the peer");
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-        int fd_in = -1;
-        std::memcpy(&fd_in, CMSG_DATA(c), sizeof(int));
-        if (passed_fd != nullptr && *passed_fd < 0)
-          *passed_fd = fd_in;
-        else
-          ::close(fd_in);  // a descriptor nobody asked for must not leak
-      }
-    }
     got += static_cast<std::size_t>(r);
   }
 }

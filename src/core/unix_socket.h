@@ -16,6 +16,12 @@ int try_connect_abstract(const std::string& name);
 // accept4 with CLOEXEC, retrying EINTR. Throws on errors.
 int accept_blocking(int listen_fd);
 
+// One recvmsg of at most n bytes into p, with `flags` (MSG_CMSG_CLOEXEC is
+// added). Descriptors that arrive with the bytes are kept in *passed_fd while
+// it is < 0, one at most, and closed otherwise, so none leaks. Returns
+// recvmsg's result: bytes, 0 at EOF, or -1 with errno set.
+long receive(int fd, void* p, std::size_t n, int flags, int* passed_fd);
+
 // Reads exactly n bytes. Once the first byte is wanted, each further chunk must
 // arrive within stall_ms (-1: wait forever), so a peer that sends half a message
 // and stalls cannot hang the reader. A descriptor arriving with the bytes is

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/unix_socket.h"
 #include "ferry/core/status.h"
 #include "xfer/agent/job_results.h"
 #include "xfer/agent/owner_fd.h"
@@ -176,29 +177,13 @@ bool Session::on_readable() {
         dst = reinterpret_cast<std::uint8_t*>(r.frame.body.data()) + r.body_got;
         want = r.frame.body.size() - r.body_got;
       }
-      iovec iov{dst, std::min(want, budget)};
-      alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = cbuf;
-      msg.msg_controllen = sizeof(cbuf);
-      const ssize_t n = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+      // One descriptor per frame: extra ones are closed.
+      const long n = unix_socket::receive(fd_, dst, std::min(want, budget), MSG_DONTWAIT, &r.frame.fd);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
         log::app().info("{}: connection lost ({})", name_, std::strerror(errno));
         return false;
-      }
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (std::size_t i = 0; i < count; ++i) {
-          int in = -1;
-          std::memcpy(&in, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-          if (r.frame.fd < 0) r.frame.fd = in;
-          else ::close(in);  // one descriptor per frame: extra ones must not leak
-        }
       }
       if (n == 0) {
         if (!r.idle()) log::app().warn("{}: disconnected in the middle of a frame", name_);
