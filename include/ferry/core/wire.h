@@ -1,6 +1,8 @@
 #pragma once
 // The DOCA remote-offload wire format, shared by the TCP protocol and the
-// control link (REFERENCE.md §1, docs/protocol.md):
+// control link (DOCA's "DPU GPU Remote Offload Application Guide",
+// https://docs.nvidia.com/doca/sdk/doca-dpu-gpu-remote-offload-application-guide/index.html;
+// docs/protocol.md):
 //
 //   0        4        8        12
 //   +--------+--------+--------+----------------------+

@@ -1,5 +1,6 @@
 #pragma once
-// The DOCA remote-offload client (REFERENCE.md §1) as a closed-loop load
+// The DOCA remote-offload client (DOCA's "DPU GPU Remote Offload Application
+// Guide") as a closed-loop load
 // generator: each thread keeps a window of requests in flight on its own
 // connection and checks every response.
 

@@ -1,6 +1,6 @@
 #pragma once
 // The application's side of the transfer engine, shaped like NIXL's agent
-// (REFERENCE.md §4, docs/xfer.md):
+// (https://github.com/ai-dynamo/nixl, docs/xfer.md):
 //
 //   Agent agent({.endpoint = "unix:ferry.agent"});        // connect (throws on failure)
 //   auto buf = Buffer::allocate(MemType::Vram, 64 << 20);  // or your own cudaMalloc

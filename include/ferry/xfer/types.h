@@ -1,6 +1,7 @@
 #pragma once
-// The transfer engine's vocabulary, shaped like NIXL's (REFERENCE.md §4): memory
-// types, operations, and data-path status values (0 done, 1 in progress, errors < 0).
+// The transfer engine's vocabulary, shaped like NIXL's
+// (https://github.com/ai-dynamo/nixl): memory types, operations, and data-path
+// status values (0 done, 1 in progress, errors < 0).
 
 #include <cstdint>
 #include <string>

@@ -15,7 +15,8 @@
 namespace ferry::worker::cuda {
 
 // Loads every kernel when the context is created rather than at first launch:
-// lazy loading can deadlock against a running persistent kernel (REFERENCE.md §2).
+// lazy loading can deadlock against a running persistent kernel (the CUDA
+// Programming Guide, "Lazy Loading", on kernels that wait for each other).
 // Must run before the process's first CUDA call.
 void request_eager_loading() noexcept;
 
