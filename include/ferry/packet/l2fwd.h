@@ -1,6 +1,7 @@
 #pragma once
 // ferry l2fwd as a service an application hosts: the packet path of the DPDK
-// gpudev article and NVIDIA's l2fwd-nv, on any DPDK port (docs/packet.md).
+// gpudev article and NVIDIA's l2fwd-nv, on the DPDK ports whose PMDs Ferry links
+// (the virtual ones: cmake/dpdk.cmake, docs/packet.md).
 //
 // Each pipeline p owns RX queue p and TX queue p of one port, an RX core and a
 // TX core (EAL worker lcores, in order), and a communication list
