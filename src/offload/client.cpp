@@ -1,4 +1,4 @@
-// ferry client: the DOCA remote-offload client (REFERENCE.md §1), as a closed-loop
+// ferry client: the client of DOCA's "DPU GPU Remote Offload Application Guide", as a closed-loop
 // load generator with latency percentiles.
 //
 // Each thread owns one blocking TCP connection and keeps up to `window` requests
