@@ -73,15 +73,16 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
                   "Where applications connect: unix:NAME (abstract socket @NAME) or tcp:HOST:PORT (the "
                   "reference's TCP mode; port 0 picks one)")
       ->capture_default_str();
-  sub->add_option("--tier", o.tiers,
-                  "A storage tier, top first; repeat for a chain: dram:SIZE, "
-                  "file:DIR[,direct][,fsync][,capacity=SIZE][,qd=N][,pack=SIZE][,threads=N][,cores=N] (objects up "
-                  "to pack=SIZE share pack files, default 1MiB; pack=0: a file each; without direct, a put or get "
-                  "call is split between threads=N threads, default 2; its calls and helpers keep at most cores=N "
-                  "cores busy, default the machine's), redis://HOST:PORT[?OPTIONS], "
-                  "redis-cluster://HOST:PORT[,HOST:PORT...][?OPTIONS] (auth, TLS and the other options: "
-                  "docs/xfer-tiers.md). A full tier moves its least "
-                  "recently used objects down the chain.")
+  sub->add_option(
+         "--tier", o.tiers,
+         "A storage tier, top first; repeat for a chain: dram:SIZE, "
+         "file:DIR[,direct][,fsync][,capacity=SIZE][,qd=N][,pack=SIZE][,threads=N][,cores=N] (objects up "
+         "to pack=SIZE share pack files, default 1MiB; pack=0: a file each; without direct, a put or get "
+         "call is split between threads=N threads, default 2; its calls and helpers keep at most cores=N "
+         "cores busy, default the machine's), redis://HOST:PORT[?OPTIONS], "
+         "redis-cluster://HOST:PORT[,HOST:PORT...][?OPTIONS] (auth, TLS and the other options: "
+         "docs/xfer-tiers.md). A full tier moves its least "
+         "recently used objects down the chain.")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("-b,--backend", text.backends,
                   "The reference agent's backend, as a tier after any --tier: posix[:DIR] (a file tier, buffered; "
