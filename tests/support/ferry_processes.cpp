@@ -13,15 +13,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/read_file.h"
+
 namespace ferry::test {
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string unique_suffix() {
   static std::atomic<int> counter{0};

@@ -11,16 +11,10 @@
 #include <thread>
 
 #include "core/subprocess.h"
+#include "support/read_file.h"
 
 namespace ferry::test {
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Runs argv with stdout and stderr into one file; the output. Throws when it
 // does not end within timeout_s.
