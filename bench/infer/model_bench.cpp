@@ -5,7 +5,10 @@
 // graph), then calls embed() back to back for --seconds and reports
 // sentences/s, tokens/s and the median and 99th-percentile milliseconds per
 // batch. embed() is synchronous, so wall-clock time around it is the whole
-// cost: staging, copies, the forward pass and the copy back.
+// cost: staging, copies, the forward pass and the copy back. With --callers N,
+// N threads call at once (the CUDA model gets N lanes): while one call copies
+// and synchronises, another's kernels run, as torch.compile's calls enqueued
+// back to back overlap (st_baseline.py's compile-stream).
 //
 // With --lengths-file it measures mixed lengths instead: the file's batches,
 // one a line, each sequence of its own length and unpadded (as the server
@@ -15,7 +18,7 @@
 // and pads each batch to its longest sequence for PyTorch.
 //
 //   ferry-model-bench [--model DIR] [--device cpu|cuda] [--precision f16|bf16|f32] [--gelu tanh|exact]
-//                     [--batches 1,8,32,128] [--lengths 32,128] [--seconds 2] [--json FILE]
+//                     [--batches 1,8,32,128] [--lengths 32,128] [--callers 1] [--seconds 2] [--json FILE]
 //   ferry-model-bench --lengths-file FILE [--seconds 2] [--json FILE] ...
 //
 // bench/infer/st_baseline.py measures PyTorch (eager and torch.compile) and
@@ -25,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +36,8 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "ferry/core/status.h"
@@ -56,6 +62,7 @@ constexpr int kWarmupPasses = 3;
 struct Row {
   std::size_t length = 0;
   std::size_t batch = 0;
+  std::size_t callers = 1;
   std::size_t calls = 0;
   double sentences_per_s = 0;
   double tokens_per_s = 0;
@@ -120,24 +127,56 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(i, v.size() - 1)];
 }
 
-Row measure(EmbeddingModel& model, std::size_t length, std::size_t batch, double seconds, std::mt19937& rng) {
+// Calls embed(b) back to back from `callers` threads at once for `seconds`
+// (after a warm-up from each), and returns every call's milliseconds and the
+// seconds from the start to the last call's end.
+std::pair<std::vector<double>, double> call_back_to_back(EmbeddingModel& model, const TokenBatch& b,
+                                                         std::size_t callers, double seconds) {
+  std::vector<std::vector<double>> ms(callers);
+  std::vector<Clock::time_point> ends(callers);
+  std::vector<std::string> errors(callers);
+  std::barrier start_line(static_cast<std::ptrdiff_t>(callers));
+  Clock::time_point start;
+  std::vector<std::thread> threads;
+  for (std::size_t c = 0; c < callers; ++c) {
+    threads.emplace_back([&, c] {
+      try {
+        std::vector<float> out(b.size() * model.info().hidden);
+        for (int i = 0; i < kWarmupCalls; ++i) model.embed(b, out.data());
+        start_line.arrive_and_wait();
+        if (c == 0) start = Clock::now();
+        start_line.arrive_and_wait();
+        const auto deadline = start + std::chrono::duration<double>(seconds);
+        auto now = start;
+        do {
+          const auto t0 = Clock::now();
+          model.embed(b, out.data());
+          now = Clock::now();
+          ms[c].push_back(std::chrono::duration<double, std::milli>(now - t0).count());
+        } while (now < deadline);
+        ends[c] = now;
+      } catch (const std::exception& e) {
+        errors[c] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors)
+    if (!e.empty()) throw ferry::Error(e);
+  std::vector<double> all;
+  for (const auto& m : ms) all.insert(all.end(), m.begin(), m.end());
+  const auto last = *std::max_element(ends.begin(), ends.end());
+  return {std::move(all), std::chrono::duration<double>(last - start).count()};
+}
+
+Row measure(EmbeddingModel& model, std::size_t length, std::size_t batch, std::size_t callers, double seconds,
+            std::mt19937& rng) {
   const TokenBatch b = make_batch(std::vector<std::size_t>(batch, length), model.info().vocab, rng);
-  std::vector<float> out(batch * model.info().hidden);
-  for (int i = 0; i < kWarmupCalls; ++i) model.embed(b, out.data());
-  std::vector<double> ms;
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration<double>(seconds);
-  auto now = start;
-  do {
-    const auto t0 = Clock::now();
-    model.embed(b, out.data());
-    now = Clock::now();
-    ms.push_back(std::chrono::duration<double, std::milli>(now - t0).count());
-  } while (now < deadline);
-  const double elapsed = std::chrono::duration<double>(now - start).count();
+  const auto [ms, elapsed] = call_back_to_back(model, b, callers, seconds);
   Row r;
   r.length = length;
   r.batch = batch;
+  r.callers = callers;
   r.calls = ms.size();
   r.sentences_per_s = static_cast<double>(batch * ms.size()) / elapsed;
   r.tokens_per_s = static_cast<double>(batch * length * ms.size()) / elapsed;
@@ -211,6 +250,7 @@ int main(int argc, char** argv) {
   std::vector<std::size_t> lengths{32, 128};
   double seconds = 2.0;
   int threads = 0;
+  std::size_t callers = 1;
   std::string json_path;
   std::string lengths_file;
   app.add_option("--model", model_dir, "the model's folder (config.json, model.safetensors)");
@@ -230,6 +270,11 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "timed seconds per shape (with --lengths-file: at least, in whole passes)")
       ->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "the CPU model's threads (0: one per core)");
+  app.add_option(
+         "--callers", callers,
+         "uniform shapes: threads calling embed() at once, and the CUDA model's lanes (each call's copies "
+         "and synchronise overlap another's kernels); 1: one call at a time, each synchronised")
+      ->check(CLI::Range(1, 16));
   app.add_option("--json", json_path, "write the rows as JSON to this file");
   CLI11_PARSE(app, argc, argv);
 
@@ -242,6 +287,7 @@ int main(int argc, char** argv) {
     options.precision = parse_precision(precision);
     if (!gelu.empty()) options.gelu = gelu == "exact" ? ferry::infer::Gelu::Exact : ferry::infer::Gelu::Tanh;
     options.cpu_threads = threads;
+    options.lanes = callers;
     std::vector<std::vector<std::size_t>> mixed;
     if (!lengths_file.empty()) {
       mixed = read_lengths_file(lengths_file);
@@ -259,6 +305,9 @@ int main(int argc, char** argv) {
     }
     const auto model = ferry::infer::make_bert_model(options);
     const auto& info = model->info();
+    if (model->concurrency() < callers)
+      throw ferry::Error("--callers " + std::to_string(callers) + ": this model runs " +
+                         std::to_string(model->concurrency()) + " call(s) at once (the CPU model runs one)");
     for (const std::size_t l : lengths)
       if (l == 0 || l > info.max_positions)
         throw ferry::Error((lengths_file.empty() ? "--lengths " : "--lengths-file: length ") + std::to_string(l) +
@@ -295,19 +344,20 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    std::printf("ferry-model-bench: %s on %s, %s, %.1f s per shape\n", info.name.c_str(), info.device.c_str(),
-                info.precision.c_str(), seconds);
+    std::printf("ferry-model-bench: %s on %s, %s, %.1f s per shape, %zu caller(s) at once\n",
+                info.name.c_str(), info.device.c_str(), info.precision.c_str(), seconds, callers);
     std::printf("%8s %8s %14s %12s %10s %10s %8s\n", "length", "batch", "sentences/s", "tokens/s", "p50 ms",
                 "p99 ms", "calls");
     nlohmann::json rows = nlohmann::json::array();
     for (const std::size_t length : lengths) {
       for (const std::size_t batch : batches) {
-        const Row r = measure(*model, length, batch, seconds, rng);
+        const Row r = measure(*model, length, batch, callers, seconds, rng);
         std::printf("%8zu %8zu %14.0f %12.0f %10.3f %10.3f %8zu\n", r.length, r.batch, r.sentences_per_s,
                     r.tokens_per_s, r.p50_ms, r.p99_ms, r.calls);
         std::fflush(stdout);
         rows.push_back({{"length", r.length},
                         {"batch", r.batch},
+                        {"callers", r.callers},
                         {"sentences_per_s", r.sentences_per_s},
                         {"tokens_per_s", r.tokens_per_s},
                         {"p50_ms", r.p50_ms},

@@ -18,9 +18,12 @@ Modes (--modes, comma-separated), each timed on the same batches:
             synchronised once at the end of the timed passes: the CPU runs
             ahead of the GPU, so Python's cost per call hides behind the
             kernels. Its p50/p99 are not measured (a call only enqueues).
-            The strongest figure torch.compile gives; Ferry's embed() is
-            synchronous per call, so against this mode Ferry carries its
-            own per-call latency and torch does not.
+            The strongest figure torch.compile gives. Ferry's embed() is
+            synchronous per call, so this mode is paired with Ferry's
+            calls from --ferry-callers threads at once (ferry-model-bench
+            --callers: one lane each), where one call's copies and
+            synchronise overlap another's kernels; the other modes are
+            paired with Ferry's calls one at a time.
   encode    sentence-transformers' SentenceTransformer.encode of B strings,
             tokenization, forward, pooling and the copy to the host included
   forward   sentence-transformers' model(features) on features already
@@ -54,7 +57,8 @@ per shape), then called back to back for --seconds. The tables and JSON hold
 sentences/s, tokens/s and the median and 99th-percentile ms per batch. With
 --ferry BIN it also runs ferry-model-bench on the same shapes and batches and
 prints Ferry beside eager and compiled PyTorch, with Ferry/compile (ratios
-measured in one run, on one machine).
+measured in one run, on one machine). Ferry's column "Ferry xN" is its N
+callers at once, the figure compile-stream's ratio uses.
 
     st_baseline.py --model DIR [--shapes 1x32,...,32x256 | --batches 1,8,32,128 --lengths 32,128]
                    [--runs uniform,mixed] [--modes eager,compile,encode]
@@ -381,6 +385,9 @@ def main():
                    "in whole passes)")
     p.add_argument("--json", dest="json_path")
     p.add_argument("--ferry", help="ferry-model-bench to run on the same shapes and batches, for the ratios")
+    p.add_argument("--ferry-callers", type=int, default=2,
+                   help="uniform, with compile-stream: Ferry's calls at once for that mode's ratio (default: "
+                   "%(default)s; 1 pairs it with one call at a time too)")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                    help="cuda: fp16 on the GPU; cpu: f32 on the CPU (torch's threads, as Ferry's BLAS default)")
     args = p.parse_args()
@@ -462,28 +469,45 @@ def main():
             for n in dict.fromkeys(n for _, n in shapes):
                 key = ",".join(str(b) for b, m in shapes if m == n)
                 by_batches.setdefault(key, []).append(str(n))
-            result["ferry"] = None
-            for key, ns in by_batches.items():
-                got = run_ferry(args.ferry, args, ["--batches", key, "--lengths", ",".join(ns)])
-                if result["ferry"] is None:
-                    result["ferry"] = got
-                else:
-                    result["ferry"]["rows"] += got["rows"]
-            print(f"\nsentences/s, uniform lengths: Ferry {precision} beside PyTorch {precision} (one run)")
+            def ferry_rows(callers):
+                got_rows = []
+                for key, ns in by_batches.items():
+                    got = run_ferry(args.ferry, args, ["--batches", key, "--lengths", ",".join(ns),
+                                                       "--callers", str(callers)])
+                    got_rows += got["rows"]
+                return got, got_rows
+            head_run, one_rows = ferry_rows(1)
+            result["ferry"] = {**head_run, "rows": one_rows}
+            stream_callers = args.ferry_callers if "compile-stream" in modes and args.device == "cuda" else 1
+            many = {}
+            if stream_callers > 1:
+                _, many_rows = ferry_rows(stream_callers)
+                result["ferry_concurrent"] = {"callers": stream_callers, "rows": many_rows}
+                many = {(r["batch"], r["length"]): r for r in many_rows}
+            print(f"\nsentences/s, uniform lengths: Ferry {precision} beside PyTorch {precision} (one run)"
+                  + (f"; compile stream is paired with Ferry x{stream_callers}" if many else ""))
             names = [m for m in MODES if m in modes]
-            print(f"{'batch':>6} {'length':>6} {'Ferry':>10} " + " ".join(f"{LABELS[m]:>14}" for m in names)
+            print(f"{'batch':>6} {'length':>6} {'Ferry':>10} " + (f"{'Ferry x' + str(stream_callers):>10} " if many else "")
+                  + " ".join(f"{LABELS[m]:>14}" for m in names)
                   + " " + " ".join(f"{'Ferry/' + m:>14}" for m in names))
             ratios = []
-            for fr in result["ferry"]["rows"]:
+            for fr in one_rows:
                 if (fr["batch"], fr["length"]) not in shapes:
                     continue
                 pt_rows = {r["mode"]: r for r in rows if r["length"] == fr["length"] and r["batch"] == fr["batch"]}
                 ratio = {"batch": fr["batch"], "length": fr["length"], "ferry_sentences_per_s": fr["sentences_per_s"]}
+                concurrent = many.get((fr["batch"], fr["length"]))
+                if concurrent:
+                    ratio["ferry_concurrent_sentences_per_s"] = concurrent["sentences_per_s"]
+                    ratio["ferry_concurrent_callers"] = stream_callers
                 for m in names:
+                    ferry_rate = concurrent["sentences_per_s"] if concurrent and m == "compile-stream" \
+                        else fr["sentences_per_s"]
                     ratio[f"{m}_sentences_per_s"] = pt_rows[m]["sentences_per_s"]
-                    ratio[f"ferry_over_{m}"] = fr["sentences_per_s"] / pt_rows[m]["sentences_per_s"]
+                    ratio[f"ferry_over_{m}"] = ferry_rate / pt_rows[m]["sentences_per_s"]
                 ratios.append(ratio)
                 print(f"{fr['batch']:>6} {fr['length']:>6} {fr['sentences_per_s']:>10.0f} "
+                      + (f"{concurrent['sentences_per_s']:>10.0f} " if concurrent else "")
                       + " ".join(f"{ratio[m + '_sentences_per_s']:>14.0f}" for m in names) + " "
                       + " ".join(f"{ratio['ferry_over_' + m]:>13.2f}x" for m in names))
             result["ratios"] = ratios

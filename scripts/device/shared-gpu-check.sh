@@ -2,7 +2,7 @@
 # The GPU model beside the HTTP workers' launch methods on one GPU (issue 36).
 # The model travels in parts, as for embed-check.sh: `check.sh shared-gpu stash`
 # carrying .carry-model-a, then -b, then this with .carry and .carry-model-c.
-# LAUNCHES, SOAK_SECONDS (120 each), PROBE_MODES, MODEL, E2E, PROFILE, BENCH, AB and CAPACITY choose what runs.
+# LAUNCHES, SOAK_SECONDS (120 each), PROBE_MODES, MODEL, E2E, PROFILE, BENCH, AB, CALLERS and CAPACITY choose what runs.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 [ "${1:-}" = stash ] && { . "$here/model-parts.sh" stash; exit 0; }
@@ -77,6 +77,18 @@ if [ "${AB:-0}" = 1 ] && [ -x .carry-before/build/bench/infer/ferry-model-bench 
       step "ab_${build}_$round" timeout 120 "$bench" --model "$FERRY_MODEL_DIR" --batches "${AB_BATCHES:-8,32,128}" \
         --lengths "${AB_LENGTHS:-128,256}" --seconds "${BENCH_SECONDS:-1}" --json "$OUT/ab_${build}_$round.json"
       cat "$OUT/ab_${build}_$round.log"
+    done
+  done
+fi
+# CALLERS=1: the model bench with 1, 2 and 3 callers at once (ferry-model-bench
+# --callers, one lane each), interleaved round by round (CALLERS_ROUNDS).
+if [ "${CALLERS:-0}" = 1 ]; then
+  for round in $(seq "${CALLERS_ROUNDS:-2}"); do
+    for n in ${CALLERS_COUNTS:-1 2 3}; do
+      step "callers_${n}_$round" timeout 120 "$B/bench/infer/ferry-model-bench" --model "$FERRY_MODEL_DIR" --callers "$n" \
+        --batches "${AB_BATCHES:-8,32,128}" --lengths "${AB_LENGTHS:-32,128,256}" --seconds "${BENCH_SECONDS:-1}" \
+        --json "$OUT/callers_${n}_$round.json"
+      cat "$OUT/callers_${n}_$round.log"
     done
   done
 fi

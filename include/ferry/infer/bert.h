@@ -37,6 +37,12 @@ struct BertOptions {
   int cpu_threads = 0;              // the CPU model's threads; 0: one per core
   std::size_t max_batch_tokens = 16384;  // the largest TokenBatch::tokens() embed() will see
   std::size_t max_batch = 256;           // the most sequences in one TokenBatch
+  // GPU only: how many embed() calls run at once, each on a stream, staging
+  // and activations of its own over the one copy of the weights
+  // (EmbeddingModel::concurrency). With two, one call's copies and
+  // synchronise overlap the other's kernels; each lane costs its activations
+  // (about 180 MB at the default max_batch_tokens) and its graphs' capture at start.
+  std::size_t lanes = 1;
   // How embed() pools (TEI's --pooling). Unset: as model_dir/1_Pooling/config.json
   // says (sentence-transformers' format), or Mean when the folder has none.
   std::optional<Pooling> pooling;

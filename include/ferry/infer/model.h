@@ -60,6 +60,9 @@ class EmbeddingModel {
  public:
   virtual ~EmbeddingModel() = default;
   virtual const ModelInfo& info() const noexcept = 0;
+  // How many threads may be in embed() or embed_tokens() at once, each
+  // running its own batch. 1 (the default): calls come one at a time.
+  virtual std::size_t concurrency() const noexcept { return 1; }
   // Why this model can run no more batches (a device in a sticky error state,
   // as a CUDA context after a kernel fault), or empty while it can. The
   // service asks after a call throws, and stays unhealthy with this reason. Any thread; it must not wait for the device.

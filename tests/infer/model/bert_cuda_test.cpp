@@ -2,7 +2,8 @@
 // sentence-transformers' own vectors (tests/infer/fixtures/reference/, made by
 // make_reference.py there), against the CPU model on sequences up to
 // max_positions long (which the reference does not reach: it stops at 256),
-// across CUDA graph replays, and its refusals. Exits 77 (ctest: skipped)
+// across CUDA graph replays, from several threads on several lanes, and its
+// refusals. Exits 77 (ctest: skipped)
 // where there is no GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ferry/core/status.h"
@@ -323,6 +325,60 @@ TEST_P(BertCudaTest, AVectorDoesNotDependOnItsBatch) {
                                                            : 0.999;
     EXPECT_GT(cosine(single, std::span(out).subspan(4 * dims, dims)), required) << "sentence " << target;
   }
+}
+
+// Several threads calling one model of three lanes: each call gets the
+// vectors its own batch gives on a model of one lane, whichever lane it ran on
+// and whatever the others ran beside it; a fourth thread waits for a lane.
+TEST(BertCudaLanes, CallsAtOnceEachGetTheirOwnBatchsVectors) {
+  require_model_files();
+  BertOptions options;
+  options.model_dir = model_dir();
+  options.cuda = true;
+  options.precision = Precision::F16;
+  options.lanes = 3;
+  const std::unique_ptr<EmbeddingModel> lanes = make_bert_model(options);
+  ASSERT_EQ(lanes->concurrency(), 3u);
+  EmbeddingModel& one = cuda_model(Precision::F16);
+  ASSERT_EQ(one.concurrency(), 1u);
+
+  // Shapes that land in graphs of several buckets, and eager ones past them.
+  std::mt19937 rng(41);
+  std::vector<TokenBatch> batches(24);
+  std::vector<std::vector<float>> expected;
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    const std::size_t sequences = 1 + rng() % 40;
+    const std::size_t longest = b % 6 == 5 ? 512 : 24 + rng() % 200;
+    for (std::size_t i = 0; i < sequences; ++i)
+      batches[b].add(random_sequence(2 + rng() % (longest - 1), rng));
+    expected.push_back(embed(one, batches[b]));
+  }
+  const std::size_t dims = one.info().hidden;
+  std::vector<std::thread> callers;
+  std::vector<std::string> failures(4);
+  for (std::size_t c = 0; c < failures.size(); ++c) {
+    callers.emplace_back([&, c] {
+      try {
+        for (std::size_t round = 0; round < 10; ++round) {
+          for (std::size_t k = 0; k < batches.size(); ++k) {
+            const std::size_t b = (k * (c + 1) + round) % batches.size();
+            const std::vector<float> got = embed(*lanes, batches[b]);
+            for (std::size_t i = 0; i < batches[b].size(); ++i) {
+              const double c2 = cosine(std::span(got).subspan(i * dims, dims),
+                                       std::span(expected[b]).subspan(i * dims, dims));
+              if (!(c2 > 0.99999))
+                throw Error("batch " + std::to_string(b) + " sequence " + std::to_string(i) + ": cosine " +
+                            std::to_string(c2) + " to the one-lane model's vector");
+            }
+          }
+        }
+      } catch (const std::exception& e) {
+        failures[c] = e.what();
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  for (std::size_t c = 0; c < failures.size(); ++c) EXPECT_EQ(failures[c], "") << "caller " << c;
 }
 
 TEST_P(BertCudaTest, RejectsInvalidBatchesAndKeepsWorking) {

@@ -44,8 +44,8 @@ struct Products::Plan {
   }
 };
 
-Products::Products(cudaDataType_t type, void* workspace, std::size_t workspace_bytes)
-    : type_(type), workspace_(workspace), workspace_bytes_(workspace_bytes) {
+Products::Products(cudaDataType_t type, void* workspace, std::size_t workspace_bytes, const Products* tuned)
+    : type_(type), workspace_(workspace), workspace_bytes_(workspace_bytes), tuned_(tuned) {
   FERRY_CUBLAS_CHECK(cublasLtCreate(&handle_));
   if (const cublasStatus_t s = cublasCreate(&blas_); s != CUBLAS_STATUS_SUCCESS) {
     cublasLtDestroy(handle_);
@@ -64,23 +64,44 @@ Products::Plan& Products::plan(const Shape& s, cudaStream_t tune_on, const void*
   if (auto it = plans_.find(s); it != plans_.end()) return *it->second;
   auto p = std::make_unique<Plan>();
   p->shape = s;
-  if (s.epilogue == Epilogue::None && s.rows < kMinTimedRows) {
+  const auto chosen = tuned_ != nullptr ? tuned_->plans_.find(s) : plans_.end();
+  if (tuned_ != nullptr && chosen != tuned_->plans_.end()) {
+    // An algorithm is a description, not a handle's state: it serves this handle as well.
+    p->blas = chosen->second->blas;
+    p->algo = chosen->second->algo;
+    if (!p->blas) describe(*p);
+  } else if (s.epilogue == Epilogue::None && s.rows < kMinTimedRows) {
     p->blas = true;
-    if (tune_on != nullptr) launch(*p, p->algo, tune_on, x, weight, bias, y);  // loads its kernel
-    return *plans_.emplace(s, std::move(p)).first->second;
+  } else {
+    describe(*p);
+    choose(*p, tune_on, x, weight, bias, y);
   }
-  FERRY_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  if (tune_on != nullptr)
+    launch(*p, p->algo, tune_on, x, weight, bias, y);  // loaded, and y as run() leaves it
+  return *plans_.emplace(s, std::move(p)).first->second;
+}
+
+// The product's descriptor and its three layouts, for cuBLASLt.
+void Products::describe(Plan& p) {
+  const Shape& s = p.shape;
+  FERRY_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t transpose = CUBLAS_OP_T;
   FERRY_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose)));
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose)));
   const cublasLtEpilogue_t epilogue =
       s.epilogue == Epilogue::GeluBias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   FERRY_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-  FERRY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->weight, type_, s.in, s.out, static_cast<int64_t>(s.in)));
-  FERRY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->x, type_, s.in, s.rows, static_cast<int64_t>(s.in)));
-  FERRY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->y, type_, s.out, s.rows, static_cast<int64_t>(s.out)));
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  FERRY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.weight, type_, s.in, s.out, static_cast<int64_t>(s.in)));
+  FERRY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.x, type_, s.in, s.rows, static_cast<int64_t>(s.in)));
+  FERRY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.y, type_, s.out, s.rows, static_cast<int64_t>(s.out)));
+}
 
+// cuBLASLt's first choice, or from kMinTimedRows rows with a stream to time
+// on, the fastest of its candidates on these buffers.
+void Products::choose(Plan& p, cudaStream_t tune_on, const void* x, const void* weight, const void* bias,
+                      void* y) {
+  const Shape& s = p.shape;
   cublasLtMatmulPreference_t preference = nullptr;
   FERRY_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
   const bool timed = tune_on != nullptr && s.rows >= kMinTimedRows;
@@ -90,7 +111,7 @@ Products::Plan& Products::plan(const Shape& s, cudaStream_t tune_on, const void*
     const cublasStatus_t set = cublasLtMatmulPreferenceSetAttribute(
         preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_));
     if (set != CUBLAS_STATUS_SUCCESS) return set;
-    return cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->weight, p->x, p->y, p->y, preference,
+    return cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.weight, p.x, p.y, p.y, preference,
                                           static_cast<int>(results.size()), results.data(), &found);
   }();
   cublasLtMatmulPreferenceDestroy(preference);
@@ -100,34 +121,30 @@ Products::Plan& Products::plan(const Shape& s, cudaStream_t tune_on, const void*
         "cuBLASLt has no algorithm for a " + std::to_string(s.rows) + " x " + std::to_string(s.in) + " by " +
         std::to_string(s.in) + " x " + std::to_string(s.out) + " product" +
         (s.epilogue == Epilogue::GeluBias ? " with the GELU epilogue; the exact GELU runs without it" : ""));
-  p->algo = results[0].algo;
-  if (timed && found > 1) {
-    cudaEvent_t start = nullptr, stop = nullptr;
-    FERRY_CUDA_CHECK(cudaEventCreate(&start));
-    FERRY_CUDA_CHECK(cudaEventCreate(&stop));
-    float best = 0.0f;
-    try {
-      for (int i = 0; i < found; ++i) {
-        launch(*p, results[i].algo, tune_on, x, weight, bias, y);  // loads its kernel outside the clock
-        FERRY_CUDA_CHECK(cudaEventRecord(start, tune_on));
-        for (int run = 0; run < kTimedRuns; ++run) launch(*p, results[i].algo, tune_on, x, weight, bias, y);
-        FERRY_CUDA_CHECK(cudaEventRecord(stop, tune_on));
-        FERRY_CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms = 0.0f;
-        FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        if (i == 0 || ms < best) best = ms, p->algo = results[i].algo;
-      }
-    } catch (...) {
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
-      throw;
+  p.algo = results[0].algo;
+  if (!timed || found == 1) return;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  FERRY_CUDA_CHECK(cudaEventCreate(&start));
+  FERRY_CUDA_CHECK(cudaEventCreate(&stop));
+  float best = 0.0f;
+  try {
+    for (int i = 0; i < found; ++i) {
+      launch(p, results[i].algo, tune_on, x, weight, bias, y);  // loads its kernel outside the clock
+      FERRY_CUDA_CHECK(cudaEventRecord(start, tune_on));
+      for (int run = 0; run < kTimedRuns; ++run) launch(p, results[i].algo, tune_on, x, weight, bias, y);
+      FERRY_CUDA_CHECK(cudaEventRecord(stop, tune_on));
+      FERRY_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0.0f;
+      FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      if (i == 0 || ms < best) best = ms, p.algo = results[i].algo;
     }
+  } catch (...) {
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
+    throw;
   }
-  if (tune_on != nullptr)
-    launch(*p, p->algo, tune_on, x, weight, bias, y);  // loaded, and y as run() leaves it
-  return *plans_.emplace(s, std::move(p)).first->second;
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
 }
 
 void Products::launch(Plan& p, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream, const void* x,

@@ -27,8 +27,12 @@ class Products {
  public:
   // `type` is the element type of x, weight, bias and y (CUDA_R_16F,
   // CUDA_R_16BF or CUDA_R_32F); products accumulate in f32. The workspace
-  // stays the caller's. Throws ferry::Error when cuBLASLt cannot start.
-  Products(cudaDataType_t type, void* workspace, std::size_t workspace_bytes);
+  // stays the caller's. With `tuned`, a shape it has chosen takes the same
+  // algorithm without timing the candidates again: another stream's products
+  // over the same weights (tuned must outlive the tune() calls). Throws
+  // ferry::Error when cuBLASLt cannot start.
+  Products(cudaDataType_t type, void* workspace, std::size_t workspace_bytes,
+           const Products* tuned = nullptr);
   Products(const Products&) = delete;
   Products& operator=(const Products&) = delete;
   ~Products();
@@ -57,6 +61,8 @@ class Products {
   };
   Plan& plan(const Shape& shape, cudaStream_t tune_on, const void* x, const void* weight, const void* bias,
              void* y);
+  void describe(Plan& p);
+  void choose(Plan& p, cudaStream_t tune_on, const void* x, const void* weight, const void* bias, void* y);
   void launch(Plan& p, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream, const void* x,
               const void* weight, const void* bias, void* y);
 
@@ -66,6 +72,7 @@ class Products {
   cublasLtHandle_t handle_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   cudaStream_t blas_stream_ = nullptr;  // the stream blas_ was last set to
+  const Products* tuned_ = nullptr;
   std::map<Shape, std::unique_ptr<Plan>> plans_;
 };
 
