@@ -17,14 +17,23 @@ namespace ferry::bench {
 namespace {
 
 using worker::cuda::load_acquire_sys;
+using worker::cuda::load_relaxed_sys;
+using worker::cuda::store_relaxed_sys;
 using worker::cuda::store_release_sys;
 
 // The floor: one thread waits for ping == i, answers pong = i. Nothing else.
+template <PingPongOrder kOrder>
 __global__ void ping_pong_kernel(std::uint32_t* ping, std::uint32_t* pong, std::uint32_t rounds) {
   for (std::uint32_t i = 1; i <= rounds; ++i) {
-    while (load_acquire_sys(ping) != i) {
+    if constexpr (kOrder == PingPongOrder::Relaxed) {
+      while (load_relaxed_sys(ping) != i) {
+      }
+      store_relaxed_sys(pong, i);
+    } else {
+      while (load_acquire_sys(ping) != i) {
+      }
+      store_release_sys(pong, i);
     }
-    store_release_sys(pong, i);
   }
 }
 
@@ -74,7 +83,8 @@ std::string gpu_name(const std::string& gpu) {
   }
 }
 
-std::optional<FloorResult> measure_floor(const std::string& gpu, std::uint64_t round_trips) {
+std::optional<FloorResult> measure_floor(const std::string& gpu, std::uint64_t round_trips,
+                                         PingPongOrder order) {
   worker::cuda::GpuContext ctx(gpu);
   std::uint32_t* flags_h = nullptr;
   FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flags_h), 256, cudaHostAllocMapped));
@@ -87,7 +97,10 @@ std::optional<FloorResult> measure_floor(const std::string& gpu, std::uint64_t r
   cudaStream_t stream;
   FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const auto rounds = static_cast<std::uint32_t>(round_trips + 1000);
-  ping_pong_kernel<<<1, 1, 0, stream>>>(flags_d, flags_d + 32, rounds);
+  if (order == PingPongOrder::Relaxed)
+    ping_pong_kernel<PingPongOrder::Relaxed><<<1, 1, 0, stream>>>(flags_d, flags_d + 32, rounds);
+  else
+    ping_pong_kernel<PingPongOrder::AcquireRelease><<<1, 1, 0, stream>>>(flags_d, flags_d + 32, rounds);
   FERRY_CUDA_CHECK(cudaGetLastError());
   LatencyHistogram hist;
   for (std::uint32_t i = 1; i <= rounds; ++i) {

@@ -1,8 +1,9 @@
 #pragma once
 // GPU measurements of the launch benchmark that need kernels of their own: the
-// hardware floor (a minimal persistent-kernel ping-pong through mapped host
-// memory) and the handler's throughput on messages in device memory against the
-// device's memory bandwidth. Empty results where the build has no CUDA.
+// hardware floor (the minimal persistent-kernel ping-pong through mapped host
+// memory), the minimal mechanisms under the batched methods, and the handler's
+// throughput on messages in device memory against the device's memory
+// bandwidth. Empty results where the build has no CUDA.
 
 #include <cstdint>
 #include <optional>
@@ -24,19 +25,26 @@ struct HandlerThroughput {
   bool verified = false;         // both kernels' output checked against the CPU
 };
 
-// The raw mechanisms under the batched launch methods, each as a round trip
-// that a request could at best take through it: the host writes a word into
-// mapped memory, a one-block kernel reads it and writes an answer, the host sees
-// the answer. p50 in microseconds.
-struct RawMechanisms {
-  double launch_sync_us = 0;  // burst's: cudaLaunchKernel, then cudaStreamSynchronize
-  double graph_sync_us = 0;   // graph's: cudaGraphLaunch of that kernel, then cudaStreamSynchronize
-  double memops_us = 0;       // memops': a pre-posted cuStreamWaitValue32, the kernel, and
-                              // cuStreamWriteValue32, released by a flag and seen by polling
+// The minimal mechanisms under the batched launch methods: each the least a
+// round trip through it can cost, with an empty kernel that reads and writes
+// nothing, so that a method's ratio to it is all the method's own work. p50 in
+// microseconds.
+struct MinimalMechanisms {
+  double launch_sync_us = 0;  // burst's: an empty kernel's launch, then cudaStreamSynchronize
+  double graph_sync_us = 0;   // graph's: a one-node graph (that kernel) launched, then synchronised
+  double memops_us = 0;       // memops': a pre-posted cuStreamWaitValue32, the empty kernel and
+                         // cuStreamWriteValue32; the host flips the waited word and polls the written one
 };
 
-std::optional<FloorResult> measure_floor(const std::string& gpu, std::uint64_t round_trips);
-std::optional<RawMechanisms> measure_raw_mechanisms(const std::string& gpu, std::uint64_t round_trips);
+// How the ping-pong's kernel polls and answers: Relaxed is the minimal
+// mechanism (the word is the whole message, so nothing needs ordering);
+// AcquireRelease is what a ring publishing messages needs, as Ferry's does.
+enum class PingPongOrder { Relaxed, AcquireRelease };
+
+std::optional<FloorResult> measure_floor(const std::string& gpu, std::uint64_t round_trips,
+                                         PingPongOrder order = PingPongOrder::Relaxed);
+std::optional<MinimalMechanisms> measure_minimal_mechanisms(const std::string& gpu,
+                                                            std::uint64_t round_trips);
 std::optional<HandlerThroughput> measure_handler_throughput(const std::string& gpu);
 std::string gpu_name(const std::string& gpu);
 

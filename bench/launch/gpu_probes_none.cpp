@@ -3,8 +3,12 @@
 
 namespace ferry::bench {
 
-std::optional<FloorResult> measure_floor(const std::string&, std::uint64_t) { return std::nullopt; }
-std::optional<RawMechanisms> measure_raw_mechanisms(const std::string&, std::uint64_t) { return std::nullopt; }
+std::optional<FloorResult> measure_floor(const std::string&, std::uint64_t, PingPongOrder) {
+  return std::nullopt;
+}
+std::optional<MinimalMechanisms> measure_minimal_mechanisms(const std::string&, std::uint64_t) {
+  return std::nullopt;
+}
 std::optional<HandlerThroughput> measure_handler_throughput(const std::string&) { return std::nullopt; }
 std::string gpu_name(const std::string&) { return ""; }
 

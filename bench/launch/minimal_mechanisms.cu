@@ -1,5 +1,7 @@
-// The raw mechanisms under the batched launch methods (gpu_probes.h), each as
-// the round trip of one word: what burst, graph and memops could at best do.
+// The minimal mechanisms under the batched launch methods (gpu_probes.h): an
+// empty kernel launched and synchronised, the same kernel as a one-node graph,
+// and the kernel between a stream wait and a stream write. What burst, graph
+// and memops could at best do, with no work and nothing read back.
 
 #include <cuda.h>
 
@@ -18,20 +20,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The request's word in, the answer out: both in mapped host memory.
-__global__ void answer_kernel(std::uint32_t* request, std::uint32_t* answer) {
-  if (threadIdx.x == 0) worker::cuda::store_release_sys(answer, worker::cuda::load_acquire_sys(request));
-}
+__global__ void empty_kernel() {}
 
 struct Words {
-  std::uint32_t* h = nullptr;  // [0] request, [32] answer, [64] go, [96] done: separate lines
+  std::uint32_t* h = nullptr;  // memops' [64] go and [96] done, on lines of their own
   std::uint32_t* d = nullptr;
   std::uint32_t& host(int i) const { return h[i * 32]; }
   std::uint32_t* dev(int i) const { return d + i * 32; }
 };
 
-std::uint32_t load(std::uint32_t& w) { return std::atomic_ref<std::uint32_t>(w).load(std::memory_order_acquire); }
-void store(std::uint32_t& w, std::uint32_t v) { std::atomic_ref<std::uint32_t>(w).store(v, std::memory_order_release); }
+std::uint32_t load(std::uint32_t& w) {
+  return std::atomic_ref<std::uint32_t>(w).load(std::memory_order_acquire);
+}
+void store(std::uint32_t& w, std::uint32_t v) {
+  std::atomic_ref<std::uint32_t>(w).store(v, std::memory_order_release);
+}
 
 template <typename RoundTrip>
 double p50_us(std::uint64_t rounds, RoundTrip&& trip) {
@@ -44,12 +47,14 @@ double p50_us(std::uint64_t rounds, RoundTrip&& trip) {
 }
 
 std::uint64_t since(Clock::time_point t0) {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
 }
 
 }  // namespace
 
-std::optional<RawMechanisms> measure_raw_mechanisms(const std::string& gpu, std::uint64_t round_trips) {
+std::optional<MinimalMechanisms> measure_minimal_mechanisms(const std::string& gpu,
+                                                            std::uint64_t round_trips) {
   worker::cuda::GpuContext ctx(gpu);
   Words w;
   FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&w.h), 4 * 128, cudaHostAllocMapped));
@@ -58,61 +63,55 @@ std::optional<RawMechanisms> measure_raw_mechanisms(const std::string& gpu, std:
   cudaStream_t stream;
   FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const std::uint64_t rounds = std::min<std::uint64_t>(round_trips, 20000);
-  RawMechanisms r;
+  MinimalMechanisms r;
 
-  auto check = [&](std::uint32_t i) {
-    if (load(w.host(1)) != i) throw Error("raw mechanism probe: the kernel's answer is wrong");
-  };
-  r.launch_sync_us = p50_us(rounds, [&](std::uint32_t i) {
+  r.launch_sync_us = p50_us(rounds, [&](std::uint32_t) {
     const auto t0 = Clock::now();
-    store(w.host(0), i);
-    answer_kernel<<<1, 32, 0, stream>>>(w.dev(0), w.dev(1));
+    empty_kernel<<<1, 1, 0, stream>>>();
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const std::uint64_t ns = since(t0);
-    check(i);
-    return ns;
+    return since(t0);
   });
 
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   FERRY_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  answer_kernel<<<1, 32, 0, stream>>>(w.dev(0), w.dev(1));
+  empty_kernel<<<1, 1, 0, stream>>>();
   FERRY_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   FERRY_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  r.graph_sync_us = p50_us(rounds, [&](std::uint32_t i) {
+  r.graph_sync_us = p50_us(rounds, [&](std::uint32_t) {
     const auto t0 = Clock::now();
-    store(w.host(0), i);
     FERRY_CUDA_CHECK(cudaGraphLaunch(exec, stream));
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const std::uint64_t ns = since(t0);
-    check(i);
-    return ns;
+    return since(t0);
   });
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
 
   // memops: round i is posted before its clock starts (as memops pre-posts), so
   // the round trip is the flag, the stream's wait, the kernel and the write.
-  const auto wait_value = worker::cuda::driver_entry_point<worker::cuda::StreamWaitValue32>("cuStreamWaitValue32");
-  const auto write_value = worker::cuda::driver_entry_point<worker::cuda::StreamWriteValue32>("cuStreamWriteValue32");
+  const auto wait_value =
+      worker::cuda::driver_entry_point<worker::cuda::StreamWaitValue32>("cuStreamWaitValue32");
+  const auto write_value =
+      worker::cuda::driver_entry_point<worker::cuda::StreamWriteValue32>("cuStreamWriteValue32");
   auto post = [&](std::uint32_t i) {
     auto s = reinterpret_cast<CUstream>(stream);
-    worker::cuda::check_driver(wait_value(s, reinterpret_cast<CUdeviceptr>(w.dev(2)), i, CU_STREAM_WAIT_VALUE_EQ),
-                               "cuStreamWaitValue32");
-    answer_kernel<<<1, 32, 0, stream>>>(w.dev(0), w.dev(1));
-    worker::cuda::check_driver(write_value(s, reinterpret_cast<CUdeviceptr>(w.dev(3)), i, CU_STREAM_WRITE_VALUE_DEFAULT),
-                               "cuStreamWriteValue32");
+    worker::cuda::check_driver(
+        wait_value(s, reinterpret_cast<CUdeviceptr>(w.dev(2)), i, CU_STREAM_WAIT_VALUE_EQ),
+        "cuStreamWaitValue32");
+    empty_kernel<<<1, 1, 0, stream>>>();
+    worker::cuda::check_driver(
+        write_value(s, reinterpret_cast<CUdeviceptr>(w.dev(3)), i, CU_STREAM_WRITE_VALUE_DEFAULT),
+        "cuStreamWriteValue32");
   };
   post(1);
   r.memops_us = p50_us(rounds, [&](std::uint32_t i) {
     const auto t0 = Clock::now();
-    store(w.host(0), i);
     store(w.host(2), i);
     const auto give_up = t0 + std::chrono::seconds(5);
     while (load(w.host(3)) != i)
-      if (Clock::now() > give_up) throw Error("raw mechanism probe: the stream's write never came (memops)");
+      if (Clock::now() > give_up)
+        throw Error("minimal mechanism probe: the stream's write never came (memops)");
     const std::uint64_t ns = since(t0);
-    check(i);
     post(i + 1);
     return ns;
   });
