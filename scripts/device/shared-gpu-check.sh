@@ -59,6 +59,7 @@ fi
 if [ "${BENCH:-0}" = 1 ]; then
   step model_vs_torch timeout 580 python3 bench/infer/st_baseline.py --model "$FERRY_MODEL_DIR" \
     --modes "${BENCH_MODES:-eager,compile,compile-gpu,compile-stream}" --compile-dynamic "${COMPILE_DYNAMIC:-static}" \
+    ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"} ${BENCH_RUNS:+--runs "$BENCH_RUNS"} \
     --seconds "${BENCH_SECONDS:-1}" --ferry "$B/bench/infer/ferry-model-bench" --mixed-file "$OUT/mixed.lengths" \
     --json "$OUT/model_vs_torch.json"
   tail -40 "$OUT/model_vs_torch.log"
