@@ -32,16 +32,23 @@ struct BlockRef {
 
 // Bytes [at, at + len) of a host block's application side, into `to`, or
 // from `from`: memcpy where the agent maps the memory, else its copy calls.
+// Byte `at` of a block reached by copy calls (remote set), in that memory's own
+// space: an integer sum, since a space of offsets (a shared file's) starts at
+// 0, and null plus an offset is undefined behaviour.
+inline std::uint8_t* remote_at(const BlockRef& b, std::size_t at) noexcept {
+  return reinterpret_cast<std::uint8_t*>(reinterpret_cast<std::uintptr_t>(b.app) + at);
+}
+
 inline XferStatus read_app(const BlockRef& b, std::size_t at, std::uint8_t* to, std::size_t len,
                            Fault& fault) noexcept {
-  if (b.remote != nullptr) return b.remote->read(b.app + at, to, len, fault);
+  if (b.remote != nullptr) return b.remote->read(remote_at(b, at), to, len, fault);
   std::memcpy(to, b.app + at, len);
   return XferStatus::Ok;
 }
 
 inline XferStatus write_app(const BlockRef& b, std::size_t at, const std::uint8_t* from, std::size_t len,
                             Fault& fault) noexcept {
-  if (b.remote != nullptr) return b.remote->write(b.app + at, from, len, fault);
+  if (b.remote != nullptr) return b.remote->write(remote_at(b, at), from, len, fault);
   std::memcpy(b.app + at, from, len);
   return XferStatus::Ok;
 }
@@ -49,7 +56,7 @@ inline XferStatus write_app(const BlockRef& b, std::size_t at, const std::uint8_
 // Bytes [at, at + len) of a host block's application side in the agent's
 // address space, or nullptr where only copy calls reach them.
 inline std::uint8_t* lend(const BlockRef& b, std::size_t at, std::size_t len, bool for_write) noexcept {
-  if (b.remote != nullptr) return b.remote->in_place(b.app + at, len, for_write);
+  if (b.remote != nullptr) return b.remote->in_place(remote_at(b, at), len, for_write);
   return b.app + at;
 }
 

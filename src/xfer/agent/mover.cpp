@@ -394,7 +394,7 @@ bool DataMover::stream(Flight& f) {
   const JobDesc& d = job.descs[i];
   DescResult& r = job.results[i];
   BlockRef block;
-  block.app = d.region->base() + d.offset;
+  block.app = d.region->at(d.offset);
   block.len = d.len;
   block.remote = d.region->remote();
   PhaseTimer stream_time(phases_, Phase::Stream);
@@ -450,7 +450,7 @@ void DataMover::begin_write(int lane, Flight& f) {
   for (std::size_t k = 0; k < count; ++k) {
     const JobDesc& d = job.descs[first + k];
     BlockRef& b = f.blocks[k];
-    b.app = d.region->base() + d.offset;
+    b.app = d.region->at(d.offset);
     b.len = d.len;
     b.on_device = d.region->on_device();
     b.remote = d.region->remote();
@@ -540,7 +540,7 @@ void DataMover::begin_read(int lane, Flight& f) {
     const JobDesc& d = job.descs[first + k];
     DescResult& r = job.results[first + k];
     BlockRef& b = f.blocks[k];
-    b.app = d.region->base() + d.offset;
+    b.app = d.region->at(d.offset);
     b.on_device = d.region->on_device();
     b.remote = d.region->remote();
     b.len = 0;

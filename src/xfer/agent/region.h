@@ -42,6 +42,12 @@ class ImportedRegion {
   // its own space (docs: xfer/agent/remote_memory.h):
   // process: never dereferenced here.
   std::uint8_t* base() const noexcept { return base_; }
+  // The byte `offset` into the region, in the same space as base(). Computed
+  // as an integer: a space of offsets (a shared file's) starts at 0, and null
+  // plus an offset is undefined behaviour.
+  std::uint8_t* at(std::uint64_t offset) const noexcept {
+    return reinterpret_cast<std::uint8_t*>(reinterpret_cast<std::uintptr_t>(base_) + offset);
+  }
   const RemoteMemory* remote() const noexcept { return remote_.get(); }
   std::string describe() const;
 

@@ -28,8 +28,11 @@ std::unique_ptr<SharedFileMemory> SharedFileMemory::open(int fd, std::uint64_t o
                 " run past the shared file's " + std::to_string(st.st_size) + " bytes");
   std::uint8_t probe = 0;
   Fault fault;
+  // The file's offsets as addresses (RemoteMemory's space), computed as
+  // integers: offset 0 is a null pointer, and null plus an offset is undefined.
   const auto* first = reinterpret_cast<const std::uint8_t*>(offset);
-  if (m->read(first, &probe, 1, fault) != XferStatus::Ok || m->read(first + len - 1, &probe, 1, fault) != XferStatus::Ok)
+  const auto* last = reinterpret_cast<const std::uint8_t*>(offset + len - 1);
+  if (m->read(first, &probe, 1, fault) != XferStatus::Ok || m->read(last, &probe, 1, fault) != XferStatus::Ok)
     throw Error("register: " + fault.detail());
   m->map(len);
   return m;

@@ -63,15 +63,18 @@ TEST(GuardedAccess, ASigbusEndsTheAccessEveryTimeAndTheThreadGoesOn) {
 TEST(GuardedAccess, ASharedFileIsLentOnlyWhereTheFileStillHoldsIt) {
   ShrinkingFile file;
   auto memory = SharedFileMemory::open(dup(file.fd()), 0, kLen);
-  const auto* remote = reinterpret_cast<const std::uint8_t*>(std::uintptr_t{0});  // offsets in the file
+  // Offsets in the file as RemoteMemory addresses, computed as integers (null
+  // plus an offset is undefined).
+  const auto remote_at = [](std::uint64_t offset) { return reinterpret_cast<const std::uint8_t*>(offset); };
+  const auto* remote = remote_at(0);
   ASSERT_NE(memory->in_place(remote, kLen, false), nullptr);
   ASSERT_NE(memory->in_place(remote, kLen, true), nullptr);
   EXPECT_NE(memory->describe().find("mapped"), std::string::npos) << memory->describe();
-  EXPECT_EQ(memory->in_place(remote + 1, kLen, false), nullptr) << "past the registered range";
+  EXPECT_EQ(memory->in_place(remote_at(1), kLen, false), nullptr) << "past the registered range";
 
   file.shrink(kLen / 2 + 100);  // inside a page: the rest of that page would read as zeros
   EXPECT_NE(memory->in_place(remote, kLen / 2, false), nullptr);
-  EXPECT_EQ(memory->in_place(remote + kLen / 2, 4096, false), nullptr);
+  EXPECT_EQ(memory->in_place(remote_at(kLen / 2), 4096, false), nullptr);
   EXPECT_EQ(memory->in_place(remote, kLen, true), nullptr);
 
   // A streamed block's source over it: the part that is gone is not hashed in

@@ -594,7 +594,10 @@ TEST(DataMover, ABatchHeldByMemoryThatNeverAnswersIsAnsweredAtTheDeadline) {
   DataMover mover(o, storage);
   auto hung_memory = std::make_unique<HungMemory>();
   const HungMemory& hung = *hung_memory;
-  auto region = ImportedRegion::wrap(std::move(hung_memory), nullptr, 1 << 20);
+  // The region's bytes in the hung memory's own space, never read: not null,
+  // since the mover offsets the base (null plus an offset is undefined).
+  std::vector<std::uint8_t> space(1 << 20);
+  auto region = ImportedRegion::wrap(std::move(hung_memory), space.data(), space.size());
 
   auto job = std::make_shared<Job>();
   job->op = XferOp::Write;

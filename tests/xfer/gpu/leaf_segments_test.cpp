@@ -55,8 +55,9 @@ TEST(LeafSegments, TheLeavesSumsMakeTheBlocksChecksum) {
 TEST(LeafSegments, AnUnhashedLeafOrAMissingOneLeavesTheBlockToTheCpu) {
   const std::size_t size = 3 * kChecksumLeafBytes;
   const auto data = store::test::random_bytes(size, 3);
+  std::vector<std::uint8_t> dst(size);
   std::vector<gpu::Segment> segs;
-  append_leaves({nullptr, data.data(), size}, &segs);
+  append_leaves({dst.data(), data.data(), size}, &segs);
   const auto sums = sums_of(segs);
   std::vector<std::uint8_t> hashed(segs.size(), 1);
   hashed[1] = 0;  // e.g. unaligned, or a last leaf of 240 bytes or less
