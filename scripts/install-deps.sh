@@ -25,9 +25,10 @@ packages=(
   libdpdk-dev libnuma-dev libbsd-dev libpcap-dev  # ferry l2fwd (packet/): DPDK 22.11's static libraries and theirs
   iproute2              # ferry l2fwd's live test: a veth pair in a namespace of its own
 )
-# --fuzz (make fuzz): clang for libFuzzer (-fsanitize=fuzzer), and libFuzzer's
-# runtime (libclang_rt.fuzzer*.a), which Debian 12 ships apart in libclang-rt-dev:
-# clang's packages only recommend it, and --no-install-recommends below skips it.
+# --fuzz (make fuzz, make asan): clang for libFuzzer (-fsanitize=fuzzer) and the
+# ASan+UBSan build, and libFuzzer's runtime (libclang_rt.fuzzer*.a), which
+# Debian 12 ships apart in libclang-rt-dev: clang's packages only recommend it,
+# and --no-install-recommends below skips it.
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(clang libclang-rt-dev)
 fi

@@ -5,7 +5,9 @@
 // name. Keeping the plugins mapped until exit lets tests/route/lsan.supp
 // suppress exactly OpenMPI's libraries, while leaks in our own code still fail
 // the run.
-#if defined(__SANITIZE_ADDRESS__)
+#include "core/sanitizers.h"
+
+#if defined(FERRY_ASAN)
 extern "C" int dlclose(void*) {
   return 0;
 }

@@ -10,12 +10,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "core/net.h"
+#include "core/sanitizers.h"
 #include "ferry/core/status.h"
 #include "support/ferry_processes.h"
 #include "support/proc_stats.h"
@@ -286,7 +288,7 @@ TEST(XferTrust, OneSessionCannotMakeTheAgentHoldUnboundedMemory) {
   // (the copy thread keeps up with most of the 200 MB sent; a slower tier would
   // let more pile up), from about 10 MiB before the flood.
 // ASan's quarantine keeps freed memory resident; TSan's shadow memory is resident too.
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !defined(FERRY_ASAN) && !defined(FERRY_TSAN)
   EXPECT_LT(peak_rss_kib(agent_proc.process().pid()) - base_kib, 86u * 1024)
       << "the agent's peak RSS grew this much, KiB, from " << base_kib;
 #endif
@@ -301,7 +303,23 @@ TEST(XferTrust, OneSessionCannotMakeTheAgentHoldUnboundedMemory) {
 // Finding 10: out of descriptors, the accept loop spun a full core and logged
 // megabytes a second. Now it pauses accepting and serves who it has.
 TEST(XferTrust, OutOfDescriptorsTheAgentBacksOffAndKeepsServing) {
+#if defined(FERRY_ASAN) && defined(__clang__)
+  // Clang's vptr check (UBSan) reads an object's vtable only after probing it
+  // through a pipe (sanitizer_common's IsAccessibleMemoryRange); with no free
+  // descriptor the probe fails and any object is reported as having an invalid
+  // vptr. This agent runs out of descriptors on purpose, so its reports are
+  // printed but do not stop it.
+  const char* old_options = std::getenv("UBSAN_OPTIONS");
+  const std::string saved = old_options != nullptr ? old_options : "";
+  setenv("UBSAN_OPTIONS", (saved + (saved.empty() ? "" : ":") + "halt_on_error=0").c_str(), 1);
   FerryAgent agent_proc({"dram:16MiB"});
+  if (old_options != nullptr)
+    setenv("UBSAN_OPTIONS", saved.c_str(), 1);
+  else
+    unsetenv("UBSAN_OPTIONS");
+#else
+  FerryAgent agent_proc({"dram:16MiB"});
+#endif
   Agent agent(config_for(agent_proc.endpoint(), "existing"));
   Buffer buf = Buffer::allocate(xfer_env().mem, 4096);
   agent.register_memory(buf);
@@ -314,7 +332,9 @@ TEST(XferTrust, OutOfDescriptorsTheAgentBacksOffAndKeepsServing) {
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const std::uint64_t used = cpu_ticks(pid) - before;
   EXPECT_LT(used, static_cast<std::uint64_t>(sysconf(_SC_CLK_TCK)) / 2) << "CPU ticks in 2 s";
-  EXPECT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, 4096), {"still-served"}), XferStatus::Ok);
+  std::vector<xfer::DescResult> served;
+  EXPECT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, 4096), {"still-served"}, &served), XferStatus::Ok)
+      << (served.empty() ? std::string() : served[0].error) << "\n" << agent_proc.log();
   EXPECT_LT(agent_proc.log().size(), 64u << 10);
   EXPECT_NE(agent_proc.log().find("cannot accept applications"), std::string::npos) << agent_proc.log();
 }
