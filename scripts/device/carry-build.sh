@@ -20,11 +20,15 @@ done
 for f in $files; do
   ldd "$B/$f" | awk '/spdlog|fmt|hiredis|liburing|xxhash|libpcap|libdbus|libsystemd|libcap\.|libgcrypt|libgpg-error|liblz4|libzstd|liblzma/ {print $3}'
 done | sort -u | while read -r lib; do cp -L "$lib" "$C/lib/"; done
-# redis-server for the redis tier's tests (the GPU machine has none), with the two
+# redis-server for the redis tier's tests (the GPU machine has none), and redis-cli and
+# redis-benchmark for the cluster benchmark (store-cluster-check.sh), with the
 # libraries Ubuntu lacks; libssl and the rest come from the machine.
 if [ -x /usr/bin/redis-server ]; then
   mkdir -p "$C/redis"
-  cp -L /usr/bin/redis-server "$C/redis/"
-  ldd /usr/bin/redis-server | awk '/liblzf|libjemalloc/ {print $3}' | while read -r lib; do cp -L "$lib" "$C/lib/"; done
+  for t in redis-server redis-cli redis-benchmark; do
+    [ -x "/usr/bin/$t" ] || continue
+    cp -L "/usr/bin/$t" "$C/redis/"
+    ldd "/usr/bin/$t" | awk '/liblzf|libjemalloc|libatomic/ {print $3}'
+  done | sort -u | while read -r lib; do cp -L "$lib" "$C/lib/"; done
 fi
 du -sh "$C"

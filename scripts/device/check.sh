@@ -23,6 +23,7 @@ declare -A checks=(
   [shared-gpu]="shared-gpu-check.sh: the GPU model beside every launch method under mixed traffic ('stash' first)"
   [hardening]="hardening-check.sh: issue 35's fixes: the process-memory probe, then the xfer, mover, http and l2fwd suites"
   [launch]="launch-check.sh: issue 40's launch methods against the minimal mechanisms, three rounds, and the persistent kernel at 1-16 channels"
+  [store-cluster]="store-cluster-check.sh: the redis-cluster tier against redis-benchmark --cluster on 1, 3 and 6 primaries (issue 38 part 5)"
   [nixl]="nixl-check.sh: the NIXL plugin under nixl_cu13: its suite, VRAM_SEG, LMCache through NIXL, the example on the GPU, nixl_bench"
 )
 name=${1:-}
