@@ -41,7 +41,8 @@ import sys
 import tempfile
 import time
 
-from store_bench import BenchError, cpu_model, fmt_size, git_commit, parse_size, rotated, run, tool_version
+from store_bench import (BenchError, cpu_model, fmt_size, git_commit, parse_size, redis_benchmark_rps, rotated, run,
+                         tool_version)
 
 
 def port_free(port):
@@ -168,16 +169,9 @@ def redis_benchmark(cluster, size, objects, clients, pipeline):
     # redis-benchmark --cluster refuses a cluster of one node ("Invalid cluster: 1 node(s)"); on one, every
     # key's slot is that node's, so plain mode sends the same commands to the same place.
     mode = ["--cluster"] if cluster.count > 1 else []
-    out = run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(cluster.ports[0])] + mode + ["-t", "set,get",
-               "-d", str(size), "-r", str(objects), "-n", str(objects), "-c", str(clients), "-P", str(pipeline),
-               "--csv", "-q"])
-    rps = {}
-    for line in out.splitlines():
-        cells = [c.strip('"') for c in line.split(",")]
-        if len(cells) > 1 and cells[0] in ("SET", "GET"):
-            rps[cells[0]] = float(cells[1])
-    if set(rps) != {"SET", "GET"}:
-        raise BenchError(f"cannot read redis-benchmark's output:\n{out}")
+    rps = redis_benchmark_rps(["-h", "127.0.0.1", "-p", str(cluster.ports[0])] + mode + [
+        "-t", "set,get", "-d", str(size), "-r", str(objects), "-n", str(objects), "-c", str(clients),
+        "-P", str(pipeline), "--csv", "-q"])
     # In cluster mode the clock stops on the next 250 ms tick after the last reply, so the true time lies
     # within 0.25 s below the one it reports: *_max is the rate at that bound (the ratio's worst case).
     best = lambda op: objects / max(objects / rps[op] - (0.25 if mode else 0), 1e-3) * size / 1e9

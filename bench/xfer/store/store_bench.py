@@ -223,9 +223,9 @@ def redis_cmd(port, *args):
     return run(["redis-cli", "-p", str(port)] + list(args))
 
 
-def redis_benchmark(port, size, pipeline, clients, requests):
-    out = run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", "set,get", "-d", str(size),
-               "-P", str(pipeline), "-c", str(clients), "-n", str(requests), "--csv", "-q"])
+def redis_benchmark_rps(argv):
+    """Runs redis-benchmark -t set,get --csv (argv after the program's name): {"SET": rps, "GET": rps}."""
+    out = run(["redis-benchmark"] + argv)
     rps = {}
     for line in out.splitlines():
         cells = [c.strip('"') for c in line.split(",")]
@@ -233,6 +233,12 @@ def redis_benchmark(port, size, pipeline, clients, requests):
             rps[cells[0]] = float(cells[1])
     if set(rps) != {"SET", "GET"}:
         raise BenchError(f"cannot read redis-benchmark's output:\n{out}")
+    return rps
+
+
+def redis_benchmark(port, size, pipeline, clients, requests):
+    rps = redis_benchmark_rps(["-h", "127.0.0.1", "-p", str(port), "-t", "set,get", "-d", str(size),
+                               "-P", str(pipeline), "-c", str(clients), "-n", str(requests), "--csv", "-q"])
     return {"set": rps["SET"] * size / 1e9, "get": rps["GET"] * size / 1e9}
 
 
