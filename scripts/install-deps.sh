@@ -24,6 +24,7 @@ packages=(
   python3-dev python3-venv  # the Python package (python/): its module's headers, and the venv its tests run in
   libdpdk-dev libnuma-dev libbsd-dev libpcap-dev  # ferry l2fwd (packet/): DPDK 22.11's static libraries and theirs
   iproute2              # ferry l2fwd's live test: a veth pair in a namespace of its own
+  systemd               # systemd-analyze: ctest deploy_units verifies deploy/*.service
 )
 # --fuzz (make fuzz, make asan): clang for libFuzzer (-fsanitize=fuzzer) and the
 # ASan+UBSan build, and libFuzzer's runtime (libclang_rt.fuzzer*.a), which
