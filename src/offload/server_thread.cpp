@@ -382,7 +382,7 @@ void ServerThread::run() {
     if (has_commands_.load(std::memory_order_acquire)) process_commands();
     // Polls rather than sleeps in epoll while responses are due from the
     // channel. Deferred ones wake the loop through the eventfd instead:
-    // polling for them too saved ~3 us a request when idle but cost
+    // polling for them too saved a wake-up per request when idle but cost
     // throughput under load (docs/bench/inference.md).
     const bool polling = bound_ && channel_in_flight_ > 0;
     const int n = epoll_wait(epoll_fd_, events, 256, polling ? 0 : 50);

@@ -47,8 +47,8 @@ void install_sigterm_message(int world_rank) {
 }
 
 // router_threads=auto: one router thread for every kAppsPerRouterThread
-// applications of the largest node (at 8 applications on the H100 host, 4
-// threads kept up with inline mode where 1 and 2 did not: docs/bench/route.md) (every rank computes the same
+// applications of the largest node (fewer threads fell behind inline mode at 8 applications:
+// docs/bench/route.md holds the measurement) (every rank computes the same
 // from the keys; shard k of every router must exist, so all routers agree). Outside process mode the value is
 // unused.
 constexpr std::size_t kAppsPerRouterThread = 2;

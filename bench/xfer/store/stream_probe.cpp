@@ -384,8 +384,7 @@ double median(std::vector<double> v) {
 
 // Median seconds of `rounds` runs, each after an untimed before(), and after
 // one untimed run: a fresh virtual machine's first touch of a page costs more
-// than the copy into it (measured: a first write(2) of 32 MiB into the page
-// cache, 104 ms against 6.7 ms once warm).
+// than the copy into it.
 double timed(unsigned threads, int rounds, const std::function<void(unsigned)>& fn,
              const std::function<void()>& before = [] {}) {
   std::vector<double> times;

@@ -27,17 +27,17 @@ namespace ferry::infer {
 struct ServiceOptions {
   // Under load a batch takes what queued while the last one ran. Short inputs
   // cost the GPU about the same per batch up to a few hundred, so the cap on a
-  // batch's sequences is what caps requests/s: 32 held an H200 near 110k/s,
-  // 256 takes 150k/s of single inputs (docs/bench/inference.md).
+  // batch's sequences is what caps requests/s: 256 takes more single inputs a
+  // second than 32 did (docs/bench/inference.md, the --max-batch defaults).
   std::size_t queue_slots = 1024;          // sequences waiting at most; more: Admission::Full
   std::size_t max_batch = 256;             // sequences in one batch
   std::size_t max_batch_tokens = 16384;    // tokens in one batch (TEI's --max-batch-tokens)
   std::chrono::microseconds max_wait{0};   // how long a batch waits to fill after its first sequence
   std::size_t max_tokens = 256;            // a sequence's ids at most, [CLS] and [SEP] included
   int cpu = -1;                            // pin the batcher to this core; -1: unpinned
-  // How long an idle batcher polls the ring before it sleeps. Waking it costs
-  // ~14 us a request; polling for 2 ms made that ~1 us but cost throughput
-  // under load on the H100 machine (docs/bench/inference.md).
+  // How long an idle batcher polls the ring before it sleeps. A sleeping
+  // batcher costs a lone request its wake-up; polling longer saves that but cost
+  // throughput under load (docs/bench/inference.md, --batcher-spin-us).
   std::chrono::microseconds spin{50};
   // A model call that runs longer is a fault: a watchdog thread answers its
   // jobs, and every job that waits or arrives until the call returns, with

@@ -35,8 +35,8 @@ struct AgentServiceOptions {
   CopyMode copy = CopyMode::Auto;
   // CopyMode::Auto's threshold for pushes, bytes. Since the kernel folds XXH3
   // with a thread per accumulator, it matches or beats the copy engines plus
-  // the CPU's hash at every block size measured on an H100 (16 KiB to 32 MiB,
-  // docs/bench/xfer.md), so auto takes it up to the largest blocks.
+  // the CPU's hash at every block size measured (docs/bench/xfer.md), so auto
+  // takes it up to the largest blocks.
   std::size_t kernel_below = 64u << 20;
   std::size_t kernel_below_pull = 64u << 20;  // ... and for pulls
   // CopyMode::Auto: blocks of at least this size (below kernel_below) are copied

@@ -54,11 +54,10 @@ namespace ferry::xfer::agent {
 struct MoverOptions {
   std::size_t staging_bytes = 256u << 20;
   // A batch closes at chunk_bytes or chunk_blocks, whichever comes first. 0
-  // bytes: 16 MiB, or a staging slot if that is smaller. Measured on an H100
-  // (docs/bench/xfer.md): 16 MiB batches move 1 MiB blocks ~5%
-  // faster than 4 MiB ones (fewer launches), while 64 KiB blocks lose ~2 GB/s
-  // in 16 MiB (256-block) batches against 4-8 MiB ones (64-128 blocks), short
-  // enough that a lane's bookkeeping of one batch overlaps the next one's copy.
+  // bytes: 16 MiB, or a staging slot if that is smaller. Large batches mean
+  // fewer launches for large blocks; chunk_blocks keeps batches of small blocks
+  // short enough that a lane's bookkeeping of one batch overlaps the next one's
+  // copy (the sweep that chose both is in docs/bench/xfer.md).
   std::size_t chunk_bytes = 0;
   std::size_t chunk_blocks = 128;
   int queue_depth = 8;

@@ -2,7 +2,7 @@
 // Where the agent's time goes, per phase of the request path, summed over all
 // threads (so a phase's total can exceed wall time when lanes run it in
 // parallel). Timed per batch or per request, never per block: two steady_clock
-// reads per phase and batch cost ~50 ns against a batch's tens of microseconds.
+// reads per phase and batch are small beside the work of a batch.
 // The agent logs the totals on exit (docs/bench/xfer.md reads them).
 
 #include <array>

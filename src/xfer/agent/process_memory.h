@@ -15,7 +15,7 @@
 //             the address space of that moment, and one the process left by an
 //             exec reads as gone. For an agent that may trace anyone (root, or
 //             CAP_SYS_PTRACE), which the kernel would wave through, serving
-//             memory that is not root's; about half as fast
+//             memory that is not root's; slower than Direct
 //             (docs/bench/xfer.md).
 //
 // Every reach also keeps /proc/<pid>/mem open from registration, to tell that

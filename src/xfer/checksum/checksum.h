@@ -8,10 +8,11 @@
 //   - an object of at most kChecksumLeafBytes: XXH3-64 of its bytes;
 //   - a larger one: cut into leaves of kChecksumLeafBytes (the last may be
 //     shorter), then XXH3-64 of the leaves' XXH3-64s, as little-endian u64s.
-// XXH3's long-input fold is a serial chain over 1 KiB blocks: one hash over a
-// 32 MiB object took the GPU copy kernel about 1 ms after the copy had ended
-// (docs/bench/xfer.md). Leaves of 64 KiB cut that to about 2 us, and objects up
-// to 64 KiB keep the plain XXH3-64 they always had.
+// XXH3's long-input fold is a serial chain over 1 KiB blocks, so one hash over
+// a large object would finish long after the GPU copy kernel's copy had ended.
+// Leaves let many threads hash one object at once (docs/bench/xfer.md has the
+// before and after), and objects up to 64 KiB keep the plain XXH3-64 they
+// always had.
 //
 // Objects stored before leaves existed carry plain XXH3-64 over all their bytes
 // ("whole" sums); the file and redis tiers mark which kind they stored and

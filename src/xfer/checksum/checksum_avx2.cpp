@@ -1,7 +1,7 @@
 // XXH3-64 compiled for AVX2 (this file only: CMake gives it -mavx2), from the
 // header that libxxhash-dev installs. Debian's library is built for the x86-64
 // baseline (SSE2); on the agent's data path the checksum of every block is the
-// CPU's main work, and AVX2 hashes about 1.6x faster. checksum.cpp calls this
+// CPU's main work, and AVX2 hashes faster than SSE2. checksum.cpp calls this
 // only where the CPU has AVX2; the result is the same XXH3 value either way.
 #define XXH_INLINE_ALL
 #define XXH_VECTOR XXH_AVX2

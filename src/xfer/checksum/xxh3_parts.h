@@ -158,7 +158,7 @@ FERRY_HOST_DEVICE FERRY_FORCE_INLINE void last_stripe_part(const std::uint8_t* t
 // never meet before that mix, so eight GPU threads walk them side by side. The
 // loads run a group of kAhead blocks ahead of the chain, so that each step waits
 // on the step before it and not on memory (one thread walking every chain with a
-// load per step, held the copy kernel to ~15 GB/s for 32 MiB objects on an H100).
+// load per step held the copy kernel far below the link's rate: docs/bench/xfer.md).
 FERRY_HOST_DEVICE FERRY_FORCE_INLINE std::uint64_t fold_accumulator(const std::uint64_t* contribution,
                                                                     std::uint64_t len, unsigned i,
                                                                     const Keys& k) {

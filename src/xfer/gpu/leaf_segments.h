@@ -1,6 +1,6 @@
 #pragma once
 // The copy kernel hashes each segment it is given with one serial XXH3 fold
-// (cuda/copy_kernel.h), which for a 32 MiB block ran about 1 ms after its copy.
+// (cuda/copy_kernel.h), which for a large block runs long after its copy ends.
 // So a block larger than one checksum leaf (checksum/checksum.h) goes to the kernel
 // as its leaves, which it hashes side by side, and the block's checksum is made
 // from theirs on the CPU (a hash of 8 bytes per 64 KiB).

@@ -14,8 +14,8 @@
 // so a step takes one instead of three. While the handlers work, the poller
 // keeps polling until they finish, so busy batches fill up.
 //
-// A lone request costs the pipeline three steps and two hand-offs between warps
-// (measured on an H100: 7.2 us p50 against 4.3 us for one warp doing all three).
+// A lone request costs the pipeline three steps and two hand-offs between warps,
+// more than one warp doing all three (docs/bench/launch.md, the one-warp fast path).
 // So when the pipeline is empty and a poll finds exactly one request, the poller
 // handles and publishes it itself, with no barrier.
 //
@@ -210,8 +210,8 @@ __device__ inline void poll_batch(const DeviceChannel& ch, const Handler& handle
     if (m > 0) break;
     wide = false;
     // A channel idle this long stops hammering PCIe: its polls would slow the
-    // busy channels' reads (measured: p50 rises from 1.4x to 1.8x the floor
-    // when three idle blocks poll beside a busy one).
+    // busy channels' reads (docs/bench/launch.md measures idle blocks polling
+    // beside a busy one).
     if (++idle_polls > kIdlePollsBeforeSleep && idle_sleep_max_ns != 0) {
       __nanosleep(sleep_ns);
       sleep_ns = min(2 * sleep_ns, idle_sleep_max_ns);

@@ -22,9 +22,9 @@ inline float attention_scale_log2(std::size_t head_dim) {
 // batch launched eagerly), else one that walks all its rows (a graph serves
 // every batch of its bucket). Splitting fills a GPU that the (sequence, head)
 // blocks alone leave half idle, and costs a reload of every key tile per
-// block. Measured on an H200 (132 multiprocessors, two blocks each): 32
-// sequences of 256 tokens (384 blocks) ran 3% faster split, 128 of 256 (1,536
-// blocks) 2% slower; so only grids under four blocks a multiprocessor split.
+// block: the gain wins only while the grid leaves multiprocessors idle, so only
+// grids under four blocks a multiprocessor split (docs/bench/inference.md has
+// the A/B that set the bound).
 inline unsigned query_blocks(std::size_t longest, std::size_t rows_per_block, std::size_t blocks) {
   if (longest <= rows_per_block) return 1;
   int device = 0, multiprocessors = 0;

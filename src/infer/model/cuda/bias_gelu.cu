@@ -20,7 +20,7 @@ __device__ inline float gelu(float v) {
 // Sixteen bytes per thread, a row of blocks (grid.y) per token row (grid.x): no division
 // to find the column, and rows past the batch's tokens leave at once. It
 // streams the matrix once each way, so 16-byte accesses are what bring it
-// near the memory's rate (pairs of elements ran at about 60% of it).
+// near the memory's rate (pairs of elements fell well short of it).
 template <typename T>
 __global__ void bias_gelu_kernel(T* x, const float* bias, const std::uint32_t* tokens, unsigned width) {
   constexpr int kVec = kVec16<T>;

@@ -7,10 +7,10 @@
 // multiple of four: two shuffle reductions and no barrier, eight rows a block.
 // Wider ones take a block each, gathered in shared memory (layer_norm_row).
 //
-// Measured under ncu on the H100 at 128 x 128 tokens (docs/bench/inference.md):
-// 20.4 us a call with pairs, 27.9 with a block a row, and 25.9 with 16 bytes a
-// lane (at MiniLM's 384 columns, 48 such pieces a row leave half the lanes
-// with one piece and half with two; pieces of four give every lane three).
+// Why pieces of four and not 16 bytes a lane: at MiniLM's 384 columns, 48
+// pieces of 16 bytes a row leave half the lanes with one piece and half with
+// two, while pieces of four give every lane three. The profile that chose this
+// layout over a block a row is in docs/bench/inference.md.
 
 #include <cstdint>
 

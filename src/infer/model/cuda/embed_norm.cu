@@ -1,7 +1,7 @@
 // The embedding layer: word + position + token type, then LayerNorm. A warp
 // per token, its row in registers four (or two) columns a lane access, where
-// the width allows (layer_norm_row.cuh); else a block per token. A block of
-// scalar loads a token took twice as long (docs/bench/inference.md, fourth pass).
+// the width allows (layer_norm_row.cuh); else a block per token. Vector loads,
+// because a block of scalar loads a token was slower (docs/bench/inference.md).
 
 #include <cstdint>
 

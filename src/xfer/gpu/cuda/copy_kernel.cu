@@ -1,10 +1,11 @@
 // The gather/scatter copy kernel with its fused XXH3-64 (see copy_kernel.h).
 //
-// Why a kernel: at 64 KiB per block the copy engines (cudaMemcpyBatchAsync)
-// reach about 28-31 GB/s on an H100 over PCIe; SM loads and stores with enough
-// bytes in flight are not limited per copy the same way. And since the SMs read
-// every byte anyway, they hash it too: the CPU no longer reads 40+ GB/s back to
-// checksum it, which is what holds 1 MiB and larger blocks below the copy rate.
+// Why a kernel: with small blocks the copy engines (cudaMemcpyBatchAsync) pay a
+// cost per copy and stay below the link's rate (docs/xfer.md); SM loads and
+// stores with enough bytes in flight are not limited per copy the same way. And
+// since the SMs read every byte anyway, they hash it too: the CPU no longer reads
+// every byte back to checksum it, which is what holds 1 MiB and larger blocks
+// below the copy rate (docs/bench/xfer.md).
 #include <cuda_runtime.h>
 
 #include <algorithm>

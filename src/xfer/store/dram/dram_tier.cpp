@@ -59,8 +59,8 @@ DramTier::DramTier(std::uint64_t capacity, std::string spec)
     throw_errno("dram tier: cannot map a pool of " + format_size(pool_size_));
   }
   // Huge pages where the kernel offers them: a first put into fresh pool memory
-  // takes one fault per 2 MiB instead of 512 (measured: 1 MiB puts into a fresh
-  // pool went from 1.5 to ~3 GB/s). Advice only: ignoring a refusal is correct.
+  // takes one fault per 2 MiB instead of 512 (docs/bench/store.md has first
+  // puts before and after). Advice only: ignoring a refusal is correct.
   (void)madvise(base_, pool_size_, MADV_HUGEPAGE);
 }
 

@@ -7,8 +7,8 @@
 // grown well past what still hides a packed record.
 //
 // Why a thread of its own: compaction copies up to pack_max bytes per round,
-// ~50-100 ms of disk time, which would otherwise land on whichever put or
-// remove (the chain's eviction) crossed the bound.
+// whole disk writes' worth of time, which would otherwise land on whichever put
+// or remove (the chain's eviction) crossed the bound.
 //
 // It shares the tier's state: the index and its mutex, the key stripes, the
 // pack descriptors, the rings, the tombstone log and the seq counter. A moved

@@ -3,8 +3,8 @@
 // up to `queue_depth` operations in flight per batch call, optionally with
 // O_DIRECT. Objects larger than `pack_threshold` get a file each (format:
 // file_format.h, names: file_names.h). Smaller ones, where creating a file per
-// object would cost more than writing it (an inode and journal work: the
-// openat(O_CREAT) alone took 300-460 us under load, docs/bench/store.md), are
+// object would cost more than writing it (an inode and journal work, timed in
+// docs/bench/store.md), are
 // written together, per put() call, into pack files of up to `pack_max` bytes
 // (pack_format.h); their removals are recorded as tombstones (tombstone_log.h),
 // and a background thread compacts packs whose objects are mostly dead.

@@ -17,16 +17,16 @@ struct FileTierOptions {
   bool direct = false;                  // O_DIRECT: bypass the page cache
   bool fsync = false;                   // fsync each file and the directory at publish
   // Objects of up to this many bytes go into packs; 0: a file per object. Why
-  // 1 MiB: creating, renaming and closing a file per object held 1 MiB O_DIRECT
-  // puts to 0.6x of fio on the disk measured, packed they reached 0.95x
+  // 1 MiB: creating, renaming and closing a file per object cost 1 MiB O_DIRECT
+  // puts a large share of the disk's rate, which packing won back
   // (docs/bench/store.md). Packs were opt-in while each held a descriptor for
   // its life and the chain's evictions (a few objects per put call) piled up
   // small packs; the descriptor cache (open_packs) and the merging of small
   // packs (compact_small_packs) bound both.
   std::uint64_t pack_threshold = 1 << 20;
   // Bytes of objects (each padded to 4 KiB) per pack. Why 64 MiB: a pack's
-  // create and rename (~0.5 ms under load) then cost < 1% of its write at
-  // 1 GB/s; compaction copies at most this much per round; and a pack is the
+  // create and rename are then a small part of its write (docs/bench/store.md
+  // times them); compaction copies at most this much per round; and a pack is the
   // unit an ENOSPC fails, so its size bounds what one failure takes with it.
   std::uint64_t pack_max = 64 << 20;
   // Compaction starts when the dead bytes in packs exceed both this and the

@@ -39,20 +39,17 @@ namespace ferry::xfer::store {
 namespace {
 
 // O_DIRECT pieces, and buffered ones where two threads write one file: a
-// buffered writer takes the file's lock once per piece, and 256 KiB pieces
-// spent the gain of a second thread on lock hand-offs (measured: 2 threads,
-// 32 MiB from shm into the page cache, 7-8 ms at 256 KiB against 5.6 ms at
-// 1 MiB; a plain write(2) 5.9 ms).
+// buffered writer takes the file's lock once per piece, and smaller pieces
+// spend the gain of a second thread on lock hand-offs (ferry-stream-probe
+// measures both sizes).
 constexpr std::size_t kPiece = std::size_t{1} << 20;
 static_assert(kPiece % kChecksumLeafBytes == 0 && kPiece % kIoAlign == 0);
 
 // Buffered pieces otherwise. A piece is hashed where the copy left it (or
 // found it), and the copy passes both its source's lines and its
 // destination's through the core's 2 MiB L2: a 1 MiB piece is partly evicted
-// again before it is hashed (ferry-stream-probe on the H100 machine, 8 threads
-// of 32 MiB each: gets 12.0-14.5 ms a chunk at 256 KiB against 13.3-16.4 ms at
-// 1 MiB, in three of four calls, a read(2) of the whole 10.4-13.0 ms; puts
-// into allocated files 12.7 ms against 15.9, a write(2) 12.7).
+// again before it is hashed, while a 256 KiB one is hashed from cache
+// (ferry-stream-probe compares the two; docs/bench/lmcache.md has its runs).
 constexpr std::size_t kBufferedPiece = std::size_t{256} << 10;
 static_assert(kPiece % kBufferedPiece == 0 && kBufferedPiece % kChecksumLeafBytes == 0);
 
@@ -61,11 +58,9 @@ static_assert(kPiece % kBufferedPiece == 0 && kBufferedPiece % kChecksumLeafByte
 // of kBufferedPiece. The page cache sizes a write's folios by the write and
 // aligns each to its own size, so a piece that starts at the header's 4 KiB
 // past such a boundary is cut into folios of 4 to 128 KiB; aligned, it fills
-// one of 256 KiB. Measured with ferry-stream-probe --compare, 32 MiB a thread
-// from shm into the page cache, hashed pieces: 8 threads on the H200 machine's
-// host 11.4-11.8 ms a store aligned against 13.3-13.4 ms from the header's
-// offset (fs_native's write(2) 11.9 ms); one thread on the development VM
-// 5.8-5.9 ms against 7.6-7.7 ms.
+// one of 256 KiB, and fewer, larger folios make the store faster
+// (ferry-stream-probe --compare measures aligned against unaligned pieces;
+// docs/xfer.md and docs/bench/lmcache.md give the results).
 std::uint64_t piece_end(std::uint64_t data_at, std::uint64_t at, std::uint64_t end) {
   const std::uint64_t next_boundary = ((data_at + at) / kBufferedPiece + 1) * kBufferedPiece;
   return std::min(end, next_boundary - data_at);
@@ -106,10 +101,9 @@ constexpr unsigned kPutParts = 2;
 // a lent one is hashed beside its writer only from this size.
 constexpr std::uint64_t kMinPartBytes = std::uint64_t{8} << 20;
 
-// O_DIRECT pieces in flight per object. The disk measured (a virtio disk of
-// the H100 machine) needed about 32 MiB outstanding to reach its rate: fs_native's
-// one write(2) of a 32 MiB chunk gets there alone, while 4 pieces of 1 MiB
-// held a single chunk to 0.69-0.74x of it (docs/bench/lmcache.md).
+// O_DIRECT pieces in flight per object: enough that one object keeps tens of
+// MiB outstanding, which a virtio disk needs to reach its rate (a single 32 MiB
+// write(2) gets there alone; four pieces of 1 MiB did not: docs/bench/lmcache.md).
 constexpr unsigned kDirectInFlight = 16;
 
 // This thread's piece buffer number k, of at least `bytes`.

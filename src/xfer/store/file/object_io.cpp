@@ -51,13 +51,11 @@ XferStatus ObjectIo::create_temp(ObjectWrite& op, Fault& fault) noexcept {
   }
   // Buffered: the file's blocks allocated in one call before it is written, so
   // that the writes land in allocated extents instead of reserving blocks page
-  // by page (ext4's delayed allocation). Measured on ext4, 32 MiB from memory
-  // into the page cache (bench/xfer/store/stream_probe.cpp): one thread 3.7 ms
-  // against 6.0 ms on the development VM, 6.6 against 9.3 on the H100 machine,
-  // and 10.9 against 12.7 with 8 threads at once. A full disk also fails here,
+  // by page (ext4's delayed allocation), which is faster with one thread or
+  // many (ferry-stream-probe, bench/xfer/store/stream_probe.cpp, measures it;
+  // docs/bench/lmcache.md has the fallocate runs). A full disk also fails here,
   // before any byte is copied. File systems without fallocate write as before.
-  // O_DIRECT writes reserve nothing page by page, and with fallocate they
-  // measured no faster (one call).
+  // O_DIRECT writes reserve nothing page by page, so they skip the call.
   const std::uint64_t size = item.data.size;
   if (!direct_ && size > 0 && fallocate(op.fd, 0, 0, static_cast<off_t>(kFileHeaderSize + size)) != 0 &&
       errno != EOPNOTSUPP && errno != ENOSYS) {

@@ -38,7 +38,8 @@ void PackFds::Lease::reset() {
 }
 
 // Why the descriptors are closed outside mu_: closing one that wrote with
-// O_DIRECT took up to 1 ms on ext4, and every get's acquire takes mu_.
+// O_DIRECT may wait on the file system (ext4 flushes on close), and every get's
+// acquire takes mu_.
 namespace {
 void close_all(const std::vector<int>& fds) {
   for (int fd : fds) close(fd);
