@@ -4,9 +4,9 @@
 # and with four), then transpose and qs-mini swept over --work-per-message
 # (speedup against the memory-to-communication ratio).
 # ROUTE_ONLY=qs_mini: only qs-mini at 8 ranks (about 4 minutes): at work 0 its
-# run-2 geometry and its thinnest setting, then its Quicksilver setting swept
-# over the work, every point three times (the median counts). (Run 3 also
-# timed 8-slot rings, process_s8: slower, so later runs leave it out.)
+# escape geometry (qs_mini_escape) and its thinnest setting, then its Quicksilver setting swept
+# over the work, every point three times (the median counts). (71996b1 also
+# timed 8-slot rings, process_s8: slower, so later code leaves it out.)
 # ROUTE_ONLY=transpose: the transpose sweep alone at 8 ranks, every point three
 # times (the median counts; about 4 minutes).
 # Results go to $OUT (or ./route-results) as route-results.tgz plus the table,

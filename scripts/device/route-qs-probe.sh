@@ -14,7 +14,7 @@
 #                  beside the apps costs them: turbo, a shared physical core)
 #   process        router on core 8
 #   process_spin   --route-idle-spins=50000000 (waits never yield or sleep)
-# (Run-4 probes also tried software prefetch of the ring chunks, 64 or 512
+# (The c08b6c1 probes also tried software prefetch of the ring chunks, 64 or 512
 # delivery chunks per progress() instead of 16, and CLDEMOTE of published
 # chunks: no gain; see docs/bench/route.md.)
 # Needs .carry/build/bench/route/qs_mini and .carry/lib (scripts/device/carry-build.sh).
