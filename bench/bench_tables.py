@@ -130,7 +130,7 @@ def route(path):
               f"| {rest_i / removed if removed > 0 else float('inf'):.1f} | {proc['speedup']:.2f} |")
     print()
     if all("barrier_s" in r for r in rows):
-        # From run 4 on the engine time splits into the barrier (waiting at the
+        # Since c08b6c1 the engine time splits into the barrier (waiting at the
         # end of a phase for the slowest rank: load imbalance, and in inline mode
         # the last buffers' delivery) and the rest of it ("calls": the MPI share
         # in inline mode, the ring polling in process mode). The first ceiling

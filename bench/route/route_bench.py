@@ -50,7 +50,7 @@ SIZES = {
         # across, thin material, 4 cycles: about 3 segments per slab crossing.
         "qs_mini": ["--particles-per-rank", "400000", "--cells-x-per-rank", "1", "--cells-y", "4", "--cells-z", "4",
                     "--cell-width", "8", "--xs-scale", "0.25", "--cycles", "4", "--census", "2"],
-        # Run 2's geometry (escape boundary, one cycle, 32x32 unit cells): ends
+        # The geometry before Quicksilver's loop (escape boundary, one cycle, 32x32 unit cells): ends
         # lose particles, so the end ranks idle; about 5 segments a crossing.
         "qs_mini_escape": ["--particles-per-rank", "400000", "--cells-x-per-rank", "1", "--cells-y", "32",
                            "--cells-z", "32", "--xs-scale", "0.5", "--boundary", "escape", "--cycles", "1",

@@ -10,12 +10,12 @@
 # are more than one call may carry, so they travel over calls in a row while the machine stays
 # warm; each call but the last runs `stash` with the parts it carries:
 #
-#   call 1 (carry .carry-model-a):                       bash scripts/device/check.sh baselines stash
-#   call 2 (carry .carry-model-b):                       bash scripts/device/check.sh baselines stash
-#   call 3 (carry .carry-infinity/1):                    bash scripts/device/check.sh baselines stash
-#   call 4 (carry .carry-infinity/2 and .carry-model-c): bash scripts/device/check.sh baselines stash
-#   call 5 (carry .carry):                PART=model bash scripts/device/check.sh baselines
-#   call 6 (carry .carry):                PART=load  bash scripts/device/check.sh baselines
+#   step 1 (carry .carry-model-a):                       bash scripts/device/check.sh baselines stash
+#   step 2 (carry .carry-model-b):                       bash scripts/device/check.sh baselines stash
+#   step 3 (carry .carry-infinity/1):                    bash scripts/device/check.sh baselines stash
+#   step 4 (carry .carry-infinity/2 and .carry-model-c): bash scripts/device/check.sh baselines stash
+#   step 5 (carry .carry):                PART=model bash scripts/device/check.sh baselines
+#   step 6 (carry .carry):                PART=load  bash scripts/device/check.sh baselines
 #
 # (PART=all runs both, if they fit in one call's 10 minutes.) Make .carry with
 #   CARRY_FILES="apps/ferry/ferry bench/infer/ferry-model-bench bench/http/ferry-open-loop" \

@@ -2,11 +2,11 @@
 # Embedding inference on the GPU machine. The model travels in three parts
 # (scripts/device/carry-model.sh makes them; model-parts.sh says how):
 #
-#   call 1 (carry .carry-model-a):            bash scripts/device/check.sh embed stash
-#   call 2 (carry .carry-model-b):            bash scripts/device/check.sh embed stash
-#   call 3 (carry .carry and .carry-model-c): bash scripts/device/check.sh embed
+#   step 1 (carry .carry-model-a):            bash scripts/device/check.sh embed stash
+#   step 2 (carry .carry-model-b):            bash scripts/device/check.sh embed stash
+#   step 3 (carry .carry and .carry-model-c): bash scripts/device/check.sh embed
 #
-# Call 3 joins the parts, checks the sha256, then runs the CUDA model's test
+# Step 3 joins the parts, checks the sha256, then runs the CUDA model's test
 # against sentence-transformers' vectors, the embedding e2e suite on two launch
 # methods, the model alone against sentence-transformers fp16 (and on the CPU),
 # and bench/infer/embed_bench.py (open-loop load, batching, stages, and a plain
