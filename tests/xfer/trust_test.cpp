@@ -284,9 +284,9 @@ TEST(XferTrust, OneSessionCannotMakeTheAgentHoldUnboundedMemory) {
     }
   }
   EXPECT_GT(refused, 0);
-  // Measured without a GPU: a 65 MiB peak with the limit, 105 MiB without it
-  // (the copy thread keeps up with most of the 200 MB sent; a slower tier would
-  // let more pile up), from about 10 MiB before the flood.
+  // The bound lies between the peak growth with the limit and without it, both
+  // measured without a GPU (the copy thread keeps up with most of the 200 MB
+  // sent; a slower tier would let more pile up).
 // ASan's quarantine keeps freed memory resident; TSan's shadow memory is resident too.
 #if !defined(FERRY_ASAN) && !defined(FERRY_TSAN)
   EXPECT_LT(peak_rss_kib(agent_proc.process().pid()) - base_kib, 86u * 1024)

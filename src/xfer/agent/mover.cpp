@@ -508,8 +508,9 @@ void DataMover::end_write(int lane, Flight& f) {
     }
   }
   // What storage did not adopt goes back now (a failed copy, a put that went to
-  // a lower tier). The adopted ranges are let go of without a lookup each: at
-  // 16 KiB blocks, a release per block under the pool's lock cost 4% of a push.
+  // a lower tier). The adopted ranges are let go of without a lookup each: with
+  // small blocks, a release per block under the pool's lock is a visible share
+  // of a push.
   if (f.copied == XferStatus::Ok) f.lease.forget_adopted(f.items, storage_.zero_copy_tier());
   f.lease.release();
 }

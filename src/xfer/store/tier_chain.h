@@ -25,9 +25,9 @@
 //   256 keys under its stripes held most of them: the agent's lanes' puts ran one
 //   at a time. With windows, two lanes' puts pipeline behind each other.) A top
 //   tier that drains its queue at the end of each call (the file tier) asks for
-//   windows of enough bytes to keep its disk busy (Tier::put_window_bytes): with
-//   32 keys of 64 KiB the file tier wrote 2 MiB packs and reached 0.72x of fio,
-//   with 16 MiB windows 0.89x (docs/bench/store.md).
+//   windows of enough bytes to keep its disk busy (Tier::put_window_bytes):
+//   larger windows let the file tier write larger packs, nearer fio's rate
+//   (docs/bench/store.md).
 // - Gets take no chain lock: they see the old object, the new one, or (while a
 //   put moves a key to a lower tier) briefly neither: a cache miss, never stale
 //   or torn data.
