@@ -83,12 +83,13 @@ asan-run:
 # TSan-built `ferry http` (tests/http/), the deferred-response mailbox, the embedding batcher and
 # `ferry http --model` (tests/infer/service/), the NIXL plugin's engine under
 # several threads (tests/xfer/nixl/), and the redis-cluster tier under a reshard
-# and a failover (tests/xfer/store/redis/).
+# and a failover (tests/xfer/store/redis/). Built with clang, as make asan is:
+# these targets compile in about four fifths of GCC's time with TSan on.
 tsan: tsan-build model
 	$(MAKE) --no-print-directory tsan-run
-tsan-build: deps
-	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_ENABLE_CUDA=OFF -DFERRY_BUILD_BENCH=OFF \
-	  -DFERRY_SANITIZE=thread
+tsan-build: deps-fuzz
+	cmake -S . -B $(BUILD)-tsan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DFERRY_ENABLE_CUDA=OFF -DFERRY_BUILD_BENCH=OFF -DFERRY_SANITIZE=thread
 	cmake --build $(BUILD)-tsan -j$(JOBS) --target slot_ring_fuzz_test comm_list_test packet_worker_test spin_mutex_test arena_control_test route_ring_fuzz_test \
 	  xfer_store_stress_test xfer_file_tier_test xfer_mover_test xfer_e2e_test offload_framing_test deferred_mailbox_test http_e2e_test embedding_service_test embed_e2e_test ferry \
 	  nixl_engine_threads_test xfer_store_redis_cluster_test

@@ -26,8 +26,8 @@ packages=(
   iproute2              # ferry l2fwd's live test: a veth pair in a namespace of its own
   systemd               # systemd-analyze: ctest deploy_units verifies deploy/*.service
 )
-# --fuzz (make fuzz, make asan): clang for libFuzzer (-fsanitize=fuzzer) and the
-# ASan+UBSan build, and libFuzzer's runtime (libclang_rt.fuzzer*.a), which
+# --fuzz (make fuzz, make asan, make tsan): clang for libFuzzer (-fsanitize=fuzzer)
+# and the sanitizer builds, and libFuzzer's runtime (libclang_rt.fuzzer*.a), which
 # Debian 12 ships apart in libclang-rt-dev: clang's packages only recommend it,
 # and --no-install-recommends below skips it.
 if [ "${1:-}" = "--fuzz" ]; then

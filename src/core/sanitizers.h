@@ -2,7 +2,7 @@
 // Which sanitizer this file is compiled under: FERRY_ASAN (AddressSanitizer)
 // and FERRY_TSAN (ThreadSanitizer) are defined to 1 when on. GCC defines
 // __SANITIZE_ADDRESS__ and __SANITIZE_THREAD__; clang before 15 only answers
-// __has_feature (make asan builds with clang, make tsan with GCC).
+// __has_feature (make asan and make tsan build with clang).
 
 #if defined(__SANITIZE_ADDRESS__)
 #define FERRY_ASAN 1
