@@ -104,6 +104,21 @@ class Tier {
   // sizes add up to at least `bytes` (or every key, if they add up to less).
   virtual std::vector<std::string> lru_victims(std::uint64_t bytes) noexcept = 0;
 
+  // Whether other agents write this tier too (one Redis shared by hosts). The
+  // chain then writes every put through to it, drops rather than moves what
+  // the tiers above it evict, and checks each hit above it against headers()
+  // (tier_chain.h, "A shared tier").
+  virtual bool shared() const noexcept { return false; }
+  // out[i]: keys[i]'s meta as the tier holds it now, nullopt where absent; in
+  // one round trip where the tier can. Ok, or the status it raised
+  // (Unavailable) when it cannot say: out is then meaningless. The default asks
+  // stat() per key, which cannot tell an outage from a miss.
+  virtual XferStatus headers(std::span<const std::string_view> keys, std::span<std::optional<ObjectMeta>> out,
+                             Fault& /*fault*/) noexcept {
+    for (std::size_t i = 0; i < keys.size() && i < out.size(); ++i) out[i] = stat(keys[i]);
+    return XferStatus::Ok;
+  }
+
   // Bytes a put call should carry for this tier to keep its device busy; 0: no
   // preference. The chain places puts in windows of a few keys (tier_chain.h);
   // for a tier whose queue drains at the end of every call (the file tier) it

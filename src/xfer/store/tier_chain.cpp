@@ -8,6 +8,7 @@
 #include "xfer/checksum/checksum.h"
 #include "xfer/store/quote_key.h"
 #include "xfer/store/sizes.h"
+#include "xfer/store/tier_chain_job.h"
 
 namespace ferry::xfer::store {
 namespace {
@@ -18,32 +19,6 @@ namespace {
 constexpr int kRounds = 4;
 
 }  // namespace
-
-// One object on its way into the chain: a new put (item set, source -1) or a
-// victim moving down from tier `source`.
-struct TierChain::Job {
-  std::string_view key;
-  std::size_t stripe = 0;
-  ByteView data;
-  std::uint64_t checksum = 0;
-  PutItem* item = nullptr;
-  int source = -1;
-  int placed = -1;
-  XferStatus hard = XferStatus::Ok;  // the first refusal that was not NoSpace
-  std::string errors;                // every tier's answer, for the final message
-  bool failed = false;               // an older copy stayed: the job failed (raised where it did)
-};
-
-// The stripes this thread holds: its batch's (locked in order) and its victims'
-// (try-locked). And the tiers a removal found Unavailable in this call: the
-// call's other keys fail at once rather than each waiting for Redis's connect
-// timeout (the first one raised why).
-struct TierChain::Op {
-  explicit Op(Fault& f) : fault(f) {}
-  Fault& fault;  // the put call's
-  std::bitset<kStripes> held;
-  std::uint32_t unavailable = 0;
-};
 
 TierChain::TierChain(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::move(tiers)) {
   if (tiers_.empty()) throw Error("tier chain: no tiers (give at least one --tier)");
@@ -68,6 +43,13 @@ TierChain::TierChain(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::mov
   if (dup > 0)
     log::app().warn(
         "tier chain: {} key(s) are in more than one tier (a move was cut short); the topmost copy wins", dup);
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    if (!tiers_[i]->shared()) continue;
+    if (i + 1 != tiers_.size())
+      throw Error("tier chain: the shared tier " + tiers_[i]->describe() +
+                  " must be the last: a tier below it would hold objects the other agents cannot see");
+    shared_ = static_cast<int>(i);
+  }
   zero_copy_ = tiers_[0]->reservable();
   streaming_ = tiers_[0]->streamable();
 }
@@ -97,7 +79,8 @@ void TierChain::set_where(std::string_view key, std::uint32_t mask) {
 }
 
 TierChain::Stats TierChain::stats() const {
-  return Stats{moved_objects_.load(), moved_bytes_.load(), failed_moves_.load(), dropped_corrupt_.load()};
+  return Stats{moved_objects_.load(),   moved_bytes_.load(),    failed_moves_.load(),
+               dropped_corrupt_.load(), dropped_shared_.load(), dropped_stale_.load()};
 }
 
 // ---- put ----------------------------------------------------------------------
@@ -147,6 +130,24 @@ void TierChain::borrow(std::span<const std::string_view> keys, std::span<std::op
     return;
   }
   zero_copy_->borrow(keys, out);
+  if (shared_ <= 0) return;
+  // Above a shared tier a borrowed copy is lent only once it is checked: the
+  // caller get()s what is taken back here, and get() reads on down.
+  std::vector<std::string_view> lent;
+  std::vector<ObjectMeta> metas;
+  std::vector<std::size_t> at;
+  for (std::size_t k = 0; k < keys.size() && k < out.size(); ++k) {
+    if (!out[k]) continue;
+    lent.push_back(keys[k]);
+    metas.push_back(ObjectMeta{out[k]->bytes.size, out[k]->checksum, false});
+    at.push_back(k);
+  }
+  std::vector<std::size_t> current, stale;
+  validate(0, lent, metas, &current, &stale);
+  std::vector<bool> keep(at.size(), false);
+  for (const std::size_t c : current) keep[c] = true;
+  for (std::size_t c = 0; c < at.size(); ++c)
+    if (!keep[c]) out[at[c]].reset();
 }
 
 std::span<std::byte> TierChain::dma_memory() const noexcept {
@@ -165,7 +166,9 @@ std::uint64_t TierChain::stream_above() const noexcept {
 // written: a put of another key of the same stripe (1 in 4096) waits for it.
 std::optional<XferStatus> TierChain::put_streamed(std::string_view key, std::uint64_t size,
                                                   const PieceSource& source, int* tier, Fault& fault) noexcept {
-  if (streaming_ == nullptr || size <= streaming_->stream_above() || size > tiers_[0]->capacity() || key.empty())
+  // Above a shared tier every put is written through from a whole buffer: put().
+  if (streaming_ == nullptr || shared_ >= 0 || size <= streaming_->stream_above() ||
+      size > tiers_[0]->capacity() || key.empty())
     return std::nullopt;
   relist();
   Op op(fault);
@@ -200,7 +203,8 @@ std::optional<XferStatus> TierChain::put_streamed(std::string_view key, std::uin
 std::optional<XferStatus> TierChain::get_streamed(std::string_view key, std::uint64_t capacity,
                                                   const PieceSink& sink, std::uint64_t* size, int* tier,
                                                   Fault& fault) noexcept {
-  if (key.empty()) return std::nullopt;
+  // Above a shared tier a hit is checked before any of it is served: get().
+  if (key.empty() || shared_ >= 0) return std::nullopt;
   for (std::size_t i = 0; i < tiers_.size(); ++i) {
     Streamable* st = tiers_[i]->streamable();
     if (st == nullptr) {
@@ -313,12 +317,16 @@ void TierChain::place(std::size_t level, std::vector<Job*> jobs, Op& op) {
         batch[k].checksum = fits[k]->checksum;
       }
       t.put(batch, op.fault);
-      std::vector<Job*> full;
+      std::vector<Job*> full, through;
       std::uint64_t need = 0;
       for (std::size_t k = 0; k < fits.size(); ++k) {
         Job* j = fits[k];
         if (batch[k].status == XferStatus::Ok) {
-          placed(*j, i, op);
+          // A new object above the shared tier goes there too before it counts.
+          if (j->source < 0 && static_cast<int>(i) < shared_)
+            through.push_back(j);
+          else
+            placed(*j, i, op);
         } else if (batch[k].status == XferStatus::NoSpace) {
           full.push_back(j);
           need += std::max<std::uint64_t>(j->data.size, 1);
@@ -327,6 +335,7 @@ void TierChain::place(std::size_t level, std::vector<Job*> jobs, Op& op) {
           down.push_back(j);
         }
       }
+      for (Job* j : write_through(i, std::move(through), op)) placed(*j, i, op, 1u << shared_);
       fits.clear();
       if (full.empty()) break;
       // The last tier has nowhere to send victims; past kRounds, give up here.
@@ -410,13 +419,13 @@ bool TierChain::remove_from_unlisted(Job& job, std::uint32_t unlisted, Op& op) {
 // `level`, so taking the new one out loses nothing acknowledged.) A move whose
 // source copy stays is still a move: both copies are the same version, and the
 // upper one is found first.
-void TierChain::placed(Job& job, std::size_t level, Op& op) {
+void TierChain::placed(Job& job, std::size_t level, Op& op, std::uint32_t kept) {
   const std::uint32_t bit = 1u << level;
   // One lookup for the read and the update (a tier's remove does not touch the map).
   auto& map = stripes_[stripe_of(job.key)].where;
   auto it = map.find(job.key);
-  std::uint32_t mask = (it == map.end() ? 0 : it->second) | bit;
-  const std::uint32_t others = mask & ~bit;
+  std::uint32_t mask = (it == map.end() ? 0 : it->second) | bit | kept;
+  const std::uint32_t others = mask & ~bit & ~kept;
   XferStatus stale = XferStatus::Ok;
   std::string stale_why;
   for (std::size_t b = 0; b < tiers_.size(); ++b) {
@@ -484,6 +493,7 @@ bool TierChain::make_room(std::size_t level, std::uint64_t bytes, Op& op) {
   std::vector<std::string> victims = t.lru_victims(bytes);
   std::vector<std::size_t> locked_here;
   std::vector<std::string> keys;
+  bool progress = false;
   for (auto& v : victims) {
     const std::size_t s = stripe_of(v);
     if (!op.held.test(s)) {
@@ -491,6 +501,18 @@ bool TierChain::make_room(std::size_t level, std::uint64_t bytes, Op& op) {
       if (!stripes_[s].mu.try_lock()) continue;
       op.held.set(s);
       locked_here.push_back(s);
+    }
+    if (drop_not_move(level, v)) {
+      // The shared tier below holds it already: moving it there would only
+      // write it again.
+      Fault why;
+      if (drop_copy(v, level, op, why) == XferStatus::Ok) {
+        dropped_shared_.fetch_add(1, std::memory_order_relaxed);
+        progress = true;
+      } else {
+        log::app().warn("tier chain: cannot drop {} from {}: {}", quote_key(v), t.describe(), why.detail());
+      }
+      continue;
     }
     keys.push_back(std::move(v));
   }
@@ -513,7 +535,6 @@ bool TierChain::make_room(std::size_t level, std::uint64_t bytes, Op& op) {
   Fault victims_fault;  // a victim that cannot be read stays (or, corrupt, goes): the caller's put goes on
   t.get(reads, victims_fault);
 
-  bool progress = false;
   std::vector<Job> moves;
   moves.reserve(reads.size());
   for (std::size_t k = 0; k < reads.size(); ++k) {
@@ -585,10 +606,21 @@ void TierChain::get(std::span<GetItem> items, Fault& fault) noexcept {
       batch[k].key = items[pending[k]].key;
       batch[k].out = items[pending[k]].out;
     }
+    // Above a shared tier: the version each hit is, read before the get, so
+    // that a put of this agent in between reads as stale (read on down), never
+    // as checked.
+    const bool check = static_cast<int>(i) < shared_;
+    std::vector<std::optional<ObjectMeta>> local(check ? batch.size() : 0);
+    for (std::size_t k = 0; k < local.size(); ++k) local[k] = tiers_[i]->stat(batch[k].key);
     tiers_[i]->get(batch, fault);
+    const std::vector<bool> missed = check ? check_hits(i, batch, local) : std::vector<bool>{};
     std::vector<std::size_t> next;
     for (std::size_t k = 0; k < pending.size(); ++k) {
       GetItem& item = items[pending[k]];
+      if (check && missed[k]) {
+        item.status = XferStatus::NotFound;
+        continue;
+      }
       if (batch[k].status == XferStatus::NotFound) {
         next.push_back(pending[k]);
         continue;
@@ -603,8 +635,17 @@ void TierChain::get(std::span<GetItem> items, Fault& fault) noexcept {
 }
 
 std::optional<TierChain::Found> TierChain::stat(std::string_view key) noexcept {
-  for (std::size_t i = 0; i < tiers_.size(); ++i)
-    if (auto meta = tiers_[i]->stat(key)) return Found{static_cast<int>(i), *meta};
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    auto meta = tiers_[i]->stat(key);
+    if (!meta) continue;
+    if (static_cast<int>(i) >= shared_) return Found{static_cast<int>(i), *meta};
+    // Above a shared tier, as a get's hit: current, stale (on down), or a miss.
+    std::vector<std::size_t> current, stale;
+    validate(i, std::span<const std::string_view>(&key, 1), std::span<const ObjectMeta>(&*meta, 1), &current,
+             &stale);
+    if (!current.empty()) return Found{static_cast<int>(i), *meta};
+    if (stale.empty()) return std::nullopt;
+  }
   return std::nullopt;
 }
 

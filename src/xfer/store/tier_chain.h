@@ -38,6 +38,24 @@
 // the stripe's lock, which every writer of a key holds anyway: no global lock. It assumes it is the only
 // writer of its tiers: the file tier locks its directory; give each agent its own Redis prefix.
 //
+// A shared tier (Tier::shared(): a Redis or Redis Cluster that the agents of
+// several hosts write) breaks that assumption for the tiers above it, so with
+// one in the chain (the last tier; it is refused anywhere else, since a tier
+// below it would hold what no other agent can see) the chain keeps them
+// coherent with it (tier_chain_shared.cpp):
+// - A put is acknowledged only once the shared tier has it (write-through);
+//   the tier above that took it keeps a copy. A put the shared tier refuses is
+//   taken out of the tier above again and fails with the shared tier's status.
+// - A tier above that is full drops its victims that the shared tier holds
+//   instead of moving them down.
+// - A hit above is served only after the shared tier's header of the key
+//   (size, checksum) matches the local copy's: one header read per batch of
+//   hits (a pipelined GETRANGE), on the get, borrow and stat paths. A mismatch
+//   drops the local copy and reads on down; an absent key drops it and is a
+//   miss (another agent removed it). A shared tier that cannot answer makes
+//   the hits misses, logged with the cause: never an unchecked copy.
+// - remove() reaches every tier anyway.
+//
 // A restart never serves an older version than the one acknowledged. After a
 // restart the tiers above may start empty (dram), so a put is acknowledged only
 // once no older copy of its key is left in any tier: a copy that cannot be
@@ -121,6 +139,8 @@ class TierChain final : public Storage {
     std::uint64_t moved_bytes = 0;
     std::uint64_t failed_moves = 0;     // victims no lower tier would take (they stay put)
     std::uint64_t dropped_corrupt = 0;  // victims that failed their checksum (removed)
+    std::uint64_t dropped_shared = 0;   // victims above a shared tier that holds them (dropped, not moved)
+    std::uint64_t dropped_stale = 0;    // copies above a shared tier that it no longer holds in that version
   };
   Stats stats() const;
 
@@ -143,10 +163,34 @@ class TierChain final : public Storage {
   void place(std::size_t level, std::vector<Job*> jobs, Op& op);
   bool make_room(std::size_t level, std::uint64_t bytes, Op& op);
   bool remove_from_unlisted(Job& job, std::uint32_t unlisted, Op& op);
-  void placed(Job& job, std::size_t level, Op& op);
+  // `kept`: tiers that also hold this version (the shared tier, written
+  // through), whose copy stays.
+  void placed(Job& job, std::size_t level, Op& op, std::uint32_t kept = 0);
   XferStatus drop_copy(std::string_view key, std::size_t level, Op& op, Fault& fault) noexcept;
   XferStatus remove_from(std::size_t level, std::string_view key, Op& op, Fault& fault) noexcept;
   void relist();
+
+  // A shared tier's part (tier_chain_shared.cpp).
+  // Puts jobs just placed in tier `level` (above the shared tier) into the
+  // shared tier too; a job it refuses is taken out of `level` again and failed.
+  // Returns the jobs both tiers hold.
+  std::vector<Job*> write_through(std::size_t level, std::vector<Job*> jobs, Op& op);
+  // Checks hits in tier `level` (above the shared tier) against it: *current
+  // gets those to serve, *stale those whose key has another version there
+  // (read on down), and the rest (absent there, or it cannot say) are misses.
+  // Local copies that are not current are dropped.
+  void validate(std::size_t level, std::span<const std::string_view> keys, std::span<const ObjectMeta> local,
+                std::vector<std::size_t>* current, std::vector<std::size_t>* stale) noexcept;
+  // Checks a get's hits in tier `level` (above the shared tier), whose versions
+  // `local` were read before it: a stale hit becomes NotFound (read on down);
+  // true where the key is a miss outright (absent from the shared tier, or it
+  // cannot say).
+  std::vector<bool> check_hits(std::size_t level, std::span<GetItem> batch,
+                               std::span<const std::optional<ObjectMeta>> local) noexcept;
+  // Removes the key's copy in tier `level` if it still is the version `seen`.
+  void drop_stale(std::size_t level, std::string_view key, const ObjectMeta& seen) noexcept;
+  // Whether the object is one the tiers above the shared tier should drop, not move.
+  bool drop_not_move(std::size_t level, std::string_view key);
 
   // The key's mask (bit i: tier i holds it); the caller holds the key's stripe.
   std::uint32_t where(std::string_view key);
@@ -163,6 +207,7 @@ class TierChain final : public Storage {
   std::vector<std::unique_ptr<Tier>> tiers_;
   Reservable* zero_copy_ = nullptr;  // the top tier's capability, or none
   Streamable* streaming_ = nullptr;  // the top tier's, or none
+  int shared_ = -1;                  // the shared tier's index (the last tier), or none
   std::array<Stripe, kStripes> stripes_;
 
   // Bit i: tier i could not be listed (Redis down at start-up), so the map does
@@ -174,6 +219,7 @@ class TierChain final : public Storage {
   std::chrono::steady_clock::time_point next_relist_{};  // guarded by relist_mu_
 
   std::atomic<std::uint64_t> moved_objects_{0}, moved_bytes_{0}, failed_moves_{0}, dropped_corrupt_{0};
+  std::atomic<std::uint64_t> dropped_shared_{0}, dropped_stale_{0};
 };
 
 }  // namespace ferry::xfer::store

@@ -16,7 +16,8 @@ constexpr const char* kForms =
 
 // The options both redis tiers take (docs/xfer-tiers.md).
 constexpr const char* kRedisOptions =
-    "prefix, connections, timeout_ms, user, password_file, password_env, tls, tls_ca, tls_cert, tls_key, "
+    "shared, prefix, connections, timeout_ms, user, password_file, password_env, tls, tls_ca, tls_cert, "
+    "tls_key, "
     "tls_name";
 
 [[noreturn]] void bad(std::string_view spec, const std::string& why) {
@@ -116,12 +117,14 @@ bool parse_switch(std::string_view spec, std::string_view name, std::string_view
 // One option both redis tiers take; false when `name` is not one of them.
 bool parse_redis_option(std::string_view spec, std::string_view name, std::string_view value,
                         std::string* prefix, unsigned* connections, int* timeout_ms, RedisAuthOptions* auth,
-                        RedisTlsOptions* tls) {
+                        RedisTlsOptions* tls, bool* shared) {
   const auto path = [&] {
     if (value.empty()) bad(spec, std::string(name) + " needs a value");
     return std::string(value);
   };
-  if (name == "prefix") {
+  if (name == "shared") {
+    *shared = parse_switch(spec, name, value);
+  } else if (name == "prefix") {
     *prefix = std::string(value);
   } else if (name == "connections") {
     *connections = static_cast<unsigned>(parse_int(spec, value, "connections", 1, 256));
@@ -195,7 +198,7 @@ TierSpec parse_redis(std::string_view spec, std::string_view rest) {
   RedisTierOptions& r = t.redis;
   parse_query(spec, query, [&](std::string_view name, std::string_view value) {
     if (!parse_redis_option(spec, name, value, &r.prefix, &r.connections, &r.endpoint.timeout_ms, &r.auth,
-                            &r.tls))
+                            &r.tls, &r.shared))
       bad(spec, "unknown redis parameter '" + std::string(name) + "' (parameters: " + kRedisOptions + ")");
   });
   return t;
@@ -214,7 +217,8 @@ TierSpec parse_redis_cluster(std::string_view spec, std::string_view rest) {
     c.seeds.push_back(std::move(a));
   }
   parse_query(spec, query, [&](std::string_view name, std::string_view value) {
-    if (parse_redis_option(spec, name, value, &c.prefix, &c.connections, &c.timeout_ms, &c.auth, &c.tls))
+    if (parse_redis_option(spec, name, value, &c.prefix, &c.connections, &c.timeout_ms, &c.auth, &c.tls,
+                           &c.shared))
       return;
     if (name == "attempts") {
       c.attempts = static_cast<unsigned>(parse_int(spec, value, "attempts", 1, 1000));

@@ -127,6 +127,16 @@ TEST(TierSpec, RedisAuthAndTls) {
   EXPECT_NE(error_of("redis://h:1?tls_ca=").find("tls_ca needs a value"), std::string::npos);
 }
 
+// A single Redis is one agent's unless said otherwise; a cluster is shared
+// unless said otherwise (tier.h, shared()).
+TEST(TierSpec, SharedRedis) {
+  EXPECT_FALSE(parse_tier_spec("redis://h:1").redis.shared);
+  EXPECT_TRUE(parse_tier_spec("redis://h:1?shared=1").redis.shared);
+  EXPECT_TRUE(parse_tier_spec("redis-cluster://h:1").redis_cluster.shared);
+  EXPECT_FALSE(parse_tier_spec("redis-cluster://h:1?shared=no").redis_cluster.shared);
+  EXPECT_NE(error_of("redis://h:1?shared=maybe").find("is not yes or no"), std::string::npos);
+}
+
 TEST(TierSpec, RedisCluster) {
   auto t = parse_tier_spec("redis-cluster://10.0.0.1:7000,10.0.0.2,[::1]:7002");
   EXPECT_EQ(t.kind, TierSpec::Kind::RedisCluster);

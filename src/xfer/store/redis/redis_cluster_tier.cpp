@@ -486,11 +486,45 @@ std::optional<ObjectMeta> RedisClusterTier::stat(std::string_view key) noexcept 
   if (key.empty()) return std::nullopt;
   Fault fault;
   RespValue r;
-  ValueHeader h;
-  if (one_key("GETRANGE", key, {"GETRANGE", full_key(key), "0", kHeaderLast}, &r, fault) != XferStatus::Ok ||
-      r.kind != RespReader::Kind::Bulk || !parse_header(r.str.data(), r.str.size(), &h))
+  if (one_key("GETRANGE", key, {"GETRANGE", full_key(key), "0", kHeaderLast}, &r, fault) != XferStatus::Ok)
     return std::nullopt;
-  return ObjectMeta{h.size, h.checksum, h.whole_sum()};
+  return header_meta(r);
+}
+
+XferStatus RedisClusterTier::headers(std::span<const std::string_view> keys,
+                                     std::span<std::optional<ObjectMeta>> out, Fault& fault) noexcept {
+  XferStatus status = XferStatus::Ok;
+  if (keys.empty()) return status;
+  const auto failed = [&](XferStatus s) {
+    if (status == XferStatus::Ok) status = s;
+  };
+  Op op;
+  op.name = "GETRANGE";
+  op.key = [&](std::size_t i) { return keys[i]; };
+  op.queue = [&](std::size_t i, Window& w) {
+    w.add_command({"GETRANGE", full_key(keys[i]), "0", kHeaderLast});
+  };
+  op.settle = [&](std::size_t i, RespReader& reader, RespSocket s, const std::string&,
+                  std::string* error_reply) -> RespError {
+    RespValue r;
+    if (auto e = read_reply(reader, s, &r); e.failed()) return e;
+    if (r.is_error())
+      *error_reply = std::move(r.str);
+    else
+      out[i] = header_meta(r);
+    return {};
+  };
+  op.refused = [&](std::size_t i, const std::string& text, const std::string& address) {
+    failed(fault.raise(
+        error_reply_status(text) == XferStatus::Unavailable ? XferStatus::Unavailable : XferStatus::IoError,
+        error_reply_message(address, "GETRANGE", keys[i], text), keys[i]));
+  };
+  op.give_up = [&](std::size_t i, XferStatus s) {  // run() raised why
+    if (!keys[i].empty()) failed(s);
+  };
+  for (auto& o : out) o.reset();
+  run(op, keys.size(), fault);
+  return status;
 }
 
 XferStatus RedisClusterTier::remove(std::string_view key, Fault& fault) noexcept {

@@ -58,6 +58,11 @@ struct RedisClusterTierOptions {
   unsigned attempts = 16;      // rounds an item may take (redirects and retries)
   int retry_ms = 3000;         // how long an item may wait in backoffs, in all
   unsigned wait_replicas = 0;  // WAIT for this many replicas after each window of puts
+  // Other agents write the same keys: the chain keeps the tiers above it
+  // coherent (tier.h, shared()). On by default: a cluster is what several
+  // hosts share, and a tier above it that assumed otherwise would serve stale
+  // copies. shared=0 for a cluster one agent has to itself (under its own prefix).
+  bool shared = true;
   RedisAuthOptions auth;
   RedisTlsOptions tls;
   std::string spec;  // for describe(); made from the options when empty
@@ -85,6 +90,10 @@ class RedisClusterTier final : public Tier {
   // Every primary's keys; Unavailable (raised) when any primary cannot be listed.
   XferStatus list(std::vector<std::pair<std::string, ObjectMeta>>* out, Fault& fault) noexcept override;
   std::vector<std::string> lru_victims(std::uint64_t bytes) noexcept override;
+  bool shared() const noexcept override { return opts_.shared; }
+  // GETRANGE of each header, pipelined per primary as get() is.
+  XferStatus headers(std::span<const std::string_view> keys, std::span<std::optional<ObjectMeta>> out,
+                     Fault& fault) noexcept override;
 
   // For tests: how many times the slot map was read, and redirects followed.
   std::uint64_t map_refreshes() const { return refreshes_.load(); }

@@ -199,9 +199,37 @@ std::optional<ObjectMeta> RedisTier::stat(std::string_view key) noexcept {
     lease.drop();
     return std::nullopt;
   }
-  ValueHeader h;
-  if (r.kind != RespReader::Kind::Bulk || !parse_header(r.str.data(), r.str.size(), &h)) return std::nullopt;
-  return ObjectMeta{h.size, h.checksum, h.whole_sum()};
+  return header_meta(r);
+}
+
+XferStatus RedisTier::headers(std::span<const std::string_view> keys,
+                              std::span<std::optional<ObjectMeta>> out, Fault& fault) noexcept {
+  XferStatus status = XferStatus::Ok;
+  auto lease = pool_->lease();
+  pipeline(
+      lease, pool_->address(), keys.size(), fault,
+      [&](std::size_t i, Window& w) {
+        out[i].reset();
+        if (keys[i].empty()) return false;
+        w.add_command({"GETRANGE", full_key(keys[i]), "0", kHeaderLast});
+        return true;
+      },
+      [&](std::size_t i, RespReader& reader, RespSocket fd) -> RespError {
+        RespValue r;
+        if (auto why = read_reply(reader, fd, &r); why.failed()) return why;
+        if (r.is_error()) {
+          if (status == XferStatus::Ok)
+            status =
+                fault.raise(error_reply_status(r.str) == XferStatus::Unavailable ? XferStatus::Unavailable
+                                                                                 : XferStatus::IoError,
+                            error_reply_message(pool_->address(), "GETRANGE", keys[i], r.str), keys[i]);
+          return {};
+        }
+        out[i] = header_meta(r);
+        return {};
+      },
+      [&](std::size_t) { status = XferStatus::Unavailable; });  // pipeline() raised why
+  return status;
 }
 
 XferStatus RedisTier::remove(std::string_view key, Fault& fault) noexcept {

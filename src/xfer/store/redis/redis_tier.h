@@ -45,6 +45,10 @@ struct RedisTierOptions {
   RedisTlsOptions tls;
   std::string prefix = "ferry:";
   unsigned connections = 4;
+  // Other agents write the same keys (one Redis for several hosts, one prefix):
+  // the chain keeps the tiers above it coherent (tier.h, shared()). Off by
+  // default: a single Redis is usually one agent's, under its own prefix.
+  bool shared = false;
   std::string spec;  // for describe(); made from the options when empty
 };
 
@@ -72,6 +76,10 @@ class RedisTier final : public Tier {
   XferStatus list(std::vector<std::pair<std::string, ObjectMeta>>* out, Fault& fault) noexcept override;
   // Lists Redis: while it is down, only the keys this process touched.
   std::vector<std::string> lru_victims(std::uint64_t bytes) noexcept override;
+  bool shared() const noexcept override { return opts_.shared; }
+  // GETRANGE of each header, in one pipeline.
+  XferStatus headers(std::span<const std::string_view> keys, std::span<std::optional<ObjectMeta>> out,
+                     Fault& fault) noexcept override;
 
  private:
   std::string full_key(std::string_view key) const;

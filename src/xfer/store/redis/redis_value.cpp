@@ -15,6 +15,13 @@ bool parse_header(const char* s, std::size_t len, ValueHeader* h) noexcept {
   return h->magic == kValueMagic && (h->flags & ~kValueLeafSums) == 0;
 }
 
+std::optional<ObjectMeta> header_meta(const RespValue& reply) noexcept {
+  ValueHeader h;
+  if (reply.kind != RespReader::Kind::Bulk || !parse_header(reply.str.data(), reply.str.size(), &h))
+    return std::nullopt;
+  return ObjectMeta{h.size, h.checksum, h.whole_sum()};
+}
+
 XferStatus error_reply_status(std::string_view text) noexcept {
   const auto first_word_is = [&](std::string_view word) {
     return text.substr(0, word.size()) == word && (text.size() == word.size() || text[word.size()] == ' ');

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,6 +53,10 @@ static_assert(sizeof(ValueHeader) == kValueHeader);
 // Parses a value's header; false when it is not one of ours (too short, bad
 // magic, unknown flags).
 bool parse_header(const char* s, std::size_t len, ValueHeader* h) noexcept;
+
+// The meta in a GETRANGE <key> 0 31 reply: nullopt for an absent key (an
+// empty string) or a value that is not ours.
+std::optional<ObjectMeta> header_meta(const RespValue& reply) noexcept;
 
 // The status of an error reply. A Redis that is there but cannot answer yet
 // says so with the first word: LOADING (it is reading its data set at start-up),
