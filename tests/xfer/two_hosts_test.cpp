@@ -266,11 +266,9 @@ TEST(TwoHosts, AgentsOverOneRedisClusterSeeEachOthersPutsOverwritesAndRemovals) 
 }
 
 // What issue 38 asks for: each host's own dram tier over the shared cluster.
-// Disabled: the chain is a write-back cache that assumes it is its tiers' only
-// writer (docs/xfer-tiers.md, "The chain"), so A's put stays in A's dram, where
-// B cannot see it, and a copy in B's dram is served after A overwrote or
-// removed the key. Enable it once the chain handles a tier shared by agents.
-TEST(TwoHosts, DISABLED_AgentsWithTheirOwnDramOverOneRedisClusterNeverServeStaleData) {
+// The cluster tier is shared (tier.h, shared()), so each chain writes its puts
+// through and checks every dram hit against the cluster's header of the key.
+TEST(TwoHosts, AgentsWithTheirOwnDramOverOneRedisClusterNeverServeStaleData) {
   in_two_hosts([](const Hosts& hosts) {
     share_objects(hosts, {"dram:64MiB"});
     return 0;
