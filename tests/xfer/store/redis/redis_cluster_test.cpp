@@ -73,6 +73,35 @@ class RedisClusterTest : public ::testing::Test {
 };
 ferry::test::RedisCluster* RedisClusterTest::cluster_ = nullptr;
 
+// headers(): what the chain checks a hit above a shared tier against, for
+// keys on every primary in one call; absent keys are nullopt.
+TEST_F(RedisClusterTest, HeadersOfKeysOnEveryShardInOneCall) {
+  auto t = tier();
+  EXPECT_TRUE(t->shared());
+  EXPECT_FALSE(tier("shared=0")->shared());
+  std::vector<std::string> names;
+  std::vector<std::vector<std::uint8_t>> data;
+  std::vector<PutItem> puts;
+  for (int i = 0; i < 30; ++i) {
+    names.push_back("hdr" + std::to_string(i));
+    data.push_back(object(names.back(), 0, 100 + i));
+  }
+  for (int i = 0; i < 30; ++i) puts.push_back(test::put_item(names[i], data[i]));
+  Fault fault;
+  t->put(puts, fault);
+  ASSERT_FALSE(fault.failed()) << fault.detail();
+  std::vector<std::string_view> keys(names.begin(), names.end());
+  keys.push_back("hdr-absent");
+  std::vector<std::optional<ObjectMeta>> out(keys.size());
+  ASSERT_EQ(t->headers(keys, out, fault), XferStatus::Ok) << fault.detail();
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(out[i]) << names[i];
+    EXPECT_EQ(out[i]->size, data[i].size());
+    EXPECT_EQ(out[i]->checksum, puts[i].checksum);
+  }
+  EXPECT_FALSE(out.back());
+}
+
 TEST_F(RedisClusterTest, PutGetStatRemoveAcrossTheShards) {
   auto t = tier();
   EXPECT_EQ(t->kind(), "redis-cluster");
