@@ -3,83 +3,25 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <atomic>
 #include <memory>
-#include <thread>
 
 #include "ferry/core/status.h"
 #include "xfer/store/dram/dram_tier.h"
+#include "xfer/store/shared_store.h"
 #include "xfer/store/store_test_util.h"
 #include "xfer/store/tier_chain.h"
 
 namespace ferry::xfer::store {
 namespace {
 
+using test::agent;
+using test::SharedStore;
+using test::SharedTier;
+
 using test::get_one;
 using test::put_one;
 using test::random_bytes;
 using test::remove_one;
-
-// One store that both chains reach, as two agents reach one Redis Cluster; it
-// can be made to answer Unavailable, as a cluster that is down.
-struct SharedStore {
-  DramTier inner{64 << 20, "shared"};
-  bool down = false;
-  int header_calls = 0;
-};
-
-class SharedTier final : public Tier {
- public:
-  explicit SharedTier(SharedStore& s) : s_(s) {}
-  std::string_view kind() const override { return "redis-cluster"; }
-  std::string describe() const override { return "shared"; }
-  std::uint64_t capacity() const override { return kUnbounded; }
-  std::uint64_t used() const override { return s_.inner.used(); }
-  bool shared() const noexcept override { return true; }
-  void put(std::span<PutItem> items, Fault& fault) noexcept override {
-    if (!s_.down) return s_.inner.put(items, fault);
-    for (auto& item : items)
-      item.status = fault.raise(XferStatus::Unavailable, "shared store down", item.key);
-  }
-  void get(std::span<GetItem> items, Fault& fault) noexcept override {
-    if (!s_.down) return s_.inner.get(items, fault);
-    for (auto& item : items)
-      item.status = fault.raise(XferStatus::Unavailable, "shared store down", item.key);
-  }
-  std::optional<ObjectMeta> stat(std::string_view key) noexcept override {
-    return s_.down ? std::nullopt : s_.inner.stat(key);
-  }
-  XferStatus headers(std::span<const std::string_view> keys, std::span<std::optional<ObjectMeta>> out,
-                     Fault& fault) noexcept override {
-    ++s_.header_calls;
-    if (s_.down) return fault.raise(XferStatus::Unavailable, "shared store down");
-    for (std::size_t i = 0; i < keys.size(); ++i) out[i] = s_.inner.stat(keys[i]);
-    return XferStatus::Ok;
-  }
-  XferStatus remove(std::string_view key, Fault& fault) noexcept override {
-    if (s_.down) return fault.raise(XferStatus::Unavailable, "shared store down", key);
-    return s_.inner.remove(key, fault);
-  }
-  XferStatus list(std::vector<std::pair<std::string, ObjectMeta>>* out, Fault& fault) noexcept override {
-    if (s_.down) return fault.raise(XferStatus::Unavailable, "shared store down");
-    return s_.inner.list(out, fault);
-  }
-  std::vector<std::string> lru_victims(std::uint64_t bytes) noexcept override {
-    return s_.inner.lru_victims(bytes);
-  }
-
- private:
-  SharedStore& s_;
-};
-
-// An agent's chain: its own dram tier of `dram` bytes over the shared store.
-std::unique_ptr<TierChain> agent(SharedStore& store, std::uint64_t dram = 8 << 20) {
-  std::vector<std::unique_ptr<Tier>> tiers;
-  tiers.push_back(std::make_unique<DramTier>(dram));
-  tiers.push_back(std::make_unique<SharedTier>(store));
-  return std::make_unique<TierChain>(std::move(tiers));
-}
 
 std::optional<Borrowed> borrow_one(TierChain& c, std::string_view key) {
   std::optional<Borrowed> out;
@@ -191,41 +133,6 @@ TEST(TierChainShared, ASharedTierThatIsDownFailsPutsAndMakesHitsMisses) {
   const auto r = get_one(*a, "k");
   EXPECT_EQ(r.status, XferStatus::Ok);
   EXPECT_EQ(r.tier, 0);
-}
-
-// Two agents' threads overwrite, read and remove the same keys at once: every
-// read is a miss or one of the versions written, whole (for TSan: the checks,
-// drops and write-throughs race with each other's stripes).
-TEST(TierChainShared, ConcurrentAgentsReadOnlyVersionsTheyWrote) {
-  SharedStore store;
-  auto a = agent(store, 256 << 10), b = agent(store, 256 << 10);
-  constexpr int kVersions = 4, kKeys = 8;
-  std::vector<std::vector<std::uint8_t>> versions;
-  for (int v = 0; v < kVersions; ++v) versions.push_back(random_bytes(16384, v));
-  std::atomic<int> wrong{0};
-  auto run = [&](TierChain& c, int seed) {
-    for (int i = 0; i < 300; ++i) {
-      const std::string key = "k" + std::to_string((i * 7 + seed) % kKeys);
-      switch ((i + seed) % 5) {
-        case 0:
-        case 1: (void)put_one(c, key, versions[(i + seed) % kVersions]); break;
-        case 2: (void)remove_one(c, key); break;
-        default: {
-          const auto r = get_one(c, key);
-          if (r.status == XferStatus::Ok &&
-              std::find(versions.begin(), versions.end(), r.data) == versions.end())
-            ++wrong;
-        }
-      }
-    }
-  };
-  std::thread t1(run, std::ref(*a), 0), t2(run, std::ref(*a), 1), t3(run, std::ref(*b), 2),
-      t4(run, std::ref(*b), 3);
-  t1.join();
-  t2.join();
-  t3.join();
-  t4.join();
-  EXPECT_EQ(wrong.load(), 0);
 }
 
 TEST(TierChainShared, ASharedTierMustBeTheLast) {
