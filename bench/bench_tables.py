@@ -53,7 +53,7 @@ def scaling(paths):
 
 
 def kv(path):
-    """ferry kv bench: push/pull through the agent against the application's own
+    """ferry-kv-bench: push/pull through the agent against the application's own
     copies of the same blocks in the same run (batch API where there is a GPU)."""
     d = json.load(open(path))
     rows = {(r["what"], r["block_bytes"]): r for r in d["rows"]}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots `ferry bench launch` JSON: throughput against burst, one line per launch
+"""Plots `ferry-launch-bench` JSON: throughput against burst, one line per launch
 method, one panel per message size (the DPDK gpudev article's Figure 14, for
 Ferry's methods). Usage: plot_launch.py launch.json launch.png (needs matplotlib)."""
 import json
@@ -29,7 +29,7 @@ def main() -> int:
         ax.grid(True, alpha=0.3)
         ax.legend()
     floor = data.get("floor", {}).get("p50_us")
-    fig.suptitle(f"ferry bench launch on {data.get('gpu')} ({data.get('channels')} channels)"
+    fig.suptitle(f"ferry-launch-bench on {data.get('gpu')} ({data.get('channels')} channels)"
                  + (f", floor p50 {floor:.2f} us" if floor else ""))
     fig.tight_layout()
     fig.savefig(dst, dpi=110)

@@ -19,7 +19,6 @@ void register_server(CLI::App& app, GeneralFlags& general, Command& command);
 void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& command);
 void register_client(CLI::App& app, GeneralFlags& general, Command& command);
 void register_demo(CLI::App& app, GeneralFlags& general, Command& command);
-void register_bench(CLI::App& app, GeneralFlags& general, Command& command);
 void register_agent(CLI::App& app, GeneralFlags& general, Command& command);
 void register_kv(CLI::App& app, GeneralFlags& general, Command& command);
 void register_http(CLI::App& app, GeneralFlags& general, Command& command);

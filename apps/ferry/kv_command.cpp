@@ -1,13 +1,12 @@
 #include "commands.h"
-#include "bench/kv/kv_bench.h"
 #include "kv_tool.h"
 
 namespace ferry::app {
 
 void register_kv(CLI::App& app, GeneralFlags& general, Command& command) {
   static xfer::KvOptions o;
-  static xfer::KvBenchOptions b;
-  CLI::App* kv = app.add_subcommand("kv", "Objects in a running 'ferry agent': push, pull, ls, rm, exists, bench");
+  CLI::App* kv = app.add_subcommand(
+      "kv", "Objects in a running 'ferry agent': push, pull, ls, rm, exists (ferry-kv-bench measures it)");
   kv->require_subcommand(1);
   const auto endpoint = [](CLI::App* s, std::string& e) {
     s->add_option("--endpoint", e, "The agent: unix:NAME or tcp:HOST:PORT")->capture_default_str();
@@ -52,28 +51,6 @@ void register_kv(CLI::App& app, GeneralFlags& general, Command& command) {
   endpoint(exists, o.endpoint);
   exists->add_option("keys", o.keys, "Object keys")->required();
   exists->callback(run("kv", xfer::kv_exists));
-
-  CLI::App* bench = kv->add_subcommand(
-      "bench",
-      "Push and pull through the agent at several block sizes (nixlbench's columns), beside the copy baselines "
-      "(cudaMemcpyAsync loop, cudaMemcpyBatchAsync; memcpy without a GPU) in the same run");
-  add_general_flags(*bench, general);
-  endpoint(bench, b.endpoint);
-  bench->add_option("--block-sizes", b.block_sizes, "Block sizes in bytes")
-      ->delimiter(',')
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  bench->add_option("--total-bytes", b.total_bytes, "Bytes moved per block size and direction")->capture_default_str();
-  bench->add_option("--batch-bytes", b.batch_bytes, "Bytes per transfer request (batch = this / block size)")
-      ->capture_default_str();
-  bench->add_option("--mem", b.mem, "Application memory: vram or dram")
-      ->check(CLI::IsMember({"vram", "dram"}))
-      ->capture_default_str();
-  bench->add_flag("!--no-baselines", b.baselines, "Skip the copy baselines");
-  bench->add_option("--json-out", b.json_out, "Where to write the JSON results")->capture_default_str();
-  bench->callback([&command] {
-    command.role = "kv";
-    command.run = [] { return xfer::kv_bench(b); };
-  });
 }
 
 }  // namespace ferry::app

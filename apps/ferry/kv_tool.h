@@ -1,7 +1,7 @@
 #pragma once
 // `ferry kv`: push, pull, list and remove objects through a running agent, with
 // the public ferry::xfer::Agent API. Each function returns a process exit code.
-// (`ferry kv bench` is bench/kv/.)
+// (ferry-kv-bench, in bench/kv/, measures the agent.)
 
 #include <cstddef>
 #include <string>

@@ -29,7 +29,6 @@ int main(int argc, char** argv) {
   ferry::app::register_orchestrator(app, general, command);
   ferry::app::register_client(app, general, command);
   ferry::app::register_demo(app, general, command);
-  ferry::app::register_bench(app, general, command);
   ferry::app::register_agent(app, general, command);
   ferry::app::register_kv(app, general, command);
   ferry::app::register_http(app, general, command);

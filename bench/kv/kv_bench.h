@@ -1,9 +1,9 @@
 #pragma once
-// `ferry kv bench`: pushes and pulls through a running agent at several block
+// ferry-kv-bench: pushes and pulls through a running agent at several block
 // sizes, beside the application's own cudaMemcpyAsync loop and
 // cudaMemcpyBatchAsync copies (or memcpy) in the same run, with nixlbench's
-// columns; prints a table and writes JSON. Benchmark code: linked into the
-// ferry binary, never into Ferry's libraries. Returns a process exit code.
+// columns; prints a table and writes JSON. Benchmark code: never linked into
+// Ferry's libraries or the ferry binary. Returns a process exit code.
 
 #include <cstddef>
 #include <string>

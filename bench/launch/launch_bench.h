@@ -1,6 +1,6 @@
 #pragma once
-// `ferry bench launch`: the launch methods against each other and against the
-// hardware floor, with no TCP. CPU producer threads write requests straight
+// ferry-launch-bench: the launch methods against each other and against the
+// minimal mechanism under each, with no TCP. CPU producer threads write requests straight
 // into the channels of an arena; the workers answer.
 
 #include <cstdint>

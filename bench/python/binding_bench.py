@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Python module against the C++ API, in the same run, against the same agent.
 
-For each block size, `ferry kv bench` (C++) and the same loop through `ferry`
+For each block size, `ferry-kv-bench` (C++) and the same loop through `ferry`
 (Python) push and pull `--total-bytes` in requests of `--batch-bytes`,
 alternating which goes first, `--runs` times each. The result is the ratio of
 the Python path's GB/s to the C++ path's (issue 20's target: within 5% from
@@ -23,7 +23,7 @@ import ferry
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ferry", required=True, help="the ferry binary (for `ferry kv bench`)")
+    p.add_argument("--kv-bench", required=True, help="the ferry-kv-bench binary (bench/kv/ in the build)")
     p.add_argument("--endpoint", required=True, help="a running agent, e.g. unix:ferry.agent")
     p.add_argument("--block-sizes", default="1048576,4194304,33554432", help="bytes, comma-separated")
     p.add_argument("--total-bytes", type=int, default=16 << 30)
@@ -67,7 +67,7 @@ def python_run(agent, buf, block, batch, iterations, op, prepared):
 
 def cpp_run(args, block, mem, out_dir):
     out = os.path.join(out_dir, f"kv-{block}.json")
-    subprocess.run([args.ferry, "kv", "bench", "--endpoint", args.endpoint, "--block-sizes", str(block),
+    subprocess.run([args.kv_bench, "--endpoint", args.endpoint, "--block-sizes", str(block),
                     "--total-bytes", str(args.total_bytes), "--batch-bytes", str(args.batch_bytes), "--mem", mem,
                     "--no-baselines", "--json-out", out, "-l", "30"], check=True, stdout=subprocess.DEVNULL)
     rows = json.load(open(out))["rows"]

@@ -11,7 +11,7 @@ B=${1:-build}
 C=.carry
 rm -rf "$C"
 mkdir -p "$C/lib"
-files="${CARRY_FILES:-apps/ferry/ferry bench/ferry-echo-baseline tests/core/core_unit_test tests/core/slot_ring_fuzz_test
+files="${CARRY_FILES:-apps/ferry/ferry bench/launch/ferry-launch-bench bench/kv/ferry-kv-bench bench/ferry-echo-baseline tests/core/core_unit_test tests/core/slot_ring_fuzz_test
        tests/offload/e2e_test tests/worker/worker_unit_test tests/xfer/xfer_e2e_test} ${CARRY_EXTRA:-}"
 for f in $files; do
   mkdir -p "$C/build/$(dirname "$f")"

@@ -9,16 +9,16 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 declare -A checks=(
-  [gpu]="gpu-check.sh: every offload e2e suite, compute-sanitizer, ferry bench launch, the demo, the TCP bench"
-  [xfer]="xfer-gpu-check.sh: the transfer engine's e2e suite with CUDA IPC, then ferry kv bench per copy mode"
-  [xfer-before-after]="xfer-before-after.sh: the transfer engine's GPU suites, then ferry kv bench of .carry-before vs .carry, interleaved"
+  [gpu]="gpu-check.sh: every offload e2e suite, compute-sanitizer, ferry-launch-bench, the demo, the TCP bench"
+  [xfer]="xfer-gpu-check.sh: the transfer engine's e2e suite with CUDA IPC, then ferry-kv-bench per copy mode"
+  [xfer-before-after]="xfer-before-after.sh: the transfer engine's GPU suites, then ferry-kv-bench of .carry-before vs .carry, interleaved"
   [before-after]="gpu-before-after.sh: GPU e2e suites, then launch and TCP benchmarks of .carry-before vs .carry"
   [http]="http-check.sh: ferry http's e2e suite on cpu and every launch method, then wrk against it and nginx"
   [embed]="embed-check.sh: the embedding model and service on the GPU, against sentence-transformers ('stash' first)"
   [baselines]="baseline-check.sh: issue 36's baselines: torch eager and torch.compile beside the model, Infinity beside ferry http ('stash' first)"
   [route]="route-device.sh: every route app in every mode (ROUTE_ONLY=qs_mini|transpose for one sweep)"
   [route-probe]="route-qs-probe.sh: A/B variants of qs-mini, interleaved"
-  [xfer-sweep]="xfer-sweep.sh: ferry kv bench over the agent's pipeline settings"
+  [xfer-sweep]="xfer-sweep.sh: ferry-kv-bench over the agent's pipeline settings"
   [xfer-ncu]="xfer-ncu.sh: the copy kernel under Nsight Compute, agent against baseline"
   [shared-gpu]="shared-gpu-check.sh: the GPU model beside every launch method under mixed traffic ('stash' first)"
   [hardening]="hardening-check.sh: issue 35's fixes: the process-memory probe, then the xfer, mover, http and l2fwd suites"

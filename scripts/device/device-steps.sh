@@ -7,6 +7,8 @@ C=$PWD/.carry
 export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 export FERRY_BIN=$C/build/apps/ferry/ferry
 FERRY=$FERRY_BIN
+LAUNCH_BENCH=$C/build/bench/launch/ferry-launch-bench
+KV_BENCH=$C/build/bench/kv/ferry-kv-bench
 [ -x "$C/redis/redis-server" ] && export FERRY_REDIS_SERVER=$C/redis/redis-server
 log() { echo "== $(date +%T) $*"; }
 status=0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for a change that must keep the GPU paths' behaviour and
 # speed: every GPU e2e suite (each launch method, the agent's copy modes, the
-# hosted services), then `ferry bench launch` (1, 4 and 8 channels, 64 B) and
+# hosted services), then `ferry-launch-bench` (1, 4 and 8 channels, 64 B) and
 # the TCP benchmark with GPU workers, each run with the binaries from before
 # the change (.carry-before/build: ferry and ferry-echo-baseline) and after it
 # (.carry/build), interleaved so that drift hits both alike.
@@ -37,7 +37,7 @@ for r in $(seq "${REPEAT:-1}"); do
   for ch in ${CHANNELS:-1 4 8}; do
     for side in before after; do
       bin=$FERRY; [ $side = before ] && bin=$B/apps/ferry/ferry
-      step "launch_${ch}ch_${side}_$r" "$bin" bench launch --sizes 64 --channels $ch \
+      step "launch_${ch}ch_${side}_$r" "${bin%/apps/ferry/ferry}/bench/launch/ferry-launch-bench" --sizes 64 --channels $ch \
         --json-out "$OUT/launch_${ch}ch_${side}_$r.json"
     done
   done

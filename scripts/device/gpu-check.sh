@@ -20,14 +20,14 @@ done
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for tool in memcheck racecheck; do
   step "sanitizer_$tool" "$SAN" --tool $tool --error-exitcode 9 --target-processes all \
-    "$FERRY" bench launch --methods persistent --sizes 64,1024 --bursts 1,32 --channels 2 --seconds 0.3 \
+    "$LAUNCH_BENCH" --methods persistent --sizes 64,1024 --bursts 1,32 --channels 2 --seconds 0.3 \
     --round-trips 300 --json-out "$OUT/sanitizer_$tool.json"
 done
-step bench_launch "$FERRY" bench launch --json-out "$OUT/launch.json"
-step bench_launch_8ch "$FERRY" bench launch --methods cpu,persistent --sizes 64,1024 --channels 8 \
+step bench_launch "$LAUNCH_BENCH" --json-out "$OUT/launch.json"
+step bench_launch_8ch "$LAUNCH_BENCH" --methods cpu,persistent --sizes 64,1024 --channels 8 \
   --json-out "$OUT/launch_8ch.json"
 for ch in 1 2 4 8 16; do  # does the persistent kernel's throughput scale with channels?
-  step "scaling_${ch}ch" "$FERRY" bench launch --methods persistent --sizes 64 --bursts 1024 --channels $ch \
+  step "scaling_${ch}ch" "$LAUNCH_BENCH" --methods persistent --sizes 64 --bursts 1024 --channels $ch \
     --round-trips 2000 --json-out "$OUT/scaling_${ch}ch.json"
 done
 step demo_gpu "$FERRY" demo --backend cuda

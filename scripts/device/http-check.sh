@@ -2,7 +2,7 @@
 # ferry http on the GPU machine, in one call: the end-to-end suite on the CPU
 # backend and on every GPU launch method, then bench/http_bench.py (wrk against
 # ferry http and nginx on the same cores) for the CPU backend in two core
-# splits and for the GPU backend, and `ferry bench launch` at 1 and 8 channels
+# splits and for the GPU backend, and `ferry-launch-bench` at 1 and 8 channels
 # with .carry-before's ferry beside this one (the CPU backend's worker loop
 # changed). Make .carry with CARRY_EXTRA="tests/http/http_e2e_test"
 # scripts/device/carry-build.sh build, then scripts/device/carry-http-tools.sh
@@ -26,7 +26,7 @@ B=$PWD/.carry-before/build
 for ch in 1 8; do
   for side in before after; do
     bin=$FERRY; [ $side = before ] && bin=$B/apps/ferry/ferry
-    step "launch_${ch}ch_${side}" "$bin" bench launch --sizes 64 --channels $ch --json-out "$OUT/launch_${ch}ch_${side}.json"
+    step "launch_${ch}ch_${side}" "${bin%/apps/ferry/ferry}/bench/launch/ferry-launch-bench" --sizes 64 --channels $ch --json-out "$OUT/launch_${ch}ch_${side}.json"
   done
 done
 step http_bench_cpu_2p2w python3 bench/http_bench.py --build-dir "$C/build" --proxy-cpus 0,1 --worker-cpus 2,3 \

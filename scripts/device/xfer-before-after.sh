@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for a change that must keep the transfer engine's behaviour
 # and speed: the GPU e2e suites and the mover's unit tests with CUDA lanes
-# (.carry), then `ferry kv bench` against a fresh agent, with the binaries from
+# (.carry), then `ferry-kv-bench` against a fresh agent, with the binaries from
 # before the change (.carry-before/build/apps/ferry/ferry) and after it
 # (.carry), interleaved B A B A ... so that drift hits both alike. Each side's
 # agent and bench are its own ferry binary (the bench's copy code changes too).
@@ -25,7 +25,7 @@ bench() {  # side run
     --cpus 8,9,10,11,12,13,14,15 --ready-file "$OUT/ready-$side-$r" 2>"$OUT/agent_${side}_$r.log" &
   local agent=$!
   for _ in $(seq 100); do [ -f "$OUT/ready-$side-$r" ] && break; sleep 0.1; done
-  step "kv_${side}_$r" taskset -c 0-7 "$bin" kv bench --endpoint "$ep" --mem vram \
+  step "kv_${side}_$r" taskset -c 0-7 "${bin%/apps/ferry/ferry}/bench/kv/ferry-kv-bench" --endpoint "$ep" --mem vram \
     --total-bytes "${TOTAL:-4294967296}" --block-sizes ${BLOCKS:-16384 65536 262144 1048576 33554432} \
     --no-baselines --json-out "$OUT/kv_${side}_$r.json"
   kill -TERM $agent; wait $agent

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The transfer engine on the GPU machine, in one call: the end-to-end suite with
-# real CUDA IPC, then `ferry kv bench` (4 GiB per block size and direction,
+# real CUDA IPC, then `ferry-kv-bench` (4 GiB per block size and direction,
 # DRAM tier) beside the cudaMemcpyAsync-loop, cudaMemcpyBatchAsync and copy-kernel
 # baselines, once with each of the agent's device copy modes worth comparing:
 # auto (the default: the copy kernel for small blocks, the copy engines with
@@ -28,7 +28,7 @@ for copy in ${COPY_MODES:-auto batch}; do
     --copy $copy --cpus 8,9,10,11,12,13,14,15 --ready-file "$OUT/ready-$copy" 2>"$OUT/agent_$copy.log" &
   agent=$!
   for i in $(seq 100); do [ -f "$OUT/ready-$copy" ] && break; sleep 0.1; done
-  step "kv_bench_$copy" taskset -c 0-7 "$FERRY" kv bench --endpoint "$ep" --mem vram --total-bytes 4294967296 \
+  step "kv_bench_$copy" taskset -c 0-7 "$KV_BENCH" --endpoint "$ep" --mem vram --total-bytes 4294967296 \
     --json-out "$OUT/kv_bench_$copy.json" $([ $copy != batch ] && echo --no-baselines)
   kill -TERM $agent; wait $agent
   grep -o "agent time per phase.*" "$OUT/agent_$copy.log" | sed "s/^/$copy: /" >>"$OUT/phases.txt"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kernel durations under Nsight Compute on the GPU machine: the copy kernel as the
 # agent launches it (one lane, a whole 256 MiB request per launch) against the same
-# kernel in the application's own baseline (kv bench, contiguous pinned memory).
+# kernel in the application's own baseline (ferry-kv-bench, contiguous pinned memory).
 # Tells a slow kernel from a slow pipeline around it. Binaries from .carry/.
 # Usage: [BLOCKS="65536 1048576"] [TOTAL=bytes] [QD=1] [CHUNK_KIB=262144] scripts/device/xfer-ncu.sh
 set -uo pipefail
@@ -20,7 +20,7 @@ profile --log-file "$OUT/agent-ncu.csv" "$FERRY" agent --endpoint "$ep" --tier d
 agent=$!
 for i in $(seq 600); do [ -f "$OUT/ready" ] && break; sleep 0.1; done
 # shellcheck disable=SC2086
-step bench_agent taskset -c 0-7 "$FERRY" kv bench --endpoint "$ep" --mem vram --total-bytes "$TOTAL" \
+step bench_agent taskset -c 0-7 "$KV_BENCH" --endpoint "$ep" --mem vram --total-bytes "$TOTAL" \
   --block-sizes $BLOCKS --no-baselines
 # ncu is the agent's parent: stop the agent itself, then ncu writes its CSV and exits.
 pkill -TERM -x ferry; wait $agent
@@ -30,7 +30,7 @@ pkill -TERM -x ferry; wait $agent
 agent=$!
 for i in $(seq 600); do [ -f "$OUT/ready2" ] && break; sleep 0.1; done
 # shellcheck disable=SC2086
-step bench_app profile --log-file "$OUT/app-ncu.csv" taskset -c 0-7 "$FERRY" kv bench --endpoint "$ep-2" \
+step bench_app profile --log-file "$OUT/app-ncu.csv" taskset -c 0-7 "$KV_BENCH" --endpoint "$ep-2" \
   --mem vram --total-bytes "$TOTAL" --block-sizes $BLOCKS
 kill -TERM $agent; wait $agent
 for f in agent app; do

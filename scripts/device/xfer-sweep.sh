@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The agent's pipeline settings on the GPU machine: `ferry kv bench` (push and
+# The agent's pipeline settings on the GPU machine: `ferry-kv-bench` (push and
 # pull, DRAM tier) once per SETTINGS entry, "copy chunk_kib queue_depth" each.
 # Which of batch size and lanes limits a block size shows as GB/s moving with one
 # and not the other. Binaries come prebuilt in .carry/ (scripts/device/carry-build.sh).
@@ -25,7 +25,7 @@ for r in "${runs[@]}"; do
   agent=$!
   for i in $(seq 100); do [ -f "$OUT/ready-$name" ] && break; sleep 0.1; done
   # shellcheck disable=SC2086
-  step "sweep_$name" taskset -c 0-7 "$FERRY" kv bench --endpoint "$ep" --mem vram --total-bytes "$TOTAL" \
+  step "sweep_$name" taskset -c 0-7 "$KV_BENCH" --endpoint "$ep" --mem vram --total-bytes "$TOTAL" \
     --block-sizes $BLOCKS --no-baselines --json-out "$OUT/sweep_$name.json"
   kill -TERM $agent; wait $agent
   grep -o "agent time per phase.*" "$OUT/agent_$name.log" | sed "s/^/$name: /" >>"$OUT/phases.txt"
