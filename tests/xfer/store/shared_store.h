@@ -3,6 +3,7 @@
 // shared tier"): one store that several chains reach, as the agents of several
 // hosts reach one Redis Cluster.
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,7 +20,7 @@ namespace ferry::xfer::store::test {
 struct SharedStore {
   DramTier inner{64 << 20, "shared"};
   bool down = false;
-  int header_calls = 0;
+  std::atomic<int> header_calls{0};  // the chains of several threads call headers()
 };
 
 class SharedTier final : public Tier {
