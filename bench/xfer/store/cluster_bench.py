@@ -216,9 +216,9 @@ def main():
                          "250 ms timer's tick, so its time is up to 0.25 s long; keep runs to seconds")
     ap.add_argument("--min-objects", type=int, default=4096,
                     help="at least this many objects a run, whatever --total says")
-    ap.add_argument("--threads", type=int, default=8, help="ferry-store-bench's concurrent callers")
+    ap.add_argument("--threads", type=int, default=16, help="ferry-store-bench's concurrent callers (with 8 the client limited 64 KiB on three primaries)")
     ap.add_argument("--batch", type=int, default=32, help="objects per call: the tier's pipeline window (<= 128)")
-    ap.add_argument("--connections", type=int, default=8, help="the tier's connections per primary")
+    ap.add_argument("--connections", type=int, default=16, help="the tier's connections per primary")
     ap.add_argument("--rb-clients", type=int, default=0,
                     help="redis-benchmark -c (default: --threads x --batch / --rb-pipeline, the same objects in flight)")
     ap.add_argument("--rb-pipeline", type=int, default=16, help="redis-benchmark -P")
