@@ -6,16 +6,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cstdio>
-
+#include "bench/bench_main.h"
 #include "bench/kv/kv_bench.h"
-#include "core/log.h"
-#include "ferry/core/status.h"
 
 int main(int argc, char** argv) {
   ferry::xfer::KvBenchOptions b;
-  int log_level = 50;      // INFO, as ferry's subcommands
-  int sdk_log_level = 40;  // WARNING
+  ferry::bench::LogLevels levels;
   CLI::App app{
       "ferry-kv-bench: push and pull through a running 'ferry agent' at several block sizes "
       "(nixlbench's columns), beside the copy baselines (cudaMemcpyAsync loop, cudaMemcpyBatchAsync; "
@@ -34,20 +30,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("!--no-baselines", b.baselines, "Skip the copy baselines");
   app.add_option("--json-out", b.json_out, "Where to write the JSON results")->capture_default_str();
-  app.add_option("-l,--log-level", log_level,
-                 "Log level: 10 DISABLE, 20 CRITICAL, 30 ERROR, 40 WARNING, 50 INFO, 60 DEBUG, 70 TRACE")
-      ->check(CLI::IsMember({10, 20, 30, 40, 50, 60, 70}))
-      ->capture_default_str();
-  app.add_option("--sdk-log-level", sdk_log_level,
-                 "Log level of Ferry's OS, socket and CUDA plumbing, same scale")
-      ->check(CLI::IsMember({10, 20, 30, 40, 50, 60, 70}))
-      ->capture_default_str();
+  ferry::bench::add_log_level_flags(app, levels);
   CLI11_PARSE(app, argc, argv);
-  try {
-    ferry::log::init("kv", log_level, sdk_log_level);
-    return ferry::xfer::kv_bench(b);
-  } catch (const ferry::Error& e) {
-    std::fprintf(stderr, "ferry-kv-bench: %s\n", e.what());
-    return 1;
-  }
+  return ferry::bench::run_bench("ferry-kv-bench", "kv", levels, [&] { return ferry::xfer::kv_bench(b); });
 }

@@ -5,16 +5,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cstdio>
-
+#include "bench/bench_main.h"
 #include "bench/launch/launch_bench.h"
-#include "core/log.h"
-#include "ferry/core/status.h"
 
 int main(int argc, char** argv) {
   ferry::bench::LaunchBenchOptions o;
-  int log_level = 50;      // INFO, as ferry's subcommands
-  int sdk_log_level = 40;  // WARNING
+  ferry::bench::LogLevels levels;
   CLI::App app{
       "ferry-launch-bench: the CPU/GPU launch methods against each other and against the minimal "
       "mechanism under each. CPU producer threads write straight into the channels (no TCP); prints a "
@@ -47,20 +43,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0u, 1000u))
       ->capture_default_str();
   app.add_option("--json-out", o.json_out, "Where to write the JSON results")->capture_default_str();
-  app.add_option("-l,--log-level", log_level,
-                 "Log level: 10 DISABLE, 20 CRITICAL, 30 ERROR, 40 WARNING, 50 INFO, 60 DEBUG, 70 TRACE")
-      ->check(CLI::IsMember({10, 20, 30, 40, 50, 60, 70}))
-      ->capture_default_str();
-  app.add_option("--sdk-log-level", sdk_log_level,
-                 "Log level of Ferry's OS, socket and CUDA plumbing, same scale")
-      ->check(CLI::IsMember({10, 20, 30, 40, 50, 60, 70}))
-      ->capture_default_str();
+  ferry::bench::add_log_level_flags(app, levels);
   CLI11_PARSE(app, argc, argv);
-  try {
-    ferry::log::init("bench", log_level, sdk_log_level);
-    return ferry::bench::run_launch_bench(o);
-  } catch (const ferry::Error& e) {
-    std::fprintf(stderr, "ferry-launch-bench: %s\n", e.what());
-    return 1;
-  }
+  return ferry::bench::run_bench("ferry-launch-bench", "bench", levels,
+                                 [&] { return ferry::bench::run_launch_bench(o); });
 }
