@@ -5,7 +5,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "core/log.h"
@@ -28,6 +30,22 @@ inline void add_log_level_flags(CLI::App& app, LogLevels& levels) {
                  "Log level of Ferry's OS, socket and CUDA plumbing, same scale")
       ->check(levels_scale)
       ->capture_default_str();
+}
+
+// A number from min to max. CLI::Range lets "nan" through (no comparison
+// with it is true), which would make a deadline of nothing.
+inline CLI::Validator finite_range(double min, double max) {
+  return CLI::Validator(
+      [min, max](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        if (!value.empty() && end == value.c_str() + value.size() && std::isfinite(v) && v >= min && v <= max)
+          return {};
+        char range[64];
+        std::snprintf(range, sizeof(range), "%g to %g", min, max);
+        return value + " is not a number from " + range;
+      },
+      "NUMBER");
 }
 
 // Starts the log as `role` and returns run()'s exit code, or 1 after printing

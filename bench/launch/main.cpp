@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 1024u))
       ->capture_default_str();
   app.add_option("--seconds", o.seconds_per_point, "Seconds per throughput point")
-      ->check(CLI::Range(0.001, 3600.0))
+      ->check(ferry::bench::finite_range(0.001, 3600.0))
       ->capture_default_str();
   app.add_option("--round-trips", o.latency_round_trips, "Round trips in each latency measurement")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100000000}))
