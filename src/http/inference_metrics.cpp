@@ -1,27 +1,16 @@
 #include "http/inference_metrics.h"
 
-#include <cstdio>
+#include <array>
+#include <vector>
 
+#include "core/prometheus.h"
 #include "ferry/infer/service.h"
+#include "offload/server_metrics.h"
 
 namespace ferry::http {
 namespace {
 
 const char* const kStageNames[] = {"request", "queue", "tokenization", "inference"};
-
-void append_histogram_line(std::string& out, const char* stage, const char* le, std::uint64_t n) {
-  out += "ferry_embed_duration_seconds_bucket{stage=\"";
-  out += stage;
-  out += "\",le=\"";
-  out += le;
-  out += "\"} " + std::to_string(n) + "\n";
-}
-
-// One counter or gauge with its HELP and TYPE lines.
-void append_single(std::string& out, const char* name, const char* type, const char* help, std::uint64_t value) {
-  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
-         std::to_string(value) + "\n";
-}
 
 }  // namespace
 
@@ -41,58 +30,43 @@ void InferenceMetrics::count_inputs(std::uint64_t inputs, std::uint64_t tokens) 
 }
 
 std::string InferenceMetrics::render() const {
-  std::string out;
-  char num[64];
-  out += "# HELP ferry_embed_duration_seconds Embedding requests: whole request (arrival to response built), "
-         "queue (queued to batched), tokenization, inference (the model call of its batch).\n";
-  out += "# TYPE ferry_embed_duration_seconds histogram\n";
+  prom::TextWriter w;
+  w.family("ferry_embed_duration_seconds", "histogram",
+           "Embedding requests: whole request (arrival to response built), queue (queued to batched), "
+           "tokenization, inference (the model call of its batch).");
   for (int s = 0; s < kStages; ++s) {
     const Histogram& h = stages_[s];
-    std::uint64_t cumulative = 0;
-    for (std::size_t b = 0; b < h.counts.size(); ++b) {
-      cumulative += h.counts[b].load(std::memory_order_relaxed);
-      if (b + 1 == h.counts.size())
-        std::snprintf(num, sizeof(num), "+Inf");
-      else
-        std::snprintf(num, sizeof(num), "%g", Bounds::kBoundsUs[b] / 1e6);
-      append_histogram_line(out, kStageNames[s], num, cumulative);
-    }
-    std::snprintf(num, sizeof(num), "%.9g", static_cast<double>(h.sum_ns.load(std::memory_order_relaxed)) / 1e9);
-    out += std::string("ferry_embed_duration_seconds_sum{stage=\"") + kStageNames[s] + "\"} " + num + "\n";
-    out += std::string("ferry_embed_duration_seconds_count{stage=\"") + kStageNames[s] + "\"} " +
-           std::to_string(cumulative) + "\n";
+    std::array<std::uint64_t, Bounds::kBoundsUs.size()> counts;
+    for (std::size_t b = 0; b < counts.size(); ++b) counts[b] = h.counts[b].load(std::memory_order_relaxed);
+    w.histogram("ferry_embed_duration_seconds", {{"stage", kStageNames[s]}}, offload::kStageBoundsSeconds,
+                counts, static_cast<double>(h.sum_ns.load(std::memory_order_relaxed)) / 1e9);
   }
-  append_single(out, "ferry_embed_inputs_total", "counter", "Inputs embedded (a batched request counts each).",
-                inputs_.load(std::memory_order_relaxed));
-  append_single(out, "ferry_embed_input_tokens_total", "counter",
-                "Token ids of those inputs, [CLS] and [SEP] included.", tokens_.load(std::memory_order_relaxed));
-  if (!service_) return out;
+  w.counter("ferry_embed_inputs_total", "Inputs embedded (a batched request counts each).",
+            inputs_.load(std::memory_order_relaxed));
+  w.counter("ferry_embed_input_tokens_total", "Token ids of those inputs, [CLS] and [SEP] included.",
+            tokens_.load(std::memory_order_relaxed));
+  if (!service_) return w.take();
   const infer::ServiceStats st = service_->stats();
-  append_single(out, "ferry_embed_queue_size", "gauge", "Sequences waiting for a batch now.", st.queued);
-  append_single(out, "ferry_embed_batches_total", "counter", "Batches the model ran.", st.batches);
-  append_single(out, "ferry_embed_batch_tokens_total", "counter", "Tokens in those batches.", st.batch_tokens);
-  append_single(out, "ferry_embed_rejected_total", "counter",
-                "Requests refused with 429 because the queue was full.", st.rejected_full);
-  append_single(out, "ferry_embed_abandoned_total", "counter", "Sequences skipped because their client had gone.",
-                st.skipped_abandoned);
-  append_single(out, "ferry_embed_batch_timeouts_total", "counter",
-                "Batches whose model call ran past --batch-timeout.", st.timed_out_batches);
-  append_single(out, "ferry_embed_unhealthy_total", "counter",
-                "Requests answered 503 because a batch was stuck past --batch-timeout or the model had faulted.",
-                st.unhealthy_jobs);
-  append_single(out, "ferry_embed_batch_stuck", "gauge", "1 while a batch has run past --batch-timeout.",
-                st.stuck ? 1 : 0);
-  out += "# HELP ferry_embed_batch_size Sequences per batch.\n# TYPE ferry_embed_batch_size histogram\n";
+  w.gauge("ferry_embed_queue_size", "Sequences waiting for a batch now.", static_cast<double>(st.queued));
+  w.counter("ferry_embed_batches_total", "Batches the model ran.", st.batches);
+  w.counter("ferry_embed_batch_tokens_total", "Tokens in those batches.", st.batch_tokens);
+  w.counter("ferry_embed_rejected_total", "Requests refused with 429 because the queue was full.",
+            st.rejected_full);
+  w.counter("ferry_embed_abandoned_total", "Sequences skipped because their client had gone.",
+            st.skipped_abandoned);
+  w.counter("ferry_embed_batch_timeouts_total", "Batches whose model call ran past --batch-timeout.",
+            st.timed_out_batches);
+  w.counter("ferry_embed_unhealthy_total",
+            "Requests answered 503 because a batch was stuck past --batch-timeout or the model had faulted.",
+            st.unhealthy_jobs);
+  w.gauge("ferry_embed_batch_stuck", "1 while a batch has run past --batch-timeout.", st.stuck ? 1 : 0);
+  w.family("ferry_embed_batch_size", "histogram", "Sequences per batch.");
   const std::vector<std::uint64_t> sizes = service_->batch_size_histogram();
-  std::uint64_t cumulative = 0;
-  for (std::size_t b = 0; b < sizes.size(); ++b) {
-    cumulative += sizes[b];
-    const std::string le = b + 1 == sizes.size() ? "+Inf" : std::to_string(std::uint64_t{1} << b);
-    out += "ferry_embed_batch_size_bucket{le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
-  }
-  out += "ferry_embed_batch_size_sum " + std::to_string(st.sequences) + "\n";
-  out += "ferry_embed_batch_size_count " + std::to_string(st.batches) + "\n";
-  return out;
+  std::vector<double> bounds;
+  for (std::size_t b = 0; b + 1 < sizes.size(); ++b)
+    bounds.push_back(static_cast<double>(std::uint64_t{1} << b));
+  w.histogram("ferry_embed_batch_size", {}, bounds, sizes, static_cast<double>(st.sequences));
+  return w.take();
 }
 
 }  // namespace ferry::http

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "core/log.h"
+#include "core/metrics_endpoint.h"
+#include "core/prometheus.h"
 #include "core/service_thread.h"
 #include "ferry/core/arena.h"
 #include "ferry/core/control_link.h"
@@ -36,6 +38,24 @@ bool requests_waiting(const Arena& arena) {
       return true;
   }
   return false;
+}
+
+// Requests published into the channels and not yet taken by a worker: from
+// each request ring's consumer tail, the run of published slots.
+std::uint64_t requests_queued(const Arena& arena) {
+  std::uint64_t n = 0;
+  for (std::uint32_t i = 0; i < arena.num_channels(); ++i) {
+    const Channel ch = arena.channel(i);
+    const std::uint32_t tail =
+        std::atomic_ref<std::uint32_t>(ch.requests.layout()->consumer.tail).load(std::memory_order_acquire);
+    for (std::uint32_t k = 0; k < ch.requests.capacity(); ++k)
+      if (std::atomic_ref<std::uint32_t>(ch.requests.desc(tail + k)->seq).load(std::memory_order_acquire) ==
+          tail + k + 1)
+        ++n;
+      else
+        break;
+  }
+  return n;
 }
 
 // Any local user can bind a free abstract socket name, so the peer on the
@@ -84,6 +104,7 @@ class Orchestrator::Impl {
     if (opts_.num_gpu_threads == 0) throw Error("--num-gpu-threads must be at least 1");
   }
   ~Impl() {
+    metrics_.reset();  // it reads backend_ and arena_
     service_.request_stop();
     (void)service_.wait();
     // A stuck backend's teardown would wait for its kernel forever: leave it to
@@ -94,12 +115,34 @@ class Orchestrator::Impl {
 
   void start();
   int run();
+  std::string render_metrics() const;
 
   OrchestratorOptions opts_;
   std::unique_ptr<worker::Backend> backend_;
   Arena arena_;
   ServiceThread service_;
+  std::unique_ptr<MetricsEndpoint> metrics_;
+  // Why the orchestrator stopped serving, for /metrics (each is also logged).
+  std::atomic<std::uint64_t> worker_failures_{0}, hangs_{0}, server_lost_{0};
+  std::atomic<bool> attached_{false};
 };
+
+std::string Orchestrator::Impl::render_metrics() const {
+  prom::TextWriter w;
+  w.counter("ferry_orchestrator_requests_total", "Requests the workers answered.", backend_->handled());
+  w.gauge("ferry_orchestrator_queue_depth", "Requests in the channels that no worker has taken yet.",
+          static_cast<double>(requests_queued(arena_)));
+  w.gauge("ferry_orchestrator_workers", "Worker channels served.", arena_.num_channels());
+  w.gauge("ferry_orchestrator_server_attached", "1 while attached to a server.",
+          attached_.load(std::memory_order_relaxed) ? 1 : 0);
+  w.family("ferry_orchestrator_errors_total", "counter",
+           "Why serving ended: worker_failed (a worker reported a failure), hung (no progress while requests "
+           "waited), server_lost (the server's control link broke).");
+  w.sample("ferry_orchestrator_errors_total", {{"kind", "worker_failed"}}, worker_failures_.load());
+  w.sample("ferry_orchestrator_errors_total", {{"kind", "hung"}}, hangs_.load());
+  w.sample("ferry_orchestrator_errors_total", {{"kind", "server_lost"}}, server_lost_.load());
+  return w.take();
+}
 
 void Orchestrator::Impl::start() {
   const OrchestratorOptions& opts = opts_;
@@ -116,6 +159,11 @@ void Orchestrator::Impl::start() {
   log::app().info("arena: {} channel(s) of {} slots x {} bytes, {} KiB in all", arena_.num_channels(),
                   arena_.header()->ring_capacity, arena_.header()->slot_size, arena_.size() / 1024);
   backend_->prepare(arena_);
+  if (opts.metrics_port) {
+    metrics_ = std::make_unique<MetricsEndpoint>(opts.metrics_address, *opts.metrics_port,
+                                                 [this] { return render_metrics(); });
+    log::app().info("metrics on http://{}:{}/metrics", opts.metrics_address, metrics_->port());
+  }
   service_.start([this] { return run(); });
 }
 
@@ -149,6 +197,7 @@ int Orchestrator::Impl::run() {
                 " instead of exchange_consumer_id_response");
   log::app().info("attached to server (pid {}); starting {}", reply->value, backend->describe());
   backend->start();
+  attached_.store(true, std::memory_order_relaxed);
   if (!opts.ready_file.empty()) {
     const std::string tmp = opts.ready_file + ".tmp";
     std::ofstream(tmp) << getpid() << "\n";
@@ -199,6 +248,7 @@ int Orchestrator::Impl::run() {
         }
       } catch (const Error& e) {
         log::app().error("server went away ({}); stopping the workers", e.what());
+        server_lost_.fetch_add(1, std::memory_order_relaxed);
         exit_code = 1;
         break;
       }
@@ -207,6 +257,7 @@ int Orchestrator::Impl::run() {
     const std::string failure = backend->failure();
     if (!failure.empty()) {
       log::app().error("worker failed: {}; shutting down so the server fails its clients' requests", failure);
+      worker_failures_.fetch_add(1, std::memory_order_relaxed);
       exit_code = 1;
       break;
     }
@@ -217,11 +268,13 @@ int Orchestrator::Impl::run() {
     } else if (Clock::now() - last_progress > std::chrono::duration<double>(opts.hang_timeout_s)) {
       log::app().error("workers made no progress for {} s while requests wait: treating them as hung",
                        opts.hang_timeout_s);
+      hangs_.fetch_add(1, std::memory_order_relaxed);
       exit_code = 1;
       break;
     }
   }
   backend->stop();
+  attached_.store(false, std::memory_order_relaxed);
   // Closing the link (by returning) tells a live server that its workers are gone.
   log::app().info("orchestrator stopped after {} message(s)", backend->handled());
   if (backend->stuck()) {
@@ -241,6 +294,9 @@ std::optional<int> Orchestrator::wait_for(std::chrono::milliseconds timeout) {
   return impl_->service_.wait_for(timeout);
 }
 std::uint64_t Orchestrator::handled() const { return impl_->backend_->handled(); }
+std::uint16_t Orchestrator::metrics_port() const noexcept {
+  return impl_->metrics_ ? impl_->metrics_->port() : 0;
+}
 bool Orchestrator::stuck() const { return impl_->backend_->stuck(); }
 std::string Orchestrator::first_error() const { return impl_->service_.first_error(); }
 

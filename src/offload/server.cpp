@@ -14,12 +14,14 @@
 
 #include "core/accept_pause.h"
 #include "core/log.h"
+#include "core/metrics_endpoint.h"
+#include "core/net.h"
 #include "core/service_thread.h"
 #include "ferry/core/arena.h"
 #include "ferry/core/control_link.h"
-#include "core/net.h"
-#include "ferry/core/status.h"
 #include "ferry/core/peer_policy.h"
+#include "ferry/core/status.h"
+#include "offload/server_metrics.h"
 #include "offload/server_thread.h"
 
 namespace ferry::offload {
@@ -54,6 +56,7 @@ class Server::Impl {
 
   ServiceThread service_;
   std::uint16_t port_ = 0;
+  std::unique_ptr<MetricsEndpoint> metrics_;  // after threads_ is filled; gone before it empties
 
  private:
   int run();
@@ -85,6 +88,7 @@ class Server::Impl {
   std::uint64_t generation_ = 0;
   bool ever_attached_ = false;
   std::atomic<bool> attached_{false};  // arena_ is valid; for stats() on other threads
+  std::atomic<std::uint64_t> refused_full_{0};  // clients turned away at accept: every thread full
   bool stopping_ = false;
 };
 
@@ -138,6 +142,7 @@ void Server::Impl::accept_clients() {
       const std::string err = opts_.framing->failure_reply(
           Framing::Failure::ServerFull, "server is full: every data-path thread is at its client limit");
       (void)!send(fd, err.data(), err.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      refused_full_.fetch_add(1, std::memory_order_relaxed);
       ::close(fd);
       continue;
     }
@@ -357,10 +362,16 @@ void Server::Impl::start() {
     if (std::rename(tmp.c_str(), opts_.port_file.c_str()) != 0)
       throw_errno("writing --port-file " + opts_.port_file);
   }
+  if (opts_.metrics_port) {
+    metrics_ = std::make_unique<MetricsEndpoint>(opts_.metrics_address, *opts_.metrics_port,
+                                                 [this] { return render_server_metrics(stats()); });
+    log::app().info("metrics on http://{}:{}/metrics", opts_.metrics_address, metrics_->port());
+  }
   service_.start([this] { return run(); });
 }
 
 Server::Impl::~Impl() {
+  metrics_.reset();
   service_.request_stop();
   (void)service_.wait();
   for (auto& t : threads_) t->stop();
@@ -374,6 +385,11 @@ ServerStats Server::Impl::stats() const {
     st.requests += t->stats().requests.load(std::memory_order_relaxed);
     st.responses += t->stats().responses.load(std::memory_order_relaxed);
     st.protocol_errors += t->stats().protocol_errors.load(std::memory_order_relaxed);
+    st.request_bytes += t->stats().request_bytes.load(std::memory_order_relaxed);
+    st.response_bytes += t->stats().response_bytes.load(std::memory_order_relaxed);
+    for (std::size_t k = 0; k < st.refused.size(); ++k)
+      st.refused[k] += t->stats().refused[k].load(std::memory_order_relaxed);
+    st.in_flight += t->in_flight();
     st.dropped_responses += t->stats().dropped_responses.load(std::memory_order_relaxed);
     st.clients += t->clients();
     t->stats().read.add_to(st.read);
@@ -381,6 +397,8 @@ ServerStats Server::Impl::stats() const {
     t->stats().handle.add_to(st.handle);
     t->stats().write.add_to(st.write);
   }
+  const std::uint64_t full = refused_full_.load(std::memory_order_relaxed);
+  st.refused[refusal_index(Framing::Failure::ServerFull)] += full;
   st.orchestrator_attached = attached_.load(std::memory_order_relaxed);
   return st;
 }
@@ -477,6 +495,9 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(o
 Server::~Server() = default;
 void Server::start() { impl_->start(); }
 std::uint16_t Server::port() const noexcept { return impl_->port_; }
+std::uint16_t Server::metrics_port() const noexcept {
+  return impl_->metrics_ ? impl_->metrics_->port() : 0;
+}
 void Server::stop() noexcept { impl_->service_.request_stop(); }
 int Server::wait() { return impl_->service_.wait(); }
 std::optional<int> Server::wait_for(std::chrono::milliseconds timeout) { return impl_->service_.wait_for(timeout); }

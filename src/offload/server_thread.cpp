@@ -536,6 +536,7 @@ void ServerThread::parse_requests(Connection& c) {
     if (scan.result == Framing::Scan::Result::NeedMore) break;
     if (scan.result == Framing::Scan::Result::Reject) {
       Framing::Rejection r = framing_.reject(p, c.in_len - pos);
+      stats_.refused[0].fetch_add(1, std::memory_order_relaxed);
       refuse(c, std::move(r.reply), r.why);
       pos = c.in_len;
       break;
@@ -572,6 +573,7 @@ void ServerThread::parse_requests(Connection& c) {
     c.posted_at[c.posted++ % conn_window_] = now_ns;
     if (channel_in_flight_++ == 0) note_unanswered_since(std::chrono::steady_clock::now());
     stats_.requests.fetch_add(1, std::memory_order_relaxed);
+    stats_.request_bytes.fetch_add(scan.frame_bytes, std::memory_order_relaxed);
     pos += scan.frame_bytes;
   }
   if (pos > 0) {
@@ -647,6 +649,7 @@ std::uint32_t ServerThread::drain_responses() {
         const Framing::Client client{c->peer, {reinterpret_cast<const std::uint8_t*>(kept.data()), kept.size()},
                                      c->posted_at[k], &deferrer};
         const Framing::Written w = framing_.write_response(msg.payload, dst, client);
+        stats_.response_bytes.fetch_add(w.bytes + w.body.size, std::memory_order_relaxed);
         const std::int64_t in_channel = now_ns - c->posted_at[k];
         if (w.worker_ns != 0) {
           stats_.queue.add(in_channel - std::int64_t(w.worker_ns));
@@ -822,6 +825,7 @@ void ServerThread::update_interest(Connection& c) {
 }
 
 void ServerThread::refuse(Connection& c, Framing::Failure failure, const std::string& why) {
+  stats_.refused[refusal_index(failure)].fetch_add(1, std::memory_order_relaxed);
   refuse(c, framing_.failure_reply(failure, why), why);
 }
 

@@ -56,6 +56,9 @@ struct ServerThreadStats {
   std::atomic<std::uint64_t> responses{0};
   std::atomic<std::uint64_t> dropped_responses{0};  // their client had gone
   std::atomic<std::uint64_t> protocol_errors{0};
+  std::atomic<std::uint64_t> request_bytes{0};
+  std::atomic<std::uint64_t> response_bytes{0};
+  std::array<std::atomic<std::uint64_t>, kRefusalKinds.size()> refused{};  // ServerStats::refused
   std::atomic<std::uint32_t> clients{0};
   std::atomic<std::uint32_t> in_flight{0};
   // steady_clock nanoseconds since which requests have waited in the channel

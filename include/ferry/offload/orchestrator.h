@@ -28,6 +28,11 @@ struct OrchestratorOptions {
   double shutdown_timeout_s = 5.0;  // wait this long for the server's shutdown_complete
   std::string ready_file;           // written once attached and serving (for scripts and ferry demo)
   PeerPolicy server_peers;          // whose server besides our own uid's may receive the arena
+  // Serve GET /metrics (Prometheus text) and GET /health on this TCP port of
+  // metrics_address, from a thread of its own (docs/offload.md, "Metrics").
+  // Unset: no endpoint; 0: a free port (metrics_port() says which).
+  std::optional<std::uint16_t> metrics_port;
+  std::string metrics_address = "127.0.0.1";
 };
 
 // The host role as a service an application hosts. It serves the arena's
@@ -57,6 +62,8 @@ class Orchestrator {
   int wait();
   std::optional<int> wait_for(std::chrono::milliseconds timeout);
   std::uint64_t handled() const;  // messages answered so far
+  // The metrics endpoint's port once started; 0 without one.
+  std::uint16_t metrics_port() const noexcept;
   // True when the workers could not be stopped (a hung kernel or handler). The
   // GPU context then cannot be torn down: the process should _exit().
   bool stuck() const;

@@ -48,6 +48,11 @@ struct ServerOptions {
   // The clients' protocol. Null: the DOCA wire with max_message_length. Another
   // framing keeps max_message_length as the arena's slot payload bound.
   std::shared_ptr<const Framing> framing;
+  // Serve GET /metrics (Prometheus text) and GET /health on this TCP port of
+  // metrics_address, from a thread of its own (docs/offload.md, "Metrics").
+  // Unset: no endpoint; 0: a free port (metrics_port() says which).
+  std::optional<std::uint16_t> metrics_port;
+  std::string metrics_address = "127.0.0.1";
 };
 
 // Where a request's time goes on its way through the server, as Prometheus
@@ -61,10 +66,22 @@ struct StageLatency {
   std::uint64_t count() const;
 };
 
+// Why clients were answered with an error and closed (ServerStats::refused):
+// the framing rejected a request, then each Framing::Failure in its order.
+inline constexpr std::array<const char*, 6> kRefusalKinds = {"malformed",      "no_workers",  "workers_lost",
+                                                             "slot_too_small", "server_full", "read_timeout"};
+inline constexpr std::size_t refusal_index(Framing::Failure f) noexcept {
+  return 1 + static_cast<std::size_t>(f);
+}
+
 struct ServerStats {
   std::uint64_t requests = 0;
   std::uint64_t responses = 0;
-  std::uint64_t protocol_errors = 0;
+  std::uint64_t request_bytes = 0;    // requests' bytes as received, framing included
+  std::uint64_t response_bytes = 0;   // responses' bytes as written for their clients
+  std::uint64_t protocol_errors = 0;  // connections refused (refused, all but server_full)
+  std::array<std::uint64_t, kRefusalKinds.size()> refused{};
+  std::uint32_t in_flight = 0;          // requests in the channels, waiting for or on a worker
   std::uint64_t dropped_responses = 0;  // their client had gone
   std::uint32_t clients = 0;
   bool orchestrator_attached = false;
@@ -96,6 +113,8 @@ class Server {
   void start();
   // The TCP port bound by start() (the chosen one when options.port is 0).
   std::uint16_t port() const noexcept;
+  // The metrics endpoint's port once started; 0 without one.
+  std::uint16_t metrics_port() const noexcept;
   // Drain in-flight requests, tell the orchestrator, close; returns at once (any thread).
   void stop() noexcept;
   int wait();
