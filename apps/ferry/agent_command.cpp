@@ -135,6 +135,7 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
       ->capture_default_str();
   sub->add_option("--ready-file", o.ready_file, "Write the endpoint here once applications can connect");
   add_peer_policy_flags(*sub, o.peers, "connect to the agent");
+  add_metrics_flags(*sub, o.metrics_port, o.metrics_address);
   sub->add_flag("--shared-namespace", o.shared_namespace,
                 "One key space for every admitted user; by default each uid has its own, and sees, reads, "
                 "overwrites and removes only its own keys");

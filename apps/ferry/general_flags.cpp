@@ -46,6 +46,20 @@ void add_peer_policy_flags(CLI::App& sub, PeerPolicy& policy, const std::string&
                "Let every local user " + what + " (off by default: only this process's uid and --allow-uid)");
 }
 
+void add_metrics_flags(CLI::App& sub, std::optional<std::uint16_t>& port, std::string& address) {
+  sub.add_option_function<std::uint16_t>(
+      "--metrics-port",
+      [&port](const std::uint16_t& p) {
+        if (p == 0)
+          port.reset();
+        else
+          port = p;
+      },
+      "Serve GET /metrics (Prometheus text) and GET /health on this TCP port; 0 or absent: not served");
+  sub.add_option("--metrics-address", address, "The address --metrics-port listens on")
+      ->capture_default_str();
+}
+
 void add_general_flags(CLI::App& sub, GeneralFlags& flags) {
   sub.add_option("-l,--log-level", flags.log_level,
                  "Log level: 10 DISABLE, 20 CRITICAL, 30 ERROR, 40 WARNING, 50 INFO, 60 DEBUG, 70 TRACE")

@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,5 +32,9 @@ CLI::Validator duration_check(const std::string& unit, const std::string& specia
 // the command line is parsed: who besides the process's own uid may do `what`
 // ("connect to the agent", "attach as the orchestrator").
 void add_peer_policy_flags(CLI::App& sub, PeerPolicy& policy, const std::string& what);
+
+// --metrics-port PORT (0 or absent: no endpoint) and --metrics-address ADDR:
+// a service's GET /metrics and GET /health (core/metrics_endpoint.h).
+void add_metrics_flags(CLI::App& sub, std::optional<std::uint16_t>& port, std::string& address);
 
 }  // namespace ferry::app

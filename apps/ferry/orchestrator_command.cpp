@@ -69,6 +69,7 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
       ->capture_default_str();
   add_peer_policy_flags(*sub, o.server_peers,
                         "run the server that this orchestrator hands its arena (and so every request) to");
+  add_metrics_flags(*sub, o.metrics_port, o.metrics_address);
   sub->callback([&command] {
     command.role = "orchestrator";
     command.run = [] {

@@ -45,6 +45,7 @@ void register_server(CLI::App& app, GeneralFlags& general, Command& command) {
       ->check(duration_check("seconds"))
       ->capture_default_str();
   add_peer_policy_flags(*sub, o.control_peers, "attach as the orchestrator (on the control socket)");
+  add_metrics_flags(*sub, o.metrics_port, o.metrics_address);
   sub->add_flag("--no-pin", no_pin, "Do not pin data-path threads to their --cpu cores");
   sub->callback([&command] {
     command.role = "server";

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +67,12 @@ struct AgentServiceOptions {
   // the call is answered with an error (and the memory dropped). The event
   // loop never waits on such memory.
   double memory_timeout_s = 10;
+
+  // Serve GET /metrics (Prometheus text) and GET /health on this TCP port of
+  // metrics_address, from a thread of its own (docs/xfer.md, "Metrics").
+  // Unset: no endpoint; 0: a free port (metrics_port() says which).
+  std::optional<std::uint16_t> metrics_port;
+  std::string metrics_address = "127.0.0.1";
 };
 
 // The agent as a service an application hosts:
@@ -87,6 +94,8 @@ class AgentService {
   void start();
   // The endpoint as bound ("tcp:127.0.0.1:40000" for a requested port 0).
   std::string endpoint() const;
+  // The metrics endpoint's port once started; 0 without one.
+  std::uint16_t metrics_port() const noexcept;
   // Closes every session and finishes what the copy threads hold; any thread.
   void stop() noexcept;
   int wait();

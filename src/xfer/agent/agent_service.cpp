@@ -10,15 +10,17 @@
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
+#include "core/metrics_endpoint.h"
+#include "core/prometheus.h"
 #include "core/service_thread.h"
 #include "ferry/core/status.h"
 #include "xfer/agent/mover.h"
 #include "xfer/agent/session.h"
 #include "xfer/agent/session_loop.h"
 #include "xfer/gpu/gpu.h"
-#include "xfer/wire/protocol.h"
 #include "xfer/store/tier_chain.h"
 #include "xfer/store/tier_spec.h"
+#include "xfer/wire/protocol.h"
 
 namespace ferry::xfer {
 namespace {
@@ -79,6 +81,7 @@ class AgentService::Impl {
  public:
   explicit Impl(AgentServiceOptions options) : o_(std::move(options)) { validate(); }
   ~Impl() {
+    metrics_.reset();
     service_.request_stop();
     (void)service_.wait();
   }
@@ -90,9 +93,13 @@ class AgentService::Impl {
     return mover_ != nullptr ? build_stats() : "{}";
   }
 
+  // For the metrics endpoint's thread: the families of docs/xfer.md, "Metrics".
+  std::string metrics_text() const;
+
   AgentServiceOptions o_;
   std::string endpoint_;
   ServiceThread service_;
+  std::uint16_t metrics_port_ = 0;
 
  private:
   void validate() const;
@@ -103,7 +110,75 @@ class AgentService::Impl {
   std::unique_ptr<agent::DataMover> mover_;
   agent::AgentContext ctx_;
   std::unique_ptr<agent::SessionLoop> loop_;
+  std::unique_ptr<MetricsEndpoint> metrics_;  // last: gone before what it reads
 };
+
+std::string AgentService::Impl::metrics_text() const {
+  static constexpr const char* kDirections[] = {"push", "pull"};  // XferOp::Write, XferOp::Read
+  const agent::AgentMetrics& m = ctx_.metrics;
+  const agent::AgentMetrics::Reading r = m.read();
+  prom::TextWriter w;
+  w.family("ferry_agent_transfers_total", "counter", "Transfer requests, by direction.");
+  for (std::size_t op = 0; op < agent::AgentMetrics::kOps; ++op)
+    w.sample("ferry_agent_transfers_total", {{"direction", kDirections[op]}}, r.transfers[op]);
+  w.family("ferry_agent_objects_total", "counter", "Objects stored (push) or read (pull), by tier.");
+  for (std::size_t op = 0; op < agent::AgentMetrics::kOps; ++op)
+    for (std::size_t t = 0; t < m.tiers(); ++t)
+      w.sample("ferry_agent_objects_total", {{"direction", kDirections[op]}, {"tier", ctx_.tiers[t]}},
+               m.objects(static_cast<XferOp>(op), t));
+  w.family("ferry_agent_bytes_total", "counter", "Bytes stored (push) or read (pull), by tier.");
+  for (std::size_t op = 0; op < agent::AgentMetrics::kOps; ++op)
+    for (std::size_t t = 0; t < m.tiers(); ++t)
+      w.sample("ferry_agent_bytes_total", {{"direction", kDirections[op]}, {"tier", ctx_.tiers[t]}},
+               m.bytes(static_cast<XferOp>(op), t));
+  w.family(
+      "ferry_agent_failed_descriptors_total", "counter",
+      "Descriptors answered with an error, by status (a refused request counts each of its descriptors).");
+  for (std::size_t k = 0; k < agent::kFailureKinds.size(); ++k)
+    w.sample("ferry_agent_failed_descriptors_total", {{"kind", agent::kFailureKinds[k]}}, r.failures[k]);
+  w.family(
+      "ferry_agent_errors_total", "counter",
+      "Errors beyond descriptors: bad_request (a malformed frame: its session is closed), refused_request "
+      "(a transfer refused whole), session_cut_off (a session that stalled or held too much).");
+  w.sample("ferry_agent_errors_total", {{"kind", "bad_request"}},
+           ctx_.bad_requests.load(std::memory_order_relaxed));
+  w.sample("ferry_agent_errors_total", {{"kind", "refused_request"}},
+           ctx_.refused_requests.load(std::memory_order_relaxed));
+  w.sample("ferry_agent_errors_total", {{"kind", "session_cut_off"}},
+           ctx_.cut_off.load(std::memory_order_relaxed));
+  w.gauge("ferry_agent_sessions", "Applications connected now.", static_cast<double>(r.sessions));
+  w.gauge("ferry_agent_transfers_in_flight", "Transfers accepted and not yet answered.",
+          static_cast<double>(r.in_flight));
+  // The mover and the chain go at stop (mu_); what they report is left out then.
+  std::lock_guard lk(mu_);
+  if (mover_ == nullptr || chain_ == nullptr) return w.take();
+  w.gauge("ferry_agent_queue_depth", "Batches waiting for a copy lane.",
+          static_cast<double>(mover_->queued()));
+  w.family("ferry_agent_tier_used_bytes", "gauge", "Bytes each tier holds.");
+  for (std::size_t t = 0; t < chain_->size(); ++t)
+    w.sample("ferry_agent_tier_used_bytes", {{"tier", ctx_.tiers[t]}}, std::uint64_t{chain_->tier(t).used()});
+  w.family(
+      "ferry_agent_tier_capacity_bytes", "gauge",
+      "What each tier may hold: its configured bound, or what its medium allows now; absent where nobody "
+      "can say (Redis).");
+  for (std::size_t t = 0; t < chain_->size(); ++t)
+    if (const auto cap = chain_->tier(t).capacity_now(); cap != store::kUnbounded)
+      w.sample("ferry_agent_tier_capacity_bytes", {{"tier", ctx_.tiers[t]}}, std::uint64_t{cap});
+  w.family(
+      "ferry_agent_stage_seconds", "histogram",
+      "Time of each stage, per batch or per request: queue (a batch waiting for a lane), decode, reserve, "
+      "copy, put, lookup, verify, answer, stream (docs/xfer.md).");
+  for (int p = 0; p < static_cast<int>(agent::Phase::kCount); ++p)
+    mover_->phases()
+        .histogram(static_cast<agent::Phase>(p))
+        .write(w, "ferry_agent_stage_seconds", {{"stage", agent::kPhaseNames[p]}});
+  w.family("ferry_agent_transfer_seconds", "histogram",
+           "A transfer's whole time, from its request's arrival to its answer, by direction.");
+  for (std::size_t op = 0; op < agent::AgentMetrics::kOps; ++op)
+    m.transfer_seconds(static_cast<XferOp>(op))
+        .write(w, "ferry_agent_transfer_seconds", {{"direction", kDirections[op]}});
+  return w.take();
+}
 
 void AgentService::Impl::validate() const {
   const AgentServiceOptions& o = o_;
@@ -191,6 +266,7 @@ void AgentService::Impl::start() {
   ctx.gpu_here = mo.copy.gpu;
   ctx.backends = declared_backends(mo.copy.gpu, chain);
   for (std::size_t i = 0; i < chain.size(); ++i) ctx.tiers.push_back(chain.tier(i).describe());
+  ctx.metrics.set_tiers(chain.size());
   // The loop thread calls it only while it runs, when mover_ is alive.
   ctx.stats_json = [this] { return build_stats(); };
 
@@ -212,6 +288,12 @@ void AgentService::Impl::start() {
   log::app().info("applications admitted: {}; key namespaces: {}; at most {} sessions of {} MiB each",
                   o.peers.describe(), o.shared_namespace ? "one, shared" : "one per uid", o.max_sessions,
                   o.max_session_mib);
+  if (o.metrics_port) {
+    metrics_ = std::make_unique<MetricsEndpoint>(o.metrics_address, *o.metrics_port,
+                                                 [this] { return metrics_text(); });
+    metrics_port_ = metrics_->port();
+    log::app().info("metrics on http://{}:{}/metrics", o.metrics_address, metrics_port_);
+  }
   if (!o.ready_file.empty()) {
     std::ofstream(o.ready_file + ".tmp") << endpoint_ << "\n";
     std::rename((o.ready_file + ".tmp").c_str(), o.ready_file.c_str());
@@ -251,6 +333,9 @@ AgentService::AgentService(AgentServiceOptions options) : impl_(std::make_unique
 AgentService::~AgentService() = default;
 void AgentService::start() { impl_->start(); }
 std::string AgentService::endpoint() const { return impl_->endpoint_; }
+std::uint16_t AgentService::metrics_port() const noexcept {
+  return impl_->metrics_port_;
+}
 void AgentService::stop() noexcept { impl_->service_.request_stop(); }
 int AgentService::wait() { return impl_->service_.wait(); }
 std::optional<int> AgentService::wait_for(std::chrono::milliseconds timeout) {

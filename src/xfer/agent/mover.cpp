@@ -131,6 +131,8 @@ void DataMover::submit(std::shared_ptr<Job> job) {
     return;
   }
   job->batches_left.store(batches.size());
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& b : batches) b.queued_at = now;
   {
     std::lock_guard lk(mu_);
     for (auto& b : batches) queue_.push_back(std::move(b));
@@ -178,6 +180,8 @@ bool DataMover::take(Batch* b, bool wait) {
   *b = std::move(queue_.front());
   queue_.pop_front();
   queued_.store(queue_.size(), std::memory_order_release);
+  lk.unlock();
+  phases_.add(Phase::Queue, std::chrono::steady_clock::now() - b->queued_at);
   return true;
 }
 

@@ -124,6 +124,8 @@ class DataMover {
 
   void submit(std::shared_ptr<Job> job);
   std::size_t slot_bytes() const noexcept { return slot_bytes_; }
+  // Batches waiting for a lane now (not those deferred for their owner's lanes).
+  std::size_t queued() const noexcept { return queued_.load(std::memory_order_relaxed); }
   MoverStats stats() const;
   // Lanes held past memory_timeout by an application's memory that never
   // answered. Such a lane cannot be joined until it does.
@@ -138,6 +140,7 @@ class DataMover {
     std::size_t first = 0, count = 0;
     bool streamed = false;  // one object, streamed between the application and storage
     std::chrono::steady_clock::time_point deferred_at{};  // set while in deferred_
+    std::chrono::steady_clock::time_point queued_at{};    // when submit() queued it (Phase::Queue)
   };
   // A batch from begin() to end(). Each lane has gpu::Lanes::kHashedSlots of
   // them and pipelines: it begins the next batch (reserve, start the copy

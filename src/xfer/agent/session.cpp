@@ -59,9 +59,14 @@ Session::Session(int fd, std::uint64_t id, const PeerCredentials& peer, bool tcp
       name_("session " + std::to_string(id) + " (uid " + std::to_string(peer.uid) + ")"),
       ns_(ctx.shared_namespace ? "" : "u" + std::to_string(peer.uid) + "/"),
       connected_(Clock::now()),
-      reader_(std::make_unique<Reader>()) {}
+      reader_(std::make_unique<Reader>()) {
+  ctx_.metrics.session_opened();
+}
 
-Session::~Session() { close(); }
+Session::~Session() {
+  close();
+  ctx_.metrics.session_closed();
+}
 
 void Session::close() noexcept {
   std::lock_guard lk(out_mu_);
@@ -356,6 +361,7 @@ void Session::refuse_transfer(std::uint64_t request, std::size_t count, XferStat
   // refusing a request of 100,000 descriptors costs a short frame.
   done.results.assign(count == 0 ? 0 : 1, DescResult{status, 0, "", why});
   ctx_.refused_requests.fetch_add(1, std::memory_order_relaxed);
+  ctx_.metrics.transfer_refused(status, count);
   if (const long long held = warn_throttle_.pass(); held >= 0)
     log::app().warn("{}: transfer {} refused: {}{}", name_, request, why, log::suppressed_note(held));
   post(proto::encode(done));
@@ -363,9 +369,11 @@ void Session::refuse_transfer(std::uint64_t request, std::size_t count, XferStat
 
 void Session::on_transfer(proto::Frame& f) {
   PhaseTimer decode_time(ctx_.mover->phases(), Phase::Decode);
+  const Clock::time_point arrived = Clock::now();
   proto::TransferMsg msg;
   if (!proto::decode(f.body, &msg)) throw Error("malformed transfer");
   ctx_.transfers.fetch_add(1, std::memory_order_relaxed);
+  ctx_.metrics.transfer_begun(msg.op);
 
   // What the job will hold until it answers: its keys (qualified by the
   // namespace), a descriptor and a result each, and its reply.
@@ -441,6 +449,7 @@ void Session::on_transfer(proto::Frame& f) {
                                                          " is invalid"});
     done.results[invalid_index] = {XferStatus::InvalidDesc, 0, "",
                                    "descriptor " + std::to_string(invalid_index) + ": " + invalid};
+    ctx_.metrics.transfer_refused(XferStatus::InvalidDesc, 1);
     if (const long long held = warn_throttle_.pass(); held >= 0)
       log::app().warn("{}: transfer {} refused: descriptor {}: {}{}", name_, msg.request, invalid_index, invalid,
                       log::suppressed_note(held));
@@ -452,8 +461,11 @@ void Session::on_transfer(proto::Frame& f) {
   const std::uint64_t request = msg.request;
   DataMover* mover = ctx_.mover;
   const std::vector<std::string>* tier_names = &ctx_.tiers;
-  job->on_done = [self, request, mover, cost, tier_names, ns = ns_](Job& j) {
+  AgentMetrics* metrics = &ctx_.metrics;
+  job->on_done = [self, request, mover, cost, tier_names, metrics, arrived, ns = ns_](Job& j) {
     PhaseTimer answer_time(mover->phases(), Phase::Answer);
+    metrics->transfer_done(
+        j, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - arrived).count());
     describe_results(j, *tier_names, ns);
     proto::TransferDone done;
     done.request = request;
@@ -477,7 +489,8 @@ void Session::on_transfer(proto::Frame& f) {
       s->post(proto::encode(done));
     }
   };
-  job->on_abandoned = [self, request, cost, count = msg.descs.size()](const std::string& why) {
+  job->on_abandoned = [self, request, cost, metrics, count = msg.descs.size()](const std::string& why) {
+    metrics->transfer_abandoned(count);
     proto::TransferDone done;
     done.request = request;
     done.status = XferStatus::IoError;

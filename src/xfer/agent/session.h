@@ -23,11 +23,12 @@
 #include "core/log.h"
 #include "ferry/core/peer_policy.h"
 #include "ferry/xfer/agent.h"
+#include "xfer/agent/agent_metrics.h"
 #include "xfer/agent/mover.h"
 #include "xfer/agent/region.h"
 #include "xfer/agent/region_opener.h"
-#include "xfer/wire/protocol.h"
 #include "xfer/store/tier_chain.h"
+#include "xfer/wire/protocol.h"
 
 namespace ferry::xfer::agent {
 
@@ -65,6 +66,7 @@ struct AgentContext {
   std::vector<std::string> tiers;
   std::atomic<std::uint64_t> next_region{1};
   std::atomic<std::uint64_t> transfers{0}, bad_requests{0}, refused_requests{0}, cut_off{0};
+  AgentMetrics metrics;
   std::function<std::string()> stats_json;
   // Asks the loop to look at a session from another thread (flush or close
   // it, or take a registration that finished opening).
