@@ -15,6 +15,8 @@
 #include "ferry/offload/server.h"
 #include "ferry/worker/cpu_backend.h"
 #include "support/ferry_processes.h"
+#include "support/http_client.h"
+#include "support/prometheus_text.h"
 #include "support/raw_client.h"
 
 namespace ferry::offload {
@@ -84,6 +86,67 @@ TEST(Hosted, AServerAndAnOrchestratorServeTheApplicationsHandler) {
   EXPECT_EQ(server.wait(), 0) << server.first_error();
   EXPECT_EQ(orchestrator.wait(), 0) << orchestrator.first_error();
   EXPECT_EQ(server.first_error(), "");
+}
+
+// Both services' /metrics on ports of their own: the counters move by the
+// traffic sent, and the text is the Prometheus format.
+TEST(Hosted, MetricsCountTheTrafficSent) {
+  const std::string channel = unique_channel("metrics");
+  ServerOptions so = server_options(channel);
+  so.metrics_port = 0;
+  Server server(so);
+  server.start();
+  ASSERT_NE(server.metrics_port(), 0);
+  OrchestratorOptions oo = orchestrator_options(channel);
+  oo.metrics_port = 0;
+  Orchestrator orchestrator(oo, worker::make_cpu_backend(oo.worker, Shout{}));
+  orchestrator.start();
+  ASSERT_NE(orchestrator.metrics_port(), 0);
+  ASSERT_TRUE(wait_until([&] { return server.stats().orchestrator_attached; })) << server.first_error();
+
+  constexpr int kRequests = 20;
+  const std::string payload = "metrics!";
+  const std::size_t frame = test::RawClient::request(payload).size();
+  test::RawClient a(server.port());
+  for (int i = 0; i < kRequests; ++i) a.send_bytes(test::RawClient::request(payload));
+  for (int i = 0; i < kRequests; ++i) ASSERT_TRUE(a.read_frame(10));
+  // A frame whose length is beyond --max-message-length: refused, its client closed.
+  test::RawClient b(server.port());
+  b.send_bytes(test::RawClient::request(std::string(so.max_message_length + 1, 'x')));
+  ASSERT_TRUE(wait_until([&] { return server.stats().protocol_errors == 1; }));
+
+  const test::PrometheusText s = test::parse_prometheus(test::scrape(server.metrics_port()).body);
+  EXPECT_EQ(s.at("ferry_server_requests_total"), kRequests);
+  EXPECT_EQ(s.at("ferry_server_responses_total"), kRequests);
+  EXPECT_EQ(s.at("ferry_server_bytes_total{direction=\"in\"}"), kRequests * frame);
+  EXPECT_EQ(s.at("ferry_server_bytes_total{direction=\"out\"}"), kRequests * frame);
+  EXPECT_EQ(s.at("ferry_server_errors_total{kind=\"malformed\"}") +
+                s.at("ferry_server_errors_total{kind=\"slot_too_small\"}"),
+            1);
+  EXPECT_EQ(s.at("ferry_server_errors_total{kind=\"no_workers\"}"), 0);
+  EXPECT_GE(s.at("ferry_server_clients"), 1);
+  EXPECT_EQ(s.at("ferry_server_queue_depth"), 0);
+  EXPECT_EQ(s.at("ferry_server_orchestrator_attached"), 1);
+  EXPECT_EQ(s.at("ferry_server_stage_seconds_count{stage=\"read\"}"), kRequests);
+  EXPECT_EQ(s.at("ferry_server_stage_seconds_count{stage=\"queue\"}"), kRequests);
+
+  const test::PrometheusText o = test::parse_prometheus(test::scrape(orchestrator.metrics_port()).body);
+  EXPECT_EQ(o.at("ferry_orchestrator_requests_total"), kRequests);
+  EXPECT_EQ(o.at("ferry_orchestrator_queue_depth"), 0);
+  EXPECT_EQ(o.at("ferry_orchestrator_workers"), 2);
+  EXPECT_EQ(o.at("ferry_orchestrator_server_attached"), 1);
+  EXPECT_EQ(o.at("ferry_orchestrator_errors_total{kind=\"hung\"}"), 0);
+
+  for (const std::uint16_t port : {server.metrics_port(), orchestrator.metrics_port()}) {
+    EXPECT_EQ(test::scrape(port, "/health").body, "ok\n");
+    test::HttpConnection bad(port);
+    bad.send("GET\r\n\r\n");
+    EXPECT_EQ(bad.read_response()->status, 400);
+    EXPECT_EQ(test::scrape(port).status, 200);
+  }
+  orchestrator.stop();
+  EXPECT_EQ(orchestrator.wait(), 0);
+  EXPECT_EQ(server.wait(), 0);
 }
 
 TEST(Hosted, StoppingTheOrchestratorShutsTheServerDownByTheReferenceProtocol) {
