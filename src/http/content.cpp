@@ -9,6 +9,11 @@
 #include "ferry/core/status.h"
 
 namespace ferry::http {
+
+static_assert(static_cast<std::uint8_t>(Methods::Get) == kMethodGet &&
+              static_cast<std::uint8_t>(Methods::Head) == kMethodHead &&
+              static_cast<std::uint8_t>(Methods::Post) == kMethodPost);
+
 namespace {
 
 const char* const kIndexPage =
@@ -39,7 +44,8 @@ std::string Content::type_for(const std::string& path) {
   return it != types.end() ? it->second : "application/octet-stream";
 }
 
-Content Content::load(const std::string& root, std::uint64_t max_file_bytes) {
+Content Content::load(const std::string& root, std::uint64_t max_file_bytes,
+                      std::vector<RouteBinding> routes) {
   Content c;
   c.add("/index.html", kIndexPage);
   c.add("/contacts.html", kContactsPage);
@@ -69,6 +75,17 @@ Content Content::load(const std::string& root, std::uint64_t max_file_bytes) {
       c.add("/" + fs::relative(f, base).generic_string(), body.str());
     }
   }
+  for (const RouteBinding& r : routes) {
+    const auto methods = static_cast<std::uint8_t>(r.methods);
+    if (r.path.empty() || r.path[0] != '/' || r.path.find_first_of("?#") != std::string::npos)
+      throw Error("route path \"" + r.path + "\" must start with '/' and hold no query or fragment");
+    if (methods == 0 || (methods & ~(kMethodGet | kMethodHead | kMethodPost)) != 0)
+      throw Error("route " + r.path + " takes no method: give Methods::Get, Head or Post");
+    if (!r.route) throw Error("route " + r.path + " has no handler");
+    for (const RouteBinding& other : c.routes_)
+      if (other.path == r.path) throw Error("route " + r.path + " is registered twice");
+    c.routes_.push_back(r);
+  }
   c.build_index();
   return c;
 }
@@ -86,7 +103,13 @@ void Content::add(const std::string& path, std::string body) {
 void Content::build_index() {
   entries_.clear();
   strings_.clear();
+  std::vector<const std::string*> indexed;
+  const auto routed = [&](const std::string& path) {
+    return std::any_of(routes_.begin(), routes_.end(), [&](const RouteBinding& r) { return r.path == path; });
+  };
   for (std::size_t i = 0; i < paths_.size(); ++i) {
+    if (routed(paths_[i])) continue;  // the route answers this path; the page stays in the store, unnamed
+    indexed.push_back(&paths_[i]);
     ContentEntry e;
     e.path_offset = static_cast<std::uint32_t>(strings_.size());
     e.path_len = static_cast<std::uint32_t>(paths_[i].size());
@@ -99,12 +122,24 @@ void Content::build_index() {
     e.page = static_cast<std::uint32_t>(i);
     entries_.push_back(e);
   }
+  for (std::size_t i = 0; i < routes_.size(); ++i) {
+    indexed.push_back(&routes_[i].path);
+    ContentEntry e;
+    e.path_offset = static_cast<std::uint32_t>(strings_.size());
+    e.path_len = static_cast<std::uint32_t>(routes_[i].path.size());
+    strings_.insert(strings_.end(), routes_[i].path.begin(), routes_[i].path.end());
+    e.page = static_cast<std::uint32_t>(i);
+    e.route_methods = static_cast<std::uint8_t>(routes_[i].methods);
+    e.open = routes_[i].needs_api_key ? 0 : 1;
+    entries_.push_back(e);
+  }
   std::size_t nb = 16;
   while (nb < 2 * entries_.size()) nb *= 2;
   buckets_.assign(nb, 0);
   const std::uint32_t mask = static_cast<std::uint32_t>(nb - 1);
   for (std::size_t i = 0; i < entries_.size(); ++i) {
-    std::uint32_t b = fnv1a(reinterpret_cast<const std::uint8_t*>(paths_[i].data()), paths_[i].size()) & mask;
+    const std::string& path = *indexed[i];
+    std::uint32_t b = fnv1a(reinterpret_cast<const std::uint8_t*>(path.data()), path.size()) & mask;
     while (buckets_[b] != 0) b = (b + 1) & mask;
     buckets_[b] = static_cast<std::uint32_t>(i + 1);
   }

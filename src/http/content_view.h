@@ -1,7 +1,8 @@
 #pragma once
-// The served files as the workers see them: path -> (Content-Type, length,
-// page number), in a hash table the CPU and the GPU both read. The bodies stay
-// in the proxy's page store (content.h): a worker only names the page.
+// The served paths as the workers see them, in a hash table the CPU and the GPU
+// both read: a page -> (Content-Type, length, page number), or a route -> (its
+// methods, route number). The bodies stay in the proxy's page store and the
+// routes' handlers on the proxy (content.h): a worker only names them.
 
 #include <cstddef>
 #include <cstdint>
@@ -14,9 +15,17 @@ struct ContentEntry {
   std::uint32_t path_offset = 0, path_len = 0;  // in ContentView::strings
   std::uint32_t type_offset = 0, type_len = 0;
   std::uint64_t body_len = 0;
-  std::uint32_t page = 0;
-  std::uint32_t reserved = 0;
+  std::uint32_t page = 0;          // a page's number in the page store, or a route's (Content::route)
+  std::uint8_t route_methods = 0;  // 0: a page; else a route taking these (kMethod* bits)
+  std::uint8_t open = 0;           // 1: served without --api-key's credentials
+  std::uint16_t reserved = 0;
 };
+static_assert(sizeof(ContentEntry) == 32);
+
+// The bits of ferry::http::Methods (route.h), which device code does not include.
+inline constexpr std::uint8_t kMethodGet = 1;
+inline constexpr std::uint8_t kMethodHead = 2;
+inline constexpr std::uint8_t kMethodPost = 4;
 
 // a == b, in a time that depends on their lengths only: every byte of the
 // longer is read and the differences are ORed, with no early exit (as
@@ -46,8 +55,8 @@ struct ContentView {
   const std::uint32_t* buckets = nullptr;  // entry index + 1; 0 = empty
   const std::uint8_t* strings = nullptr;
   std::uint32_t bucket_mask = 0;            // buckets: a power of two, at most half full
-  // --api-key: the credentials every route but /health and /metrics needs,
-  // "Bearer KEY", in strings; length 0: none needed.
+  // --api-key: the credentials every path but the open routes (/health,
+  // /metrics) needs, "Bearer KEY", in strings; length 0: none needed.
   std::uint32_t credentials_offset = 0, credentials_len = 0;
 
   FERRY_HOST_DEVICE const ContentEntry* find(const std::uint8_t* path, std::size_t n) const {

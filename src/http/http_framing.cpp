@@ -4,6 +4,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "core/log.h"
+#include "http/chunked_body.h"
 #include "http/reply.h"
 
 namespace ferry::http {
@@ -26,18 +28,44 @@ void write_http_date(std::uint8_t* dst) noexcept {
   std::memcpy(dst, cached, kDateLen);
 }
 
+std::string whole_response(std::uint16_t status, std::string_view content_type, std::string_view body,
+                           bool keep_alive, std::string_view extra_headers, bool head_only) {
+  std::string out;
+  out.reserve(192 + content_type.size() + extra_headers.size() + (head_only ? 0 : body.size()));
+  out += "HTTP/1.1 ";
+  out += std::to_string(status);
+  out += ' ';
+  out += reason_phrase(status);
+  out += "\r\nServer: ferry\r\nDate: ";
+  const std::size_t date_at = out.size();
+  out.append(kDateLen, '-');
+  write_http_date(reinterpret_cast<std::uint8_t*>(out.data() + date_at));
+  out += "\r\nContent-Type: ";
+  out += content_type;
+  out += "\r\nContent-Length: ";
+  out += std::to_string(body.size());
+  out += keep_alive ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n";
+  out += extra_headers;
+  out += "\r\n";
+  if (!head_only) out += body;
+  return out;
+}
+
 HttpFraming::HttpFraming(Limits limits, std::uint32_t slot_payload, std::shared_ptr<const Content> content,
-                         std::shared_ptr<Metrics> metrics, std::shared_ptr<AccessLog> access_log,
-                         std::shared_ptr<const InferenceRoute> inference)
+                         std::shared_ptr<Metrics> metrics, std::shared_ptr<AccessLog> access_log)
     : limits_(limits),
       content_(std::move(content)),
       metrics_(std::move(metrics)),
-      access_log_(std::move(access_log)),
-      inference_(std::move(inference)) {
-  if (!inference_) inference_ = std::make_shared<const InferenceRoute>(nullptr, infer::api::Limits{}, metrics_, access_log_);
+      access_log_(std::move(access_log)) {
   max_request_bytes_ = http::max_request_bytes(limits_);
   // Pages are not in it: they are sent by reference (write_response).
-  max_response_bytes_ = std::max<std::size_t>(std::size_t(slot_payload), kMaxHead + kMaxMetrics);
+  max_response_bytes_ = std::max<std::size_t>(std::size_t(slot_payload), kMaxHead + kRouteRoom);
+}
+
+void HttpFraming::record(std::uint16_t status, std::size_t bytes, std::size_t body, std::string_view peer,
+                         std::string_view line) const noexcept {
+  metrics_->count(status, bytes);
+  if (access_log_) access_log_->write(peer, line, status, body);
 }
 
 offload::Framing::Scan HttpFraming::scan(const std::uint8_t* p, std::size_t n) const noexcept {
@@ -87,9 +115,9 @@ offload::Framing::Written HttpFraming::write_response(ByteView out, std::uint8_t
   ReplyMeta m;
   std::string_view line;
   // bytes: written into dst; body: the response's body length; page: a body sent by reference.
-  const auto done = [&](std::uint16_t status, std::size_t bytes, std::size_t body, bool close, ByteView page = {}) {
-    metrics_->count(status, bytes + page.size);
-    if (access_log_) access_log_->write(client.peer, line, status, body);
+  const auto done = [&](std::uint16_t status, std::size_t bytes, std::size_t body, bool close,
+                        ByteView page = {}) {
+    record(status, bytes + page.size, body, client.peer, line);
     Written w{bytes, close, m.handle_ns};
     w.body = page;
     return w;
@@ -111,47 +139,11 @@ offload::Framing::Written HttpFraming::write_response(ByteView out, std::uint8_t
   const std::uint8_t* head = out.data + sizeof(m) + m.line_len;
   rest -= m.line_len;
 
-  if (m.kind == ReplyKind::Metrics) {
-    try {
-      const std::string body = metrics_->render();
-      if (body.size() > kMaxMetrics) return fail("metrics larger than their room");
-      HeadWriter w(dst, kMaxHead);
-      const std::size_t date_at = write_head(w, 200, reinterpret_cast<const std::uint8_t*>("text/plain; version=0.0.4"),
-                                             25, body.size(), !close);
-      write_http_date(dst + date_at);
-      std::size_t n = w.size();
-      if (!no_body) {
-        std::memcpy(dst + n, body.data(), body.size());
-        n += body.size();
-      }
-      return done(200, n, no_body ? 0 : body.size(), close);
-    } catch (...) {
-      return fail("cannot render the metrics");
-    }
-  }
-
-  if (m.kind == ReplyKind::Health) {
-    try {
-      const InferenceRoute::Health h = inference_->health();
-      HeadWriter w(dst, kMaxHead);
-      const std::size_t date_at = write_head(w, h.status, reinterpret_cast<const std::uint8_t*>(h.content_type),
-                                             std::strlen(h.content_type), h.body.size(), !close);
-      write_http_date(dst + date_at);
-      std::size_t n = w.size();
-      if (!no_body) {
-        std::memcpy(dst + n, h.body.data(), h.body.size());  // a reason of a few hundred bytes: room is >= 1 KiB
-        n += h.body.size();
-      }
-      return done(h.status, n, no_body ? 0 : h.body.size(), close);
-    } catch (...) {
-      return fail("cannot answer /health");
-    }
-  }
-
-  if (m.kind == ReplyKind::Inference) {
+  if (m.kind == ReplyKind::Route) {
     if (m.head_len > rest) return fail("worker reply's query out of bounds");
-    return inference_->answer(m, line, std::string_view(reinterpret_cast<const char*>(head), m.head_len), client,
-                              dst, max_response_bytes_);
+    if (m.page >= content_->routes()) return fail("worker named a route that does not exist");
+    return call_route(m, line, std::string_view(reinterpret_cast<const char*>(head), m.head_len), dst,
+                      client);
   }
   if (m.head_len > rest || m.head_len > kMaxHead || m.date_at + kDateLen > m.head_len)
     return fail("worker reply head out of bounds");
@@ -183,6 +175,61 @@ offload::Framing::Written HttpFraming::write_response(ByteView out, std::uint8_t
     return fail("unknown worker reply kind");
   }
   return done(m.status, n + body, body, close);
+}
+
+offload::Framing::Written HttpFraming::call_route(const ReplyMeta& m, std::string_view line,
+                                                  std::string_view query, std::uint8_t* dst,
+                                                  const Client& client) const noexcept {
+  const RouteBinding& binding = content_->route(m.page);
+  const bool head_only = (m.flags & kReplyNoBody) != 0;
+  Responder reply(*this, client, line, (m.flags & kReplyClose) == 0, head_only, dst, max_response_bytes_);
+  // An answer the route did not give: the status, and the connection closes.
+  const auto refuse = [&](std::uint16_t status, const std::string& why) {
+    try {
+      const std::string r = error_response(status, why);
+      const std::size_t n = std::min(r.size(), max_response_bytes_);
+      std::memcpy(dst, r.data(), n);
+      record(status, n, 0, client.peer, line);
+      return Written{n, true, m.handle_ns};
+    } catch (...) {
+      return Written{0, true, m.handle_ns};
+    }
+  };
+  bool threw = false;
+  std::string failure;
+  try {
+    RouteRequest request;
+    request.method = (m.flags & kReplyPost) != 0 ? Methods::Post : head_only ? Methods::Head : Methods::Get;
+    request.path = binding.path;
+    request.query = query;
+    request.body = std::string_view(reinterpret_cast<const char*>(client.kept.data), client.kept.size);
+    request.peer = client.peer;
+    request.received_ns = client.received_ns;
+    std::string decoded;  // only a chunked body is copied
+    if ((m.flags & kReplyChunkedBody) != 0) {
+      if (!decode_chunked_body(client.kept.data, client.kept.size, decoded))
+        return refuse(400, "malformed chunked body");
+      request.body = decoded;
+    }
+    binding.route->handle(request, reply);
+    if (!reply.answered()) return refuse(500, "route " + binding.path + " gave no answer");
+  } catch (const std::exception& e) {
+    threw = true;
+    failure = e.what();
+  } catch (...) {
+    threw = true;
+    failure = "an exception that is not a std::exception";
+  }
+  if (threw) {
+    if (!reply.answered()) return refuse(500, "route " + binding.path + " failed: " + failure);
+    // The client has its answer; only the log can say what went wrong after it.
+    static log::Throttle throttle;
+    if (const long long held = throttle.pass(); held >= 0)
+      log::app().warn("http route {} threw after answering: {}{}", binding.path, failure,
+                      log::suppressed_note(held));
+  }
+  reply.written_.worker_ns = m.handle_ns;
+  return reply.written_;
 }
 
 }  // namespace ferry::http

@@ -1,13 +1,13 @@
 #pragma once
 // The HTTP work on the workers, one source for the CPU and the GPU: parse and
-// validate the request head, route it, and write the reply (reply.h). Routes:
-// the content table (with "/" as "/index.html"), /health and /metrics (answered
-// by the proxy), and the embedding APIs (/inference, /embed, /v1/embeddings,
-// /info, /embed_all, /tokenize, /decode, /v1/models: answered by the proxy
-// through the embedding service). With --api-key, every route but /health and
-// /metrics needs the key (ContentView::authorized). GET and HEAD
-// are served, POST on the APIs that take it; other methods get the reference's
-// 404 with Connection: close.
+// validate the request head, find its path in the index (content_view.h), and
+// write the reply (reply.h). A page is named for the proxy to send ("/" is
+// "/index.html" unless a route takes "/"); a route's request goes to the proxy,
+// which calls its handler (ferry/http/route.h): /health, /metrics, the
+// embedding APIs and a program's own routes alike. With --api-key, every path
+// but the open routes needs the key (ContentView::authorized). Pages take GET
+// and HEAD, routes the methods they were registered with (405 for others);
+// a method neither takes gets the reference's 404 with Connection: close.
 
 #include <cstddef>
 #include <cstdint>
@@ -77,33 +77,36 @@ struct HttpHandler {
     }
     const std::uint8_t* path = scratch;
 
-    // --api-key: every route but TEI's public ones (/health, /metrics) needs it.
-    if (!syntax::equals(path, plen, "/health") && !syntax::equals(path, plen, "/metrics") &&
+    const ContentEntry* e = content.find(path, plen);
+    if (e == nullptr && syntax::equals(path, plen, "/"))
+      e = content.find(reinterpret_cast<const std::uint8_t*>("/index.html"), 11);
+
+    // --api-key: every path but the open routes (TEI's public /health and /metrics) needs it.
+    if ((e == nullptr || e->open == 0) &&
         !content.authorized(r.has_authorization ? in.data + r.authorization : nullptr, r.authorization_len))
       return reply.unauthorized(r.keep_alive, head_only);
 
-    // The embedding APIs: GET for GAZSI's and /info, POST for TEI's and OpenAI's.
-    const auto api = [&](InferenceApi which, bool wants_post) -> std::size_t {
-      if (post != wants_post || head_only)
-        return reply.error(405, wants_post ? "this endpoint takes POST" : "this endpoint takes GET", head_only);
-      return reply.inference(which, in.data + r.query, r.query_len, r.chunked, r.keep_alive);
-    };
-    if (syntax::equals(path, plen, "/inference")) return api(InferenceApi::Gazsi, false);
-    if (syntax::equals(path, plen, "/embed")) return api(InferenceApi::TeiEmbed, true);
-    if (syntax::equals(path, plen, "/v1/embeddings")) return api(InferenceApi::OpenAi, true);
-    if (syntax::equals(path, plen, "/info")) return api(InferenceApi::Info, false);
-    if (syntax::equals(path, plen, "/embed_all")) return api(InferenceApi::TeiEmbedAll, true);
-    if (syntax::equals(path, plen, "/tokenize")) return api(InferenceApi::TeiTokenize, true);
-    if (syntax::equals(path, plen, "/decode")) return api(InferenceApi::TeiDecode, true);
-    if (syntax::equals(path, plen, "/v1/models")) return api(InferenceApi::OpenAiModels, false);
+    if (e != nullptr && e->route_methods != 0) {
+      const std::uint8_t method = post ? kMethodPost : head_only ? kMethodHead : kMethodGet;
+      if ((e->route_methods & method) == 0) return reply.error(405, takes(e->route_methods), head_only);
+      return reply.route(e->page, in.data + r.query, r.query_len, r.chunked, post, r.keep_alive, head_only);
+    }
     if (post) return reply.error(404, "method not served", false);
-    if (syntax::equals(path, plen, "/health")) return reply.health(r.keep_alive, head_only);
-    if (syntax::equals(path, plen, "/metrics")) return reply.metrics(r.keep_alive, head_only);
-    const ContentEntry* e = syntax::equals(path, plen, "/")
-                                ? content.find(reinterpret_cast<const std::uint8_t*>("/index.html"), 11)
-                                : content.find(path, plen);
     if (e == nullptr) return reply.error(404, "no such page", head_only);
     return reply.page(*e, content.strings + e->type_offset, r.keep_alive, head_only);
+  }
+
+  // A 405's reason: the methods the route takes.
+  FERRY_HOST_DEVICE static const char* takes(std::uint8_t methods) {
+    switch (methods & (kMethodGet | kMethodHead | kMethodPost)) {
+      case kMethodGet: return "this endpoint takes GET";
+      case kMethodHead: return "this endpoint takes HEAD";
+      case kMethodGet | kMethodHead: return "this endpoint takes GET or HEAD";
+      case kMethodPost: return "this endpoint takes POST";
+      case kMethodGet | kMethodPost: return "this endpoint takes GET or POST";
+      case kMethodHead | kMethodPost: return "this endpoint takes HEAD or POST";
+      default: return "this endpoint takes GET, HEAD or POST";
+    }
   }
 
   FERRY_HOST_DEVICE static std::size_t request_line_length(ByteView in) {
@@ -143,28 +146,16 @@ struct HttpHandler {
       return n;
     }
 
-    // The proxy answers it through the embedding service; the query rides as the head.
-    FERRY_HOST_DEVICE std::size_t inference(InferenceApi which, const std::uint8_t* query, std::size_t query_len,
-                                            bool chunked, bool keep_alive) {
-      ReplyMeta m = meta(200, ReplyKind::Inference, keep_alive, false);
-      m.page = static_cast<std::uint32_t>(which);
+    // The proxy calls the route's handler; the query rides as the head.
+    FERRY_HOST_DEVICE std::size_t route(std::uint32_t index, const std::uint8_t* query, std::size_t query_len,
+                                        bool chunked, bool post, bool keep_alive, bool head_only) {
+      ReplyMeta m = meta(200, ReplyKind::Route, keep_alive, head_only);
+      m.page = index;
       if (chunked) m.flags = static_cast<std::uint8_t>(m.flags | kReplyChunkedBody);
+      if (post) m.flags = static_cast<std::uint8_t>(m.flags | kReplyPost);
       HeadWriter w = head_writer();
       w.put(query, query_len);
-      if (!w.ok()) return error(414, "query string longer than a slot", false);
-      return finish(m, w);
-    }
-
-    FERRY_HOST_DEVICE std::size_t metrics(bool keep_alive, bool head_only) {
-      ReplyMeta m = meta(200, ReplyKind::Metrics, keep_alive, head_only);
-      HeadWriter w = head_writer();
-      return finish(m, w);
-    }
-
-    // The proxy knows whether the embedding service is healthy; a worker does not.
-    FERRY_HOST_DEVICE std::size_t health(bool keep_alive, bool head_only) {
-      ReplyMeta m = meta(200, ReplyKind::Health, keep_alive, head_only);
-      HeadWriter w = head_writer();
+      if (!w.ok()) return error(414, "query string longer than a slot", head_only);
       return finish(m, w);
     }
 

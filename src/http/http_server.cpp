@@ -51,10 +51,18 @@ class HttpServer::Impl {
  public:
   explicit Impl(HttpOptions o) : opts_(std::move(o)) {
     validate(opts_);
-    Content content = Content::load(opts_.root, opts_.max_file_bytes);
+    metrics_ = std::make_shared<Metrics>();
+    infer::api::Limits api_limits;
+    api_limits.max_inputs = opts_.max_client_batch;
+    api_limits.max_input_bytes = opts_.max_body;
+    auto inference = std::make_shared<const InferenceRoute>(opts_.embedding, api_limits);
+    metrics_->set_extra([inference] { return inference->render_metrics(); });
+    // The built-in routes first: a program's own route of the same path is refused.
+    std::vector<RouteBinding> routes = builtin_routes(inference, metrics_);
+    routes.insert(routes.end(), opts_.routes.begin(), opts_.routes.end());
+    Content content = Content::load(opts_.root, opts_.max_file_bytes, std::move(routes));
     content.require_api_key(opts_.api_key);
     content_ = std::make_shared<const Content>(std::move(content));
-    metrics_ = std::make_shared<Metrics>();
     limits_.max_request_line = opts_.max_request_line;
     limits_.max_head = opts_.max_head;
     limits_.max_body = opts_.max_body;
@@ -68,12 +76,11 @@ class HttpServer::Impl {
     if (server_) server_->stop();
     if (server_) server_->wait();
     if (orchestrator_) orchestrator_->wait();
-    // Its jobs call back into the route the server's framing owns.
+    // Its jobs call back into the routes the content owns.
     if (opts_.embedding) opts_.embedding->stop();
     // Every line is in: write them out now, whoever else still holds the log.
     if (access_log_) access_log_->close();
-    // The metrics hold the inference route, which holds the metrics: let go,
-    // so that a program that hosts the server gets all of it back.
+    // The metrics' sources: the inference route, and the server about to go.
     metrics_->set_extra(nullptr);
     metrics_->set_server_stats(nullptr);
   }
@@ -92,12 +99,7 @@ class HttpServer::Impl {
     so.idle_timeout_s = opts_.idle_timeout_s;
     so.max_output_per_thread = opts_.max_output_per_thread;
     if (!opts_.access_log.empty()) access_log_ = std::make_shared<AccessLog>(opts_.access_log);
-    infer::api::Limits api_limits;
-    api_limits.max_inputs = opts_.max_client_batch;
-    api_limits.max_input_bytes = opts_.max_body;
-    auto inference = std::make_shared<const InferenceRoute>(opts_.embedding, api_limits, metrics_, access_log_);
-    metrics_->set_extra([inference] { return inference->render_metrics(); });
-    so.framing = std::make_shared<HttpFraming>(limits_, slot_payload_, content_, metrics_, access_log_, inference);
+    so.framing = std::make_shared<HttpFraming>(limits_, slot_payload_, content_, metrics_, access_log_);
     server_ = std::make_unique<offload::Server>(so);
     offload::Server* server = server_.get();
     metrics_->set_server_stats([server] { return server->stats(); });
@@ -201,7 +203,8 @@ std::vector<std::string> HttpServer::pages() const {
   std::vector<std::string> out;
   const auto& c = *impl_->content_;
   for (const auto& e : c.entries())
-    out.emplace_back(reinterpret_cast<const char*>(c.strings().data()) + e.path_offset, e.path_len);
+    if (e.route_methods == 0)
+      out.emplace_back(reinterpret_cast<const char*>(c.strings().data()) + e.path_offset, e.path_len);
   return out;
 }
 

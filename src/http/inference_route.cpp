@@ -3,18 +3,13 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
-#include <cstring>
 #include <variant>
 
 #include "ferry/infer/service.h"
-#include "http/chunked_body.h"
-#include "http/http_framing.h"
 #include "infer/api/response.h"
 
 namespace ferry::http {
 namespace {
-
-using offload::Framing;
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -50,36 +45,12 @@ std::string error_json(std::uint16_t status, std::string message, std::string ty
 
 }  // namespace
 
-std::string json_response(std::uint16_t status, std::string_view body, bool keep_alive,
-                          std::string_view extra_headers) {
-  std::string out;
-  out.reserve(256 + extra_headers.size() + body.size());
-  out += "HTTP/1.1 ";
-  out += std::to_string(status);
-  out += ' ';
-  out += reason_phrase(status);
-  out += "\r\nServer: ferry\r\nDate: ";
-  const std::size_t date_at = out.size();
-  out.append(kDateLen, '-');
-  write_http_date(reinterpret_cast<std::uint8_t*>(out.data() + date_at));
-  out += "\r\nContent-Type: application/json\r\nContent-Length: ";
-  out += std::to_string(body.size());
-  out += keep_alive ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n";
-  out += extra_headers;
-  out += "\r\n";
-  out += body;
-  return out;
-}
-
 // What one embedding request carries from the proxy thread through the batcher
 // and back.
 struct InferenceRoute::Call {
   infer::api::Request request;
   std::vector<infer::WordPieceTokenizer::Encoding> encodings;
-  std::shared_ptr<Framing::Deferred> deferred;
-  std::string peer;
-  std::string line;
-  bool keep_alive = true;
+  Responder::Later later;
   std::size_t hidden = 0;
   std::vector<std::uint32_t> starts;  // /embed_all: where each input's token rows start in vectors
   // The batcher's result.
@@ -91,12 +62,9 @@ struct InferenceRoute::Call {
   std::int64_t received = 0, routed = 0, tokenized = 0, queued = 0, batched = 0, launched = 0, computed = 0;
 };
 
-InferenceRoute::InferenceRoute(std::shared_ptr<infer::EmbeddingService> service, infer::api::Limits limits,
-                               std::shared_ptr<Metrics> metrics, std::shared_ptr<AccessLog> access_log)
+InferenceRoute::InferenceRoute(std::shared_ptr<infer::EmbeddingService> service, infer::api::Limits limits)
     : service_(std::move(service)),
       limits_(limits),
-      metrics_(std::move(metrics)),
-      access_log_(std::move(access_log)),
       inference_metrics_(std::make_shared<InferenceMetrics>(service_)),
       created_(static_cast<std::int64_t>(std::time(nullptr))) {}
 
@@ -129,22 +97,6 @@ std::string InferenceRoute::models_json() const {
   if (service_) infer::api::write_openai_models(out, service_->model_info().name, created_, "ferry");
   else out = R"({"object":"list","data":[]})";
   return out;
-}
-
-Framing::Written InferenceRoute::reply_now(const std::string& body, bool keep_alive, std::string_view line,
-                                           const Framing::Client& client, std::uint8_t* dst,
-                                           std::size_t room) const {
-  constexpr std::size_t kHeadRoom = 256;  // json_response's head, with the date
-  if (body.size() + kHeadRoom <= room || client.deferrer == nullptr)
-    return inline_reply(200, body, keep_alive, line, client, dst, room);
-  auto deferred = client.deferrer->defer();
-  deferred->complete([this, body, keep_alive, peer = std::string(client.peer), line = std::string(line)] {
-    std::string r = json_response(200, body, keep_alive);
-    metrics_->count(200, r.size());
-    if (access_log_) access_log_->write(peer, line, 200, body.size());
-    return Framing::Response{std::move(r), !keep_alive};
-  });
-  return {0, false, 0, true};
 }
 
 std::variant<std::string, infer::api::Error> InferenceRoute::tokenize_body(std::string_view body) const {
@@ -191,99 +143,61 @@ std::variant<std::string, infer::api::Error> InferenceRoute::decode_body(std::st
   return json;
 }
 
-Framing::Written InferenceRoute::inline_reply(std::uint16_t status, const std::string& body, bool keep_alive,
-                                              std::string_view request_line, const Framing::Client& client,
-                                              std::uint8_t* dst, std::size_t room) const {
-  std::string extra;
-  if (status == 429) extra = "Retry-After: 1\r\n";
-  const std::string r = json_response(status, body, keep_alive, extra);
-  const std::size_t n = std::min(r.size(), room);  // the bodies written here are small; room is >= 1 KiB
-  std::memcpy(dst, r.data(), n);
-  metrics_->count(status, n);
-  if (access_log_) access_log_->write(client.peer, request_line, status, body.size());
-  return {n, !keep_alive, 0, false};
-}
-
-Framing::Written InferenceRoute::answer(const ReplyMeta& m, std::string_view line, std::string_view query,
-                                        const Framing::Client& client, std::uint8_t* dst,
-                                        std::size_t room) const noexcept {
-  const bool keep_alive = (m.flags & kReplyClose) == 0;
+void InferenceRoute::answer(infer::api::Endpoint which, const RouteRequest& request, Responder& reply) const {
   try {
-    if (!service_)
-      return inline_reply(503,
-                          error_json(503, "no embedding model is loaded: start ferry http with --model DIR",
-                                     "Unhealthy"),
-                          keep_alive, line, client, dst, room);
-    const auto which = static_cast<InferenceApi>(m.page);
-    if (which == InferenceApi::Info) return inline_reply(200, info_json(), keep_alive, line, client, dst, room);
-    if (which == InferenceApi::OpenAiModels)
-      return inline_reply(200, models_json(), keep_alive, line, client, dst, room);
-
-    std::string body_storage;
-    std::string_view body(reinterpret_cast<const char*>(client.kept.data), client.kept.size);
-    if ((m.flags & kReplyChunkedBody) != 0) {
-      if (!decode_chunked_body(client.kept.data, client.kept.size, body_storage))
-        return inline_reply(400, error_json(400, "malformed chunked body", "Validation"), false, line, client, dst,
-                            room);
-      body = body_storage;
-    }
-    std::variant<infer::api::Request, infer::api::Error> parsed;
-    switch (which) {
-      case InferenceApi::Gazsi: parsed = infer::api::parse_gazsi_query(query, limits_); break;
-      case InferenceApi::TeiEmbed: parsed = infer::api::parse_tei_embed(body, limits_); break;
-      case InferenceApi::OpenAi: parsed = infer::api::parse_openai(body, limits_); break;
-      case InferenceApi::TeiEmbedAll: parsed = infer::api::parse_tei_embed_all(body, limits_); break;
-      case InferenceApi::TeiTokenize:
-      case InferenceApi::TeiDecode: {
-        // The tokenizer alone answers these, here on the proxy thread: no job, no queue.
-        auto answered = which == InferenceApi::TeiTokenize ? tokenize_body(body) : decode_body(body);
-        if (auto* e = std::get_if<infer::api::Error>(&answered))
-          return inline_reply(e->status, infer::api::error_body(*e), keep_alive, line, client, dst, room);
-        return reply_now(std::get<std::string>(answered), keep_alive, line, client, dst, room);
-      }
-      default:
-        return inline_reply(500, error_json(500, "worker named an unknown API", "Backend"), false, line, client, dst,
-                            room);
-    }
-    if (auto* e = std::get_if<infer::api::Error>(&parsed))
-      return inline_reply(e->status, infer::api::error_body(*e), keep_alive, line, client, dst, room);
-    return submit(m, std::move(std::get<infer::api::Request>(parsed)), line, client, dst, room);
+    answer_or_throw(which, request, reply);
   } catch (const std::exception& e) {
-    try {
-      return inline_reply(500, error_json(500, e.what(), "Backend"), false, line, client, dst, room);
-    } catch (...) {
-      return {0, true, 0, false};
-    }
+    if (reply.answered()) throw;
+    reply.send(500, "application/json", error_json(500, e.what(), "Backend"));
   }
 }
 
-Framing::Written InferenceRoute::submit(const ReplyMeta& m, infer::api::Request request, std::string_view line,
-                                        const Framing::Client& client, std::uint8_t* dst, std::size_t room) const {
-  const bool keep_alive = (m.flags & kReplyClose) == 0;
-  if (client.deferrer == nullptr)  // a caller of write_response() that cannot wait for an answer
-    return inline_reply(500, error_json(500, "this server cannot defer a response", "Backend"), false, line, client,
-                        dst, room);
+void InferenceRoute::answer_or_throw(infer::api::Endpoint which, const RouteRequest& request,
+                                     Responder& reply) const {
+  using infer::api::Endpoint;
+  const auto refuse = [&](const infer::api::Error& e) {
+    reply.send(e.status, "application/json", infer::api::error_body(e));
+  };
+  if (!service_)
+    return refuse({503, "no embedding model is loaded: start ferry http with --model DIR", "Unhealthy"});
+  std::variant<infer::api::Request, infer::api::Error> parsed;
+  switch (which) {
+    case Endpoint::Info: return reply.send(200, "application/json", info_json());
+    case Endpoint::OpenAiModels: return reply.send(200, "application/json", models_json());
+    case Endpoint::Gazsi: parsed = infer::api::parse_gazsi_query(request.query, limits_); break;
+    case Endpoint::TeiEmbed: parsed = infer::api::parse_tei_embed(request.body, limits_); break;
+    case Endpoint::OpenAi: parsed = infer::api::parse_openai(request.body, limits_); break;
+    case Endpoint::TeiEmbedAll: parsed = infer::api::parse_tei_embed_all(request.body, limits_); break;
+    case Endpoint::TeiTokenize:
+    case Endpoint::TeiDecode: {
+      // The tokenizer alone answers these, here on the proxy thread: no job, no queue.
+      auto answered =
+          which == Endpoint::TeiTokenize ? tokenize_body(request.body) : decode_body(request.body);
+      if (auto* e = std::get_if<infer::api::Error>(&answered)) return refuse(*e);
+      return reply.send(200, "application/json", std::get<std::string>(answered));
+    }
+  }
+  if (auto* e = std::get_if<infer::api::Error>(&parsed)) return refuse(*e);
+  submit(std::move(std::get<infer::api::Request>(parsed)), request, reply);
+}
+
+void InferenceRoute::submit(infer::api::Request request, const RouteRequest& http_request,
+                            Responder& reply) const {
+  const auto refuse = [&](std::uint16_t status, std::string message) {
+    reply.send(status, "application/json", error_json(status, std::move(message), "Validation"));
+  };
   const std::size_t hidden = service_->model_info().hidden;
   const std::size_t max_tokens = service_->options().max_tokens;
   if (request.dimensions && *request.dimensions > hidden)
-    return inline_reply(422,
-                        error_json(422,
-                                   "dimensions " + std::to_string(*request.dimensions) + " exceeds the model's " +
-                                       std::to_string(hidden),
-                                   "Validation"),
-                        keep_alive, line, client, dst, room);
+    return refuse(422, "dimensions " + std::to_string(*request.dimensions) + " exceeds the model's " +
+                           std::to_string(hidden));
   if (request.inputs.size() > service_->options().queue_slots)
-    return inline_reply(413,
-                        error_json(413,
-                                   std::to_string(request.inputs.size()) + " inputs are more than the queue's " +
-                                       std::to_string(service_->options().queue_slots) + " slots",
-                                   "Validation"),
-                        keep_alive, line, client, dst, room);
+    return refuse(413, std::to_string(request.inputs.size()) + " inputs are more than the queue's " +
+                           std::to_string(service_->options().queue_slots) + " slots");
 
   auto call = std::make_shared<Call>();
-  call->received = client.received_ns;
+  call->received = http_request.received_ns;
   call->routed = now_ns();
-  call->keep_alive = keep_alive;
   call->hidden = hidden;
   auto job = std::make_shared<infer::EmbedJob>();
   job->token_vectors = request.endpoint == infer::api::Endpoint::TeiEmbedAll;
@@ -294,13 +208,9 @@ Framing::Written InferenceRoute::submit(const ReplyMeta& m, infer::api::Request 
     ids.clear();
     const auto enc = tokenizer.encode(request.inputs[i], max_tokens, ids);
     if (enc.truncated && !request.truncate)
-      return inline_reply(413,
-                          error_json(413,
-                                     "input " + std::to_string(i) + " needs " + std::to_string(enc.full_length) +
-                                         " tokens, more than the " + std::to_string(max_tokens) +
-                                         " allowed; send \"truncate\": true to cut it",
-                                     "Validation"),
-                          keep_alive, line, client, dst, room);
+      return refuse(413, "input " + std::to_string(i) + " needs " + std::to_string(enc.full_length) +
+                             " tokens, more than the " + std::to_string(max_tokens) +
+                             " allowed; send \"truncate\": true to cut it");
     job->tokens.add(ids);
     call->encodings.push_back(enc);
     tokens += ids.size();
@@ -309,15 +219,9 @@ Framing::Written InferenceRoute::submit(const ReplyMeta& m, infer::api::Request 
   if (job->token_vectors) call->starts = job->tokens.starts;
   inference_metrics_->count_inputs(request.inputs.size(), tokens);
   call->request = std::move(request);
-  call->peer = std::string(client.peer);
-  call->line = std::string(line);
-  call->deferred = client.deferrer->defer();
+  call->later = reply.defer();
 
-  std::weak_ptr<Framing::Deferred> weak_deferred = call->deferred;
-  job->abandoned = [weak_deferred] {
-    auto d = weak_deferred.lock();
-    return !d || d->abandoned();
-  };
+  job->abandoned = [later = call->later] { return later.abandoned(); };
   job->done = [this, call](infer::EmbedJob& j) {
     call->vectors = std::move(j.vectors);
     call->error = std::move(j.error);
@@ -327,7 +231,7 @@ Framing::Written InferenceRoute::submit(const ReplyMeta& m, infer::api::Request 
     call->batched = j.batched_ns;
     call->launched = j.launched_ns;
     call->computed = j.computed_ns;
-    call->deferred->complete([this, call] { return build(*call); });
+    call->later.complete([this, call] { return build(*call); });
   };
   const infer::Admission admitted = service_->submit(job);
   if (admitted == infer::Admission::Unhealthy) {
@@ -335,36 +239,28 @@ Framing::Written InferenceRoute::submit(const ReplyMeta& m, infer::api::Request 
     // now rather than queue behind it. The reason is the one /health gives.
     call->error = unhealthy_reason(service_->health().reason);
     call->unhealthy = true;
-    call->deferred->complete([this, call] { return build(*call); });
+    call->later.complete([this, call] { return build(*call); });
   } else if (admitted != infer::Admission::Ok) {
     const bool full = admitted == infer::Admission::Full;
-    call->deferred->complete([this, call, full] {
-      const std::uint16_t status = full ? 429 : 413;
-      const std::string body =
-          full ? error_json(429, "the queue is full: retry later", "Overloaded")
-               : error_json(413, "the request's inputs break the queue's limits", "Validation");
-      std::string r = json_response(status, body, call->keep_alive, full ? "Retry-After: 1\r\n" : "");
-      metrics_->count(status, r.size());
-      if (access_log_) access_log_->write(call->peer, call->line, status, body.size());
-      return Framing::Response{std::move(r), !call->keep_alive};
+    call->later.complete([full] {
+      if (full)
+        return RouteResponse{429, "application/json",
+                             error_json(429, "the queue is full: retry later", "Overloaded"),
+                             "Retry-After: 1\r\n"};
+      return RouteResponse{413, "application/json",
+                           error_json(413, "the request's inputs break the queue's limits", "Validation"),
+                           ""};
     });
   }
-  return {0, false, 0, true};
 }
 
-Framing::Response InferenceRoute::build(Call& call) const {
+RouteResponse InferenceRoute::build(Call& call) const {
   const std::int64_t delivered = now_ns();
-  const bool keep_alive = call.keep_alive;
   if (!call.error.empty() || call.unhealthy) {
     // 503 Unhealthy: the service's fault (a stuck batch, a faulted model);
     // 424 Backend: the model's failure on this batch. TEI's codes for both.
-    const std::uint16_t status = call.unhealthy ? 503 : 424;
-    const std::string body = call.unhealthy ? error_json(503, call.error, "Unhealthy")
-                                            : error_json(424, "the model failed: " + call.error, "Backend");
-    std::string r = json_response(status, body, keep_alive);
-    metrics_->count(status, r.size());
-    if (access_log_) access_log_->write(call.peer, call.line, status, body.size());
-    return {std::move(r), !keep_alive};
+    if (call.unhealthy) return {503, "application/json", error_json(503, call.error, "Unhealthy"), ""};
+    return {424, "application/json", error_json(424, "the model failed: " + call.error, "Backend"), ""};
   }
   const infer::api::Request& req = call.request;
   const std::size_t dims = req.dimensions.value_or(call.hidden);
@@ -400,25 +296,79 @@ Framing::Response InferenceRoute::build(Call& call) const {
     }
     case infer::api::Endpoint::TeiEmbed: infer::api::write_tei(body, items); break;
     case infer::api::Endpoint::TeiEmbedAll: infer::api::write_tei_embed_all(body, token_rows, call.hidden); break;
-    case infer::api::Endpoint::TeiTokenize: break;  // answered without a job (tokenize_body)
+    case infer::api::Endpoint::TeiTokenize:
+    case infer::api::Endpoint::TeiDecode:
+    case infer::api::Endpoint::Info:
+    case infer::api::Endpoint::OpenAiModels: break;  // answered without a job (answer_or_throw)
     case infer::api::Endpoint::OpenAi:
       infer::api::write_openai(body, items, req.model.empty() ? service_->model_info().name : req.model,
                                req.base64);
       break;
   }
   const std::int64_t built = now_ns();
-  const std::string headers = "x-tokenization-time: " + ms(call.tokenized - call.routed) +
-                              "\r\nx-queue-time: " + ms(call.batched - call.queued) +
-                              "\r\nx-inference-time: " + ms(call.computed - call.launched) +
-                              "\r\nx-total-time: " + ms(built - call.received) + "\r\n";
-  std::string r = json_response(200, body, keep_alive, headers);
+  std::string headers = "x-tokenization-time: " + ms(call.tokenized - call.routed) +
+                        "\r\nx-queue-time: " + ms(call.batched - call.queued) +
+                        "\r\nx-inference-time: " + ms(call.computed - call.launched) +
+                        "\r\nx-total-time: " + ms(built - call.received) + "\r\n";
   inference_metrics_->record(InferenceMetrics::Request, built - call.received);
   inference_metrics_->record(InferenceMetrics::Queue, call.batched - call.queued);
   inference_metrics_->record(InferenceMetrics::Tokenization, call.tokenized - call.routed);
   inference_metrics_->record(InferenceMetrics::Inference, call.computed - call.launched);
-  metrics_->count(200, r.size());
-  if (access_log_) access_log_->write(call.peer, call.line, 200, body.size());
-  return {std::move(r), !keep_alive};
+  return {200, "application/json", std::move(body), std::move(headers)};
+}
+
+namespace {
+
+class EmbeddingRoute final : public Route {
+ public:
+  EmbeddingRoute(std::shared_ptr<const InferenceRoute> api, infer::api::Endpoint which)
+      : api_(std::move(api)), which_(which) {}
+  void handle(const RouteRequest& request, Responder& reply) const override {
+    api_->answer(which_, request, reply);
+  }
+
+ private:
+  std::shared_ptr<const InferenceRoute> api_;
+  infer::api::Endpoint which_;
+};
+
+// 200 "ok", or the embedding service's reason it cannot serve.
+class HealthRoute final : public Route {
+ public:
+  explicit HealthRoute(std::shared_ptr<const InferenceRoute> api) : api_(std::move(api)) {}
+  void handle(const RouteRequest&, Responder& reply) const override {
+    const InferenceRoute::Health h = api_->health();
+    reply.send(h.status, h.content_type, h.body);
+  }
+
+ private:
+  std::shared_ptr<const InferenceRoute> api_;
+};
+
+class MetricsRoute final : public Route {
+ public:
+  explicit MetricsRoute(std::shared_ptr<const Metrics> metrics) : metrics_(std::move(metrics)) {}
+  void handle(const RouteRequest&, Responder& reply) const override {
+    reply.send(200, "text/plain; version=0.0.4", metrics_->render());
+  }
+
+ private:
+  std::shared_ptr<const Metrics> metrics_;
+};
+
+}  // namespace
+
+std::vector<RouteBinding> builtin_routes(std::shared_ptr<const InferenceRoute> inference,
+                                         std::shared_ptr<const Metrics> metrics) {
+  std::vector<RouteBinding> routes;
+  routes.push_back(
+      {"/health", Methods::Get | Methods::Head, std::make_shared<HealthRoute>(inference), false});
+  routes.push_back(
+      {"/metrics", Methods::Get | Methods::Head, std::make_shared<MetricsRoute>(std::move(metrics)), false});
+  for (const infer::api::EndpointPath& e : infer::api::kEndpoints)
+    routes.push_back({e.path, e.post ? Methods::Post : Methods::Get,
+                      std::make_shared<EmbeddingRoute>(inference, e.endpoint)});
+  return routes;
 }
 
 }  // namespace ferry::http

@@ -1,23 +1,21 @@
 #pragma once
-// The embedding APIs on the proxy side. A worker routes /inference, /embed,
-// /v1/embeddings, /embed_all, /tokenize, /decode, /info and /v1/models to a
-// ReplyKind::Inference reply; the proxy thread
-// then decodes the query or body (infer/api), tokenizes, and submits a job to
-// the embedding service, deferring the response (Framing::Deferred). The
-// batcher's result comes back to the same proxy thread, which writes the
-// JSON. Refusals (bad input, a full queue, no model) are answered at once.
+// The embedding APIs on the proxy side, as routes (ferry/http/route.h): one per
+// row of infer::api::kEndpoints, over one InferenceRoute. The route decodes the
+// query or body (infer/api), tokenizes, and submits a job to the embedding
+// service, deferring the response (Responder::defer); the batcher's result
+// comes back to the proxy thread that read the request, which writes the JSON.
+// Refusals (bad input, a full queue, no model) are answered at once.
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
-#include "ferry/offload/framing.h"
-#include "http/access_log.h"
+#include "ferry/http/route.h"
 #include "http/inference_metrics.h"
 #include "http/metrics.h"
-#include "http/reply.h"
 #include "infer/api/request.h"
 
 namespace ferry::infer {
@@ -29,13 +27,11 @@ namespace ferry::http {
 class InferenceRoute {
  public:
   // service may be null: every API then answers 503.
-  InferenceRoute(std::shared_ptr<infer::EmbeddingService> service, infer::api::Limits limits,
-                 std::shared_ptr<Metrics> metrics, std::shared_ptr<AccessLog> access_log);
+  InferenceRoute(std::shared_ptr<infer::EmbeddingService> service, infer::api::Limits limits);
 
-  // m: the worker's reply; query: the raw query string it passed on.
-  offload::Framing::Written answer(const ReplyMeta& m, std::string_view request_line, std::string_view query,
-                                   const offload::Framing::Client& client, std::uint8_t* dst,
-                                   std::size_t room) const noexcept;
+  // Answers one endpoint's request: now, or deferred until its batch is done.
+  // Throws only where reply cannot answer (the framing then sends a 500).
+  void answer(infer::api::Endpoint which, const RouteRequest& request, Responder& reply) const;
 
   // /info's body: the model and the batching settings.
   std::string info_json() const;
@@ -55,34 +51,24 @@ class InferenceRoute {
 
  private:
   struct Call;
-  offload::Framing::Written submit(const ReplyMeta& m, infer::api::Request request, std::string_view request_line,
-                                   const offload::Framing::Client& client, std::uint8_t* dst,
-                                   std::size_t room) const;
-  // On the proxy thread, once the batcher is done with the call.
-  offload::Framing::Response build(Call& call) const;
-  offload::Framing::Written inline_reply(std::uint16_t status, const std::string& body, bool keep_alive,
-                                         std::string_view request_line, const offload::Framing::Client& client,
-                                         std::uint8_t* dst, std::size_t room) const;
-  // A 200 answered now whatever its size: inline when it fits room, else
-  // through a deferred response completed at once (/tokenize's can be large).
-  offload::Framing::Written reply_now(const std::string& body, bool keep_alive, std::string_view request_line,
-                                      const offload::Framing::Client& client, std::uint8_t* dst,
-                                      std::size_t room) const;
+  void answer_or_throw(infer::api::Endpoint which, const RouteRequest& request, Responder& reply) const;
+  void submit(infer::api::Request request, const RouteRequest& http_request, Responder& reply) const;
+  // Once the batcher is done with the call, on the proxy thread.
+  RouteResponse build(Call& call) const;
   // /tokenize and /decode: the tokenizer alone, on the proxy thread.
   std::variant<std::string, infer::api::Error> tokenize_body(std::string_view body) const;
   std::variant<std::string, infer::api::Error> decode_body(std::string_view body) const;
 
   std::shared_ptr<infer::EmbeddingService> service_;
   infer::api::Limits limits_;
-  std::shared_ptr<Metrics> metrics_;
-  std::shared_ptr<AccessLog> access_log_;
   std::shared_ptr<InferenceMetrics> inference_metrics_;
   std::int64_t created_ = 0;  // /v1/models' "created": when the route was made, in seconds since the epoch
 };
 
-// A whole JSON response: status line, Server, Date, Content-Type, Content-Length,
-// Connection, the extra header lines (each ending in CRLF), then body.
-std::string json_response(std::uint16_t status, std::string_view body, bool keep_alive,
-                          std::string_view extra_headers = {});
+// The routes ferry http always serves, registered as a program's own are:
+// /health and /metrics (open: no --api-key needed; GET and HEAD), then one
+// route per embedding endpoint (infer::api::kEndpoints).
+std::vector<RouteBinding> builtin_routes(std::shared_ptr<const InferenceRoute> inference,
+                                         std::shared_ptr<const Metrics> metrics);
 
 }  // namespace ferry::http

@@ -19,26 +19,14 @@
 
 namespace ferry::http {
 
-// Inference: the proxy answers through the embedding service (inference_route.h);
-// the reply's "head" is then the request's raw query string. Health: /health,
-// which the proxy answers from the embedding service's state (no head).
-enum class ReplyKind : std::uint8_t { Inline = 0, Page = 1, Metrics = 2, Inference = 3, Health = 4 };
+// Route: the proxy calls the route's handler (ferry/http/route.h); the reply's
+// "head" is then the request's raw query string.
+enum class ReplyKind : std::uint8_t { Inline = 0, Page = 1, Route = 2 };
 
-inline constexpr std::uint8_t kReplyClose = 1;   // Connection: close; the proxy closes after it
-inline constexpr std::uint8_t kReplyNoBody = 2;  // HEAD: the head only
-inline constexpr std::uint8_t kReplyChunkedBody = 4;  // Inference: the request's body is chunked
-
-// Which API an Inference reply is for (ReplyMeta::page holds it).
-enum class InferenceApi : std::uint32_t {
-  Gazsi = 0,
-  TeiEmbed = 1,
-  OpenAi = 2,
-  Info = 3,
-  TeiEmbedAll = 4,
-  TeiTokenize = 5,
-  TeiDecode = 6,
-  OpenAiModels = 7,
-};
+inline constexpr std::uint8_t kReplyClose = 1;        // Connection: close; the proxy closes after it
+inline constexpr std::uint8_t kReplyNoBody = 2;       // HEAD: the head only
+inline constexpr std::uint8_t kReplyChunkedBody = 4;  // Route: the request's body is chunked
+inline constexpr std::uint8_t kReplyPost = 8;         // Route: the request is a POST
 
 // Layout of a worker's output: ReplyMeta, the request line (line_len bytes,
 // for the access log), the head (head_len), then an inline body.
@@ -46,7 +34,7 @@ struct ReplyMeta {
   std::uint16_t status = 200;
   ReplyKind kind = ReplyKind::Inline;
   std::uint8_t flags = 0;
-  std::uint32_t page = 0;       // ReplyKind::Page; InferenceApi for ReplyKind::Inference
+  std::uint32_t page = 0;       // ReplyKind::Page: the page; ReplyKind::Route: the route (Content::route)
   std::uint32_t head_len = 0;   // bytes of head
   std::uint32_t date_at = 0;    // offset in the head of the 29 date characters
   std::uint32_t handle_ns = 0;  // the worker's time on the request, by its own clock
@@ -133,7 +121,8 @@ class HeadWriter {
 // then the empty line. Returns where the date goes (its offset from the start of w).
 FERRY_HOST_DEVICE inline std::size_t write_head(HeadWriter& w, std::uint16_t status, const std::uint8_t* type,
                                                 std::size_t type_len, std::uint64_t content_length,
-                                                bool keep_alive, const char* extra = nullptr) {
+                                                bool keep_alive, const std::uint8_t* extra,
+                                                std::size_t extra_len) {
   w.put("HTTP/1.1 ");
   w.put_uint(status);
   w.byte(' ');
@@ -146,9 +135,18 @@ FERRY_HOST_DEVICE inline std::size_t write_head(HeadWriter& w, std::uint16_t sta
   w.put("\r\nContent-Length: ");
   w.put_uint(content_length);
   w.put(keep_alive ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n");
-  if (extra != nullptr) w.put(extra);
+  w.put(extra, extra_len);
   w.put("\r\n");
   return date_at;
+}
+
+FERRY_HOST_DEVICE inline std::size_t write_head(HeadWriter& w, std::uint16_t status, const std::uint8_t* type,
+                                                std::size_t type_len, std::uint64_t content_length,
+                                                bool keep_alive, const char* extra = nullptr) {
+  std::size_t extra_len = 0;
+  while (extra != nullptr && extra[extra_len] != '\0') ++extra_len;
+  return write_head(w, status, type, type_len, content_length, keep_alive,
+                    reinterpret_cast<const std::uint8_t*>(extra), extra_len);
 }
 
 }  // namespace ferry::http

@@ -12,11 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "ferry/core/status.h"
 #include "http/access_log.h"
 #include "http/chunked_body.h"
 #include "http/content.h"
 #include "http/http_framing.h"
 #include "http/http_handler.h"
+#include "http/inference_route.h"
 #include "http/message_scan.h"
 #include "http/request_parser.h"
 
@@ -260,24 +262,26 @@ ReplyMeta handled(const std::string& request, const ContentView& view) {
   return m;
 }
 
-TEST(HttpHandler, RoutesTeisAndOpenAisOtherApis) {
-  const Content c = Content::load("", 1 << 20);
-  const auto post = [&](const char* path) {
-    return handled(std::string("POST ") + path + " HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}", c.view());
-  };
-  for (const auto& [path, api] : std::vector<std::pair<const char*, InferenceApi>>{
-           {"/embed_all", InferenceApi::TeiEmbedAll},
-           {"/tokenize", InferenceApi::TeiTokenize},
-           {"/decode", InferenceApi::TeiDecode}}) {
-    const ReplyMeta m = post(path);
-    EXPECT_EQ(m.kind, ReplyKind::Inference) << path;
-    EXPECT_EQ(m.page, static_cast<std::uint32_t>(api)) << path;
-    EXPECT_EQ(handled(std::string("GET ") + path + " HTTP/1.1\r\nHost: a\r\n\r\n", c.view()).status, 405) << path;
+// The built-in routes, as HttpServer registers them: no model behind the APIs.
+std::vector<RouteBinding> builtins(std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>()) {
+  return builtin_routes(std::make_shared<const InferenceRoute>(nullptr, infer::api::Limits{}),
+                        std::move(metrics));
+}
+
+TEST(HttpHandler, RoutesEveryEmbeddingEndpointWithItsMethod) {
+  const Content c = Content::load("", 1 << 20, builtins());
+  for (const infer::api::EndpointPath& e : infer::api::kEndpoints) {
+    const std::string get = std::string("GET ") + e.path + " HTTP/1.1\r\nHost: a\r\n\r\n";
+    const std::string post =
+        std::string("POST ") + e.path + " HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}";
+    const ReplyMeta m = handled(e.post ? post : get, c.view());
+    EXPECT_EQ(m.kind, ReplyKind::Route) << e.path;
+    ASSERT_LT(m.page, c.routes()) << e.path;
+    EXPECT_EQ(c.route(m.page).path, e.path);
+    EXPECT_EQ(handled(e.post ? get : post, c.view()).status, 405) << e.path;
+    EXPECT_EQ(handled(std::string("HEAD ") + e.path + " HTTP/1.1\r\nHost: a\r\n\r\n", c.view()).status, 405)
+        << e.path;
   }
-  const ReplyMeta models = handled("GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n", c.view());
-  EXPECT_EQ(models.kind, ReplyKind::Inference);
-  EXPECT_EQ(models.page, static_cast<std::uint32_t>(InferenceApi::OpenAiModels));
-  EXPECT_EQ(post("/v1/models").status, 405);
 }
 
 TEST(HttpHandler, EqualConstantTimeComparesWholeStrings) {
@@ -295,7 +299,7 @@ TEST(HttpHandler, EqualConstantTimeComparesWholeStrings) {
 // --api-key: 401 with TEI's error shape and WWW-Authenticate on every route
 // but /health and /metrics, until the request carries exactly "Bearer KEY".
 TEST(HttpHandler, AnApiKeyGuardsEveryRouteButHealthAndMetrics) {
-  Content loaded = Content::load("", 1 << 20);
+  Content loaded = Content::load("", 1 << 20, builtins());
   loaded.require_api_key("s3cret");
   const auto content = std::make_shared<const Content>(std::move(loaded));
   bool close = true;
@@ -318,7 +322,7 @@ TEST(HttpHandler, AnApiKeyGuardsEveryRouteButHealthAndMetrics) {
   EXPECT_EQ(handled("POST /embed HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}", v).status, 401);
   EXPECT_EQ(handled("GET /info HTTP/1.1\r\nHost: a\r\n\r\n", v).status, 401);
   EXPECT_NE(handled("GET /health HTTP/1.1\r\nHost: a\r\n\r\n", v).status, 401);
-  EXPECT_EQ(handled("GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n", v).kind, ReplyKind::Metrics);
+  EXPECT_EQ(handled("GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n", v).kind, ReplyKind::Route);
   EXPECT_EQ(handled("GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer s3cret\r\n"
                     "Authorization: Bearer s3cret\r\n\r\n", v).status, 400);
   // Without a key nothing is asked.
@@ -376,6 +380,166 @@ TEST(HttpFraming, ASmallPageIsCopiedWithItsHead) {
   ASSERT_GT(whole.size(), body.size());
   EXPECT_EQ(whole.substr(whole.size() - body.size()), body);
   EXPECT_NE(whole.find("Content-Length: " + std::to_string(body.size()) + "\r\n"), std::string::npos);
+}
+
+// A program's routes, as the docs' "Adding a route" registers one.
+class Hello final : public Route {
+  void handle(const RouteRequest& r, Responder& reply) const override {
+    const std::string method = r.method == Methods::Post   ? "POST"
+                               : r.method == Methods::Head ? "HEAD"
+                                                           : "GET";
+    reply.send(200, "text/plain",
+               method + " " + std::string(r.path) + " ?" + std::string(r.query) + " " + std::string(r.body),
+               "X-Route: hello\r\n");
+  }
+};
+struct Throws final : Route {
+  void handle(const RouteRequest&, Responder&) const override { throw std::runtime_error("no luck"); }
+};
+struct Silent final : Route {
+  void handle(const RouteRequest&, Responder&) const override {}
+};
+struct Large final : Route {
+  void handle(const RouteRequest&, Responder& reply) const override {
+    reply.send(200, "application/octet-stream", std::string(std::size_t{1} << 20, 'L'));
+  }
+};
+struct Later final : Route {
+  mutable Responder::Later later;  // the test completes it
+  void handle(const RouteRequest&, Responder& reply) const override { later = reply.defer(); }
+};
+
+// The server thread's side of a deferred response: holds what complete() gave.
+struct HeldResponse final : offload::Framing::Deferred {
+  std::function<offload::Framing::Response()> build;
+  void complete(std::function<offload::Framing::Response()> b) override { build = std::move(b); }
+  bool abandoned() const noexcept override { return false; }
+};
+struct HoldingDeferrer final : offload::Framing::Deferrer {
+  std::shared_ptr<HeldResponse> held;
+  std::shared_ptr<offload::Framing::Deferred> defer() override {
+    return held = std::make_shared<HeldResponse>();
+  }
+};
+
+// A request through the worker and the proxy's framing, with a client that can wait.
+struct Exchange {
+  std::string bytes;  // written at once
+  offload::Framing::Written written;
+};
+Exchange exchange(const std::string& request, const std::shared_ptr<const Content>& content,
+                  offload::Framing::Deferrer* deferrer = nullptr) {
+  HttpHandler h{content->view()};
+  std::vector<std::uint8_t> slot(4096);
+  const std::size_t n = h(ByteView{u8(request), request.size()}, MutableByteView{slot.data(), slot.size()});
+  HttpFraming framing({}, 4096, content, std::make_shared<Metrics>());
+  std::vector<std::uint8_t> out(framing.max_response_bytes());
+  // The proxy keeps a request's body for the route (scan()'s kept part).
+  const MessageScan s = scan_message(u8(request), request.size(), {});
+  const std::size_t body_at = s.head_start + s.head_bytes;
+  offload::Framing::Client client{"127.0.0.1:5000", ByteView{u8(request) + body_at, s.frame_bytes - body_at},
+                                  0, deferrer};
+  const auto w = framing.write_response(ByteView{slot.data(), n}, out.data(), client);
+  return {std::string(reinterpret_cast<const char*>(out.data()), w.bytes), w};
+}
+
+TEST(Route, AProgramsRouteIsAnsweredWithWhatTheRequestCarried) {
+  const auto content = std::make_shared<const Content>(Content::load(
+      "", 1 << 20, {{"/hello", Methods::Get | Methods::Head | Methods::Post, std::make_shared<Hello>()}}));
+  const Exchange get = exchange("GET /hello?name=x HTTP/1.1\r\nHost: a\r\n\r\n", content);
+  EXPECT_EQ(get.bytes.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << get.bytes;
+  EXPECT_NE(get.bytes.find("\r\nX-Route: hello\r\n"), std::string::npos) << get.bytes;
+  EXPECT_NE(get.bytes.find("Connection: keep-alive"), std::string::npos);
+  EXPECT_EQ(get.bytes.substr(get.bytes.find("\r\n\r\n") + 4), "GET /hello ?name=x ");
+  EXPECT_FALSE(get.written.close_after);
+  const Exchange head = exchange("HEAD /hello HTTP/1.1\r\nHost: a\r\n\r\n", content);
+  EXPECT_EQ(head.bytes.substr(head.bytes.size() - 4), "\r\n\r\n") << head.bytes;
+  EXPECT_NE(head.bytes.find("Content-Length: 14\r\n"), std::string::npos)
+      << "the body's length: " << head.bytes;
+  const Exchange chunked = exchange(
+      "POST /./%68ello HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: "
+      "chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+      content);
+  EXPECT_EQ(chunked.bytes.substr(chunked.bytes.find("\r\n\r\n") + 4), "POST /hello ? abcde") << chunked.bytes;
+
+  const auto get_only = std::make_shared<const Content>(
+      Content::load("", 1 << 20, {{"/hello", Methods::Get, std::make_shared<Hello>()}}));
+  const Exchange post = exchange("POST /hello HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx", get_only);
+  EXPECT_EQ(post.bytes.rfind("HTTP/1.1 405 Method Not Allowed\r\n", 0), 0u) << post.bytes;
+  EXPECT_NE(post.bytes.find("this endpoint takes GET\n"), std::string::npos) << post.bytes;
+}
+
+TEST(Route, ARouteThatFailsOrNeverAnswersGetsA500AndTheConnectionCloses) {
+  const auto content =
+      std::make_shared<const Content>(Content::load("", 1 << 20,
+                                                    {{"/throws", Methods::Get, std::make_shared<Throws>()},
+                                                     {"/silent", Methods::Get, std::make_shared<Silent>()}}));
+  const Exchange thrown = exchange("GET /throws HTTP/1.1\r\nHost: a\r\n\r\n", content);
+  EXPECT_EQ(thrown.bytes.rfind("HTTP/1.1 500 ", 0), 0u) << thrown.bytes;
+  EXPECT_NE(thrown.bytes.find("route /throws failed: no luck"), std::string::npos) << thrown.bytes;
+  EXPECT_TRUE(thrown.written.close_after);
+  const Exchange silent = exchange("GET /silent HTTP/1.1\r\nHost: a\r\n\r\n", content);
+  EXPECT_NE(silent.bytes.find("route /silent gave no answer"), std::string::npos) << silent.bytes;
+  EXPECT_TRUE(silent.written.close_after);
+}
+
+TEST(Route, AnAnswerLargerThanItsRoomOrGivenLaterIsDeferred) {
+  auto later = std::make_shared<Later>();
+  const auto content = std::make_shared<const Content>(Content::load(
+      "", 1 << 20, {{"/large", Methods::Get, std::make_shared<Large>()}, {"/later", Methods::Post, later}}));
+  HoldingDeferrer deferrer;
+  const Exchange large = exchange("GET /large HTTP/1.1\r\nHost: a\r\n\r\n", content, &deferrer);
+  EXPECT_TRUE(large.written.deferred);
+  EXPECT_EQ(large.written.bytes, 0u);
+  ASSERT_TRUE(deferrer.held && deferrer.held->build);
+  const offload::Framing::Response r = deferrer.held->build();
+  EXPECT_NE(r.bytes.find("Content-Length: 1048576\r\n"), std::string::npos);
+  EXPECT_EQ(r.bytes.size() - r.bytes.find("\r\n\r\n") - 4, std::size_t{1} << 20);
+  // Without a client that can wait, the route cannot answer: a 500.
+  EXPECT_EQ(exchange("GET /large HTTP/1.1\r\nHost: a\r\n\r\n", content).bytes.rfind("HTTP/1.1 500 ", 0), 0u);
+
+  const Exchange deferred =
+      exchange("POST /later HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", content,
+               &deferrer);
+  EXPECT_TRUE(deferred.written.deferred);
+  EXPECT_FALSE(later->later.abandoned());
+  later->later.complete([] { return RouteResponse{202, "application/json", "{}", ""}; });
+  const offload::Framing::Response done = deferrer.held->build();
+  EXPECT_EQ(done.bytes.rfind("HTTP/1.1 202 ", 0), 0u) << done.bytes;
+  EXPECT_NE(done.bytes.find("Connection: close\r\n"), std::string::npos) << done.bytes;
+  EXPECT_TRUE(done.close_after);
+}
+
+TEST(Route, TheBuiltInRoutesAnswerHealthAndMetricsWithoutAKey) {
+  Content loaded = Content::load("", 1 << 20, builtins());
+  loaded.require_api_key("s3cret");
+  const auto content = std::make_shared<const Content>(std::move(loaded));
+  const Exchange health = exchange("GET /health HTTP/1.1\r\nHost: a\r\n\r\n", content);
+  EXPECT_EQ(health.bytes.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << health.bytes;
+  EXPECT_EQ(health.bytes.substr(health.bytes.size() - 3), "ok\n");
+  const Exchange metrics = exchange("HEAD /metrics HTTP/1.1\r\nHost: a\r\n\r\n", content);
+  EXPECT_NE(metrics.bytes.find("Content-Type: text/plain; version=0.0.4\r\n"), std::string::npos)
+      << metrics.bytes;
+  EXPECT_EQ(metrics.bytes.substr(metrics.bytes.size() - 4), "\r\n\r\n");
+  const Exchange info =
+      exchange("GET /info HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer s3cret\r\n\r\n", content);
+  EXPECT_EQ(info.bytes.rfind("HTTP/1.1 503 ", 0), 0u) << "no model: " << info.bytes;
+  EXPECT_NE(info.bytes.find(R"("error_type":"Unhealthy")"), std::string::npos) << info.bytes;
+}
+
+TEST(Content, RoutesAreCheckedAndReplaceAPageOfTheirPath) {
+  const auto hello = std::make_shared<Hello>();
+  EXPECT_THROW(Content::load("", 1 << 20, {{"/a", Methods::Get, hello}, {"/a", Methods::Post, hello}}),
+               Error);
+  EXPECT_THROW(Content::load("", 1 << 20, {{"a", Methods::Get, hello}}), Error);
+  EXPECT_THROW(Content::load("", 1 << 20, {{"/a?b", Methods::Get, hello}}), Error);
+  EXPECT_THROW(Content::load("", 1 << 20, {{"/a", Methods{}, hello}}), Error);
+  EXPECT_THROW(Content::load("", 1 << 20, {{"/a", Methods::Get, nullptr}}), Error);
+  const auto content =
+      std::make_shared<const Content>(Content::load("", 1 << 20, {{"/contacts.html", Methods::Get, hello}}));
+  const Exchange r = exchange("GET /contacts.html HTTP/1.1\r\nHost: a\r\n\r\n", content);
+  EXPECT_NE(r.bytes.find("X-Route: hello"), std::string::npos) << r.bytes;
+  EXPECT_NE(exchange("GET / HTTP/1.1\r\nHost: a\r\n\r\n", content).bytes.find("<html>"), std::string::npos);
 }
 
 TEST(HttpFraming, AReplyItCannotTrustBecomesA500) {

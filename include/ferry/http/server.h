@@ -9,6 +9,8 @@
 //   ...
 //   server.stop();
 //   int code = server.wait();  // 0, or 1 after an error (first_error() says which)
+//
+// HttpOptions::routes adds paths answered by the program's own code (route.h).
 
 #include <chrono>
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/http/route.h"
 #include "ferry/infer/service.h"
 #include "ferry/worker/backend.h"
 
@@ -55,6 +58,9 @@ struct HttpOptions {
   // "Authorization: Bearer KEY", compared in constant time; else 401 with
   // WWW-Authenticate: Bearer. Never logged nor shown.
   std::string api_key;
+  // Served besides the built-in routes (/health, /metrics, the embedding APIs),
+  // which a route may not replace; each path once (route.h).
+  std::vector<RouteBinding> routes;
 };
 
 struct HttpStats {

@@ -1,6 +1,6 @@
 #pragma once
 // The embedding APIs' requests, decoded into one Request:
-//   GAZSI   GET /embed?d=TEXT[&full=1]         (query string)
+//   GAZSI   GET /inference?d=TEXT[&full=1]     (query string)
 //   TEI     POST /embed {"inputs": ...}         (text-embeddings-inference)
 //           POST /embed_all, POST /tokenize {"inputs": ...}
 //           POST /decode {"ids": ...}           (a DecodeRequest)
@@ -23,7 +23,31 @@
 
 namespace ferry::infer::api {
 
-enum class Endpoint : std::uint8_t { Gazsi, TeiEmbed, OpenAi, TeiEmbedAll, TeiTokenize };
+// Every embedding endpoint, the one list: the parsers below tag their Request
+// with it, and ferry http registers one route per row of kEndpoints.
+enum class Endpoint : std::uint8_t {
+  Gazsi,         // GET  /inference       parse_gazsi_query
+  TeiEmbed,      // POST /embed           parse_tei_embed
+  OpenAi,        // POST /v1/embeddings   parse_openai
+  TeiEmbedAll,   // POST /embed_all       parse_tei_embed_all
+  TeiTokenize,   // POST /tokenize        parse_tei_tokenize
+  TeiDecode,     // POST /decode          parse_tei_decode (a DecodeRequest)
+  Info,          // GET  /info            no request: the model and the batching settings
+  OpenAiModels,  // GET  /v1/models       no request: the one model
+};
+
+// Where an endpoint is served: POST with a JSON body, else GET with a query string.
+struct EndpointPath {
+  Endpoint endpoint;
+  bool post;
+  const char* path;
+};
+inline constexpr EndpointPath kEndpoints[] = {
+    {Endpoint::Gazsi, false, "/inference"},     {Endpoint::TeiEmbed, true, "/embed"},
+    {Endpoint::OpenAi, true, "/v1/embeddings"}, {Endpoint::TeiEmbedAll, true, "/embed_all"},
+    {Endpoint::TeiTokenize, true, "/tokenize"}, {Endpoint::TeiDecode, true, "/decode"},
+    {Endpoint::Info, false, "/info"},           {Endpoint::OpenAiModels, false, "/v1/models"},
+};
 
 // A refused request: the HTTP status, a message for the client, TEI's error_type.
 struct Error {
