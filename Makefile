@@ -104,7 +104,7 @@ tsan-run:
 # broken property or input slower than 10 s. A libFuzzer run is one process on
 # one core, so FUZZ_JOBS targets run at once (default: one per core), each
 # still for its full FUZZ_SECONDS; -O prints each target's lines together.
-FUZZ_TARGETS := wire_fuzz control_link_fuzz xfer_protocol_fuzz json_flags_fuzz resp_fuzz redis_info_fuzz cluster_slots_fuzz http_fuzz infer_api_fuzz safetensors_fuzz tokenizer_fuzz route_run_fuzz
+FUZZ_TARGETS := wire_fuzz control_link_fuzz metrics_request_fuzz xfer_protocol_fuzz json_flags_fuzz resp_fuzz redis_info_fuzz cluster_slots_fuzz http_fuzz infer_api_fuzz safetensors_fuzz tokenizer_fuzz route_run_fuzz
 FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?= 1000000
 FUZZ_JOBS ?= $(JOBS)

@@ -271,6 +271,18 @@ def http():
     }
 
 
+# --- the metrics endpoint's request heads (metrics_request_fuzz).
+def metrics_request():
+    return {
+        "metrics": b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9100\r\nAccept: text/plain\r\n\r\n",
+        "health_head": b"HEAD /health?probe=1 HTTP/1.0\r\n\r\n",
+        "post": b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        "other_path": b"GET /metricsx HTTP/1.1\r\n\r\n",
+        "no_blank_line": b"GET /metrics HTTP/1.1\r\nHost: x\r\n",
+        "bad_header": b"GET /metrics HTTP/1.1\r\nno colon here\r\n\r\n",
+    }
+
+
 # --- route runs (route_run_fuzz): one byte for the writer's capacity, then runs.
 def run(dest, src, handler, payloads, length=None, count=None, magic=0xF7):
     n = len(payloads[0]) if payloads else 0
@@ -304,6 +316,7 @@ def main():
         "cluster_slots_fuzz": cluster_slots(),
         "json_flags_fuzz": json_flags(),
         "http_fuzz": http(),
+        "metrics_request_fuzz": metrics_request(),
         "route_run_fuzz": route_run(),
     }
     for target, seeds in corpora.items():
