@@ -4,6 +4,7 @@
 // the average prep (create_xfer_req), post and transfer (post -> done) times.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ferry/core/status.h"
@@ -151,6 +153,41 @@ Row run_baseline(const Buffer& buf, void* host, std::size_t block, std::size_t b
   return row;
 }
 
+// cudaMemcpyAsync a block at a time over several streams, each fed by a thread
+// of its own: the strongest plain CUDA copy of small blocks, with no checksum.
+// One thread cannot issue 64 KiB copies as fast as one engine moves them.
+Row run_streams_baseline(const Buffer& buf, void* host, std::size_t block, std::size_t batch,
+                         std::size_t iterations, bool to_device, int streams) {
+  Row row{"cudaMemcpyAsync x" + std::to_string(streams) + (to_device ? " H2D" : " D2H"), block, batch,
+          iterations};
+  gpu::Lanes lanes(buf.device(), streams, gpu::CopyMethod::Loop);
+  std::vector<std::vector<gpu::Segment>> shares(static_cast<std::size_t>(streams));
+  for (std::size_t i = 0; i < batch; ++i) {
+    auto* dev = static_cast<std::uint8_t*>(buf.data()) + i * block;
+    auto* h = static_cast<std::uint8_t*>(host) + i * block;
+    shares[i * static_cast<std::size_t>(streams) / batch].push_back(to_device ? gpu::Segment{dev, h, block}
+                                                                              : gpu::Segment{h, dev, block});
+  }
+  std::atomic<bool> failed{false};
+  const auto start = Clock::now();
+  {
+    std::vector<std::jthread> threads;
+    for (int l = 0; l < streams; ++l)
+      threads.emplace_back([&, l] {
+        Fault fault;
+        for (std::size_t it = 0; it < iterations && !failed; ++it)
+          if (lanes.start(l, shares[static_cast<std::size_t>(l)], to_device, fault) != XferStatus::Ok ||
+              lanes.finish(l, fault) != XferStatus::Ok)
+            failed = true;
+      });
+  }
+  const double total_us = us_between(start, Clock::now());
+  if (failed) throw Error("kv bench baseline: " + row.what + " failed");
+  row.gbps = static_cast<double>(block * batch) * static_cast<double>(iterations) / (total_us * 1e3);
+  row.tx_us = row.avg_lat_us = total_us / static_cast<double>(iterations);
+  return row;
+}
+
 }  // namespace
 
 int kv_bench(const KvBenchOptions& o) {
@@ -213,6 +250,12 @@ int kv_bench(const KvBenchOptions& o) {
       for (M m : buf.on_gpu() ? std::vector<M>{M::Loop, M::Batch, M::Kernel, M::Auto} : std::vector<M>{M::Loop}) {
         results.push_back(run_baseline(buf, host, block, batch, iterations, false, m));
         results.push_back(run_baseline(buf, host, block, batch, iterations, true, m));
+      }
+      if (buf.on_gpu() && o.baseline_streams > 1) {
+        results.push_back(
+            run_streams_baseline(buf, host, block, batch, iterations, false, o.baseline_streams));
+        results.push_back(
+            run_streams_baseline(buf, host, block, batch, iterations, true, o.baseline_streams));
       }
     }
     for (const auto& r : results) {

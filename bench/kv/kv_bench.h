@@ -18,6 +18,7 @@ struct KvBenchOptions {
   std::size_t batch_bytes = 256u << 20;   // bytes per transfer request (batch = this / block size)
   std::string mem = "vram";               // vram or dram
   bool baselines = true;                  // also time cudaMemcpyAsync loop / cudaMemcpyBatchAsync (or memcpy)
+  int baseline_streams = 4;  // and cudaMemcpyAsync over this many streams, a thread each (GPU memory)
   std::string json_out = "kv_bench.json";
 };
 

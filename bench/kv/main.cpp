@@ -29,6 +29,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"vram", "dram"}))
       ->capture_default_str();
   app.add_flag("!--no-baselines", b.baselines, "Skip the copy baselines");
+  app.add_option(
+         "--baseline-streams", b.baseline_streams,
+         "Streams (a feeding thread each) for the cudaMemcpyAsync baseline over several streams; 1 skips it")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   app.add_option("--json-out", b.json_out, "Where to write the JSON results")->capture_default_str();
   ferry::bench::add_log_level_flags(app, levels);
   CLI11_PARSE(app, argc, argv);

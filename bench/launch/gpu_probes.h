@@ -41,11 +41,34 @@ struct MinimalMechanisms {
 // AcquireRelease is what a ring publishing messages needs, as Ferry's does.
 enum class PingPongOrder { Relaxed, AcquireRelease };
 
+// The persistent kernel's lone request, step by step (serve_steps.cu): one
+// warp answers one 64-byte request at a time through mapped host memory, each
+// variant adding one step of the poller's fast path to the one before:
+//   0 the floor: a relaxed poll of the word, a relaxed answer;
+//   1 the poll acquires {seq, len}, as the ring's consumer must;
+//   2 the cookie and the payload read after it;
+//   3 the handler (Reverse) writes the response into host memory;
+//   4 the response's len and cookie, a release fence, then its seq, the request
+//     tail and the progress count, relaxed (persistent.cuh publishes so);
+//   5 as 4, with the tail stored by a release of its own: a second fence.
+// A variant's round trip less the one before is what its step costs. The
+// variants from 2 on also stamp the SM clock: payload read, handler, publish
+// fence, and the stores after it (the seq, the tail, the count).
+struct ServeSteps {
+  static constexpr int kSteps = 6;
+  static constexpr int kGaps = 4;
+  double round_trip_p50_us[kSteps] = {};
+  double gpu_ns[kSteps][kGaps] = {};  // medians, per variant
+  double sm_clock_ghz = 0;            // measured against the global timer over the run
+  std::uint64_t wrong_responses = 0;  // variants 4 and 5 check every answer
+};
+
 std::optional<FloorResult> measure_floor(const std::string& gpu, std::uint64_t round_trips,
                                          PingPongOrder order = PingPongOrder::Relaxed);
 std::optional<MinimalMechanisms> measure_minimal_mechanisms(const std::string& gpu,
                                                             std::uint64_t round_trips);
 std::optional<HandlerThroughput> measure_handler_throughput(const std::string& gpu);
+std::optional<ServeSteps> measure_serve_steps(const std::string& gpu, std::uint64_t round_trips);
 std::string gpu_name(const std::string& gpu);
 
 }  // namespace ferry::bench

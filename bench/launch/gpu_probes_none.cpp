@@ -10,6 +10,9 @@ std::optional<MinimalMechanisms> measure_minimal_mechanisms(const std::string&, 
   return std::nullopt;
 }
 std::optional<HandlerThroughput> measure_handler_throughput(const std::string&) { return std::nullopt; }
+std::optional<ServeSteps> measure_serve_steps(const std::string&, std::uint64_t) {
+  return std::nullopt;
+}
 std::string gpu_name(const std::string&) { return ""; }
 
 }  // namespace ferry::bench

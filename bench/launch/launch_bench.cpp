@@ -162,6 +162,41 @@ double measure_throughput(Setup& s, std::uint32_t size, std::uint32_t burst, dou
   return double(total.load()) / std::chrono::duration<double>(t_end - t_start).count();
 }
 
+// The persistent kernel's lone request step by step (gpu_probes.h): each
+// step's cost in the round trip, and the GPU's own time between the steps.
+// False when a checked answer was wrong.
+bool print_serve_steps(const ServeSteps& s, nlohmann::json& out) {
+  static constexpr const char* kNames[ServeSteps::kSteps] = {"relaxed poll, relaxed answer (the floor)",
+                                                             "+ acquire poll",
+                                                             "+ cookie and payload read",
+                                                             "+ handler writes the response",
+                                                             "+ descriptor, release fence, seq, tail",
+                                                             "+ tail by a second release"};
+  static constexpr const char* kKeys[ServeSteps::kSteps] = {"relaxed", "acquire_poll", "payload",
+                                                            "handler", "publish",      "tail_release"};
+  std::printf("\nthe persistent kernel's lone request, step by step (64 B; SM clock %.2f GHz):\n",
+              s.sm_clock_ghz);
+  std::printf("  %-42s %9s %9s   %s\n", "variant", "rtt p50", "step",
+              "GPU ns: payload read, handler, fence, stores");
+  for (int i = 0; i < ServeSteps::kSteps; ++i) {
+    const double step = i == 0 ? s.round_trip_p50_us[0] : s.round_trip_p50_us[i] - s.round_trip_p50_us[i - 1];
+    std::printf("  %-42s %7.2fus %+7.2fus", kNames[i], s.round_trip_p50_us[i], step);
+    if (i >= 2)
+      std::printf("   %.0f, %.0f, %.0f, %.0f", s.gpu_ns[i][0], s.gpu_ns[i][1], s.gpu_ns[i][2],
+                  s.gpu_ns[i][3]);
+    std::printf("\n");
+    out["serve_steps"][kKeys[i]] = {
+        {"rtt_p50_us", s.round_trip_p50_us[i]},   {"step_us", step},
+        {"gpu_payload_read_ns", s.gpu_ns[i][0]},  {"gpu_handler_ns", s.gpu_ns[i][1]},
+        {"gpu_publish_fence_ns", s.gpu_ns[i][2]}, {"gpu_stores_after_fence_ns", s.gpu_ns[i][3]}};
+  }
+  out["serve_steps"]["sm_clock_ghz"] = s.sm_clock_ghz;
+  out["serve_steps"]["wrong_responses"] = s.wrong_responses;
+  if (s.wrong_responses != 0)
+    std::printf("  %llu WRONG RESPONSES\n", static_cast<unsigned long long>(s.wrong_responses));
+  return s.wrong_responses == 0;
+}
+
 }  // namespace
 
 int run_launch_bench(const LaunchBenchOptions& opts) {
@@ -212,6 +247,7 @@ int run_launch_bench(const LaunchBenchOptions& opts) {
         "minimal mechanisms, an empty kernel's round trip p50: launch + synchronize %.2f us; one-node graph "
         "launch + synchronize %.2f us; stream wait + kernel + stream write %.2f us\n",
         minimal->launch_sync_us, minimal->graph_sync_us, minimal->memops_us);
+    if (!print_serve_steps(*measure_serve_steps(opts.gpu, opts.latency_round_trips), out)) return 1;
   }
 
   std::printf("\n%-11s %9s %9s %9s %7s", "method", "rtt p50", "rtt p99", "x floor", "x min");

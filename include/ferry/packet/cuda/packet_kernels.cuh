@@ -14,11 +14,7 @@ namespace ferry::packet::cuda {
 
 inline constexpr unsigned kItemThreads = 1024;  // 32 warps: a burst of 32 is one packet a warp
 
-__device__ inline std::uint64_t globaltimer_ns() {
-  std::uint64_t t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
+using worker::cuda::globaltimer_ns;
 
 // Waits, on thread 0, until item k is READY or ERROR, and tells the block which.
 __device__ inline std::uint32_t wait_for_item(const CommList& list, std::uint32_t k) {

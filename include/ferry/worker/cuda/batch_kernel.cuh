@@ -60,8 +60,11 @@ __device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, 
     SlotDesc& resp = ch.responses.desc(k);
     resp.len = n;
     resp.cookie = inline_request ? cookies[warp] : req.cookie;
-    // R1 on the GPU: bytes, len and cookie, then seq; pairs with the server's acquire (A1).
-    __threadfence_system();
+    // R1 on the GPU: bytes, len and cookie, then seq; pairs with the server's
+    // acquire (A1). The release is cumulative: it covers the other lanes' bytes,
+    // which the warp barrier above ordered before it, so one fence does (a
+    // fence after the seq, which speeds the persistent kernel's publishing, adds
+    // nothing here: the kernel's end pushes its stores out).
     store_release_sys(&resp.seq, k + 1);
   }
 }

@@ -64,6 +64,13 @@ __device__ inline void report_error_sys(std::uint32_t* error, std::uint32_t code
 // P1: a channel's progress count, relaxed (the watchdog only asks whether it moved).
 __device__ inline void publish_handled_sys(std::uint64_t* handled, std::uint64_t n) { store_relaxed_sys(handled, n); }
 
+// The GPU's global timer in nanoseconds: one clock for every SM, unlike clock64().
+__device__ inline std::uint64_t globaltimer_ns() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // Applies a handler to one message with a warp: the cooperative form when the
 // handler has one, else the serial form on lane 0. Returns the response length
 // on every lane.

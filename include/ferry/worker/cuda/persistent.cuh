@@ -77,11 +77,17 @@ __device__ inline ::cuda::atomic_ref<std::uint32_t, ::cuda::thread_scope_block> 
   return ::cuda::atomic_ref<std::uint32_t, ::cuda::thread_scope_block>(x);
 }
 
-// The tail of publishing: the request tail and the progress counter (lane 0).
+// The tail of publishing: the request tail and the progress counter (lane 0),
+// right after the responses' seqs.
 __device__ inline void finish_publish(const DeviceChannel& ch, std::uint32_t end, std::uint32_t count,
                                       std::uint64_t& handled) {
   // R2 (device side): the requests below end have been read; pairs with the
-  // producer's acquire of tail (A2) before it reuses their slots.
+  // producer's acquire of tail (A2) before it reuses their slots. The fence
+  // before the seqs already ordered those reads, so a relaxed store would do
+  // for ordering; the release's own fence is kept because it also pushes the
+  // seq stores out to host memory at once, where otherwise they may wait in
+  // the GPU's write path. ferry-launch-bench's step-by-step probe measures a
+  // lone request both ways, and docs/bench/launch.md batches of 32 and 1024.
   store_release_sys(ch.requests.tail, end);
   handled += count;
   publish_handled_sys(ch.handled, handled);
