@@ -29,7 +29,7 @@ struct OrchestratorOptions {
   std::string ready_file;           // written once attached and serving (for scripts and ferry demo)
   PeerPolicy server_peers;          // whose server besides our own uid's may receive the arena
   // Serve GET /metrics (Prometheus text) and GET /health on this TCP port of
-  // metrics_address, from a thread of its own (docs/offload.md, "Metrics").
+  // metrics_address, from a thread of its own (README.md, "Metrics").
   // Unset: no endpoint; 0: a free port (metrics_port() says which).
   std::optional<std::uint16_t> metrics_port;
   std::string metrics_address = "127.0.0.1";

@@ -49,7 +49,7 @@ struct ServerOptions {
   // framing keeps max_message_length as the arena's slot payload bound.
   std::shared_ptr<const Framing> framing;
   // Serve GET /metrics (Prometheus text) and GET /health on this TCP port of
-  // metrics_address, from a thread of its own (docs/offload.md, "Metrics").
+  // metrics_address, from a thread of its own (README.md, "Metrics").
   // Unset: no endpoint; 0: a free port (metrics_port() says which).
   std::optional<std::uint16_t> metrics_port;
   std::string metrics_address = "127.0.0.1";
