@@ -69,6 +69,8 @@ struct Client {
   std::size_t sent = 0;
   bool answered = false;  // out holds the whole answer
   bool draining = false;  // answer sent, write side shut: reading to EOF before close
+  // Accepted, or last wrote: the head must arrive, and each write progress,
+  // within the idle timeout of it (a client that trickles bytes gains nothing).
   Clock::time_point last{};
 };
 
@@ -187,7 +189,6 @@ void MetricsEndpoint::run() {
         char buf[4096];
         const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
         if (n > 0) {
-          c.last = now;
           if (!c.answered) {
             c.in.append(buf, static_cast<std::size_t>(n));
             const std::size_t end = c.in.find("\r\n\r\n");

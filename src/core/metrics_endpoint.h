@@ -9,8 +9,8 @@
 // itself and never the service's data path. Each connection carries one
 // request: the answer ends with Connection: close. A request head that is not
 // HTTP/1.x gets 400, one larger than kMaxHead 431, another method 405, another
-// path 404; a client that sends nothing for the idle timeout, or does not read
-// its answer within it, is closed.
+// path 404. A client whose head is not complete within the idle timeout of
+// connecting, or that reads none of its answer for that long, is closed.
 //
 // `render` runs on the endpoint's thread for each /metrics request; it must
 // only read (relaxed atomics, or a lock the data path never takes).

@@ -128,5 +128,24 @@ TEST_F(Endpoint, ClosesIdleClientsAndServesOthersMeanwhile) {
   EXPECT_EQ(test::scrape(endpoint.port()).status, 200);
 }
 
+TEST_F(Endpoint, ATrickledHeadGainsNoTime) {
+  test::HttpConnection slow(endpoint.port());
+  const auto begun = std::chrono::steady_clock::now();
+  // A byte every 100 ms would keep a timer that counted from the last byte at
+  // bay forever; the head's deadline counts from the connection.
+  bool closed = false;
+  for (const char c : std::string("GET /metrics HTTP/1.1\r\nX-Slow: " + std::string(20, 'a'))) {
+    try {
+      slow.send(std::string(1, c));
+    } catch (const std::exception&) {
+      closed = true;
+      break;
+    }
+    if ((closed = slow.closed_by_peer(0.1))) break;
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_LT(std::chrono::steady_clock::now() - begun, std::chrono::seconds(2));
+}
+
 }  // namespace
 }  // namespace ferry
