@@ -6,12 +6,16 @@
 
 #include <unistd.h>
 
+#include <stdexcept>
+
 #include <string>
 #include <vector>
 
+#include "core/net.h"
 #include "ferry/xfer/agent.h"
 #include "ferry/xfer/agent_service.h"
 #include "ferry/xfer/buffer.h"
+#include "support/ferry_processes.h"
 #include "support/http_client.h"
 #include "support/prometheus_text.h"
 
@@ -85,6 +89,19 @@ TEST(AgentMetrics, CountTheTrafficSentByDirectionAndTier) {
   EXPECT_EQ(test::scrape(service.metrics_port()).status, 200);
   service.stop();
   EXPECT_EQ(service.wait(), 0);
+}
+
+// `ferry agent --metrics-port` maps to the same option: the binary serves it.
+TEST(AgentMetrics, TheCommandLineServesThemOnTheGivenPort) {
+  std::uint16_t port = 0;
+  ::close(net::listen_tcp("127.0.0.1", 0, &port));  // a port free a moment ago
+  test::FerryAgent agent_proc({"dram:8MiB"}, {"--gpu", "none", "--metrics-port", std::to_string(port)});
+  const test::Scrape s = test::scrape(port);
+  ASSERT_EQ(s.status, 200) << agent_proc.log();
+  const test::PrometheusText t = test::parse_prometheus(s.body);
+  EXPECT_EQ(t.at("ferry_agent_transfers_total{direction=\"push\"}"), 0);
+  EXPECT_EQ(t.at("ferry_agent_tier_capacity_bytes{tier=\"dram:8MiB\"}"), 8u << 20);
+  EXPECT_EQ(test::scrape(port, "/health").body, "ok\n");
 }
 
 }  // namespace
