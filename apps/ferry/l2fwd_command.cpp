@@ -43,6 +43,7 @@ struct L2fwdFlags {
   std::string json_out;
   int nvtx = 0;
   int split = 0;
+  bool list_ports = false;
 };
 
 void add_flags(CLI::App& app, L2fwdFlags& f) {
@@ -89,6 +90,8 @@ void add_flags(CLI::App& app, L2fwdFlags& f) {
       ->check(duration_check("seconds"))
       ->capture_default_str();
   app.add_option("--json-out", f.json_out, "Write the final statistics here as JSON");
+  app.add_flag("--list-ports", f.list_ports,
+               "Print each port the EAL probed (driver, queue limits, RSS hashes, offloads) and exit");
   app.add_option("-n,--nvtx", f.nvtx, "l2fwd-nv's NVTX markers: accepted; Ferry emits none")->check(CLI::Range(0, 1));
   app.add_option("-s,--split", f.split, "l2fwd-nv's header/data split: only 0 (off) is supported")
       ->check(CLI::Range(0, 0));
@@ -132,6 +135,13 @@ int run_l2fwd(std::vector<std::string> args) {
 
   SignalFd signals;  // first: EAL's lcores and the GPU driver's threads inherit the blocked signals
   packet::Eal eal_up(eal);
+  const std::vector<packet::PortInfo> ports = packet::list_ports();
+  if (flags.list_ports) {
+    std::printf("%zu port(s). %s.\n", ports.size(), packet::dpdk_drivers_note().c_str());
+    for (const auto& p : ports) std::printf("%s\n", packet::describe(p).c_str());
+    return 0;
+  }
+  for (const auto& p : ports) log::app().info("l2fwd: {}", packet::describe(p));
   packet::L2fwd l2fwd(flags.options, packet::make_macswap_worker(flags.options.worker));
   l2fwd.start();
   log::app().info("l2fwd: {}", l2fwd.describe());

@@ -3,10 +3,12 @@
 #include <rte_lcore.h>
 
 #include <atomic>
+#include <cerrno>
 #include <string>
 #include <vector>
 
 #include "ferry/packet/l2fwd.h"
+#include "ports.h"
 
 namespace ferry::packet {
 namespace {
@@ -21,8 +23,19 @@ Eal::Eal(const std::vector<std::string>& args) {
   argv.push_back(nullptr);
   if (rte_eal_init(static_cast<int>(copy.size()), argv.data()) < 0) {
     g_eal_up = false;
-    throw Error(std::string("DPDK's EAL did not start: ") + rte_strerror(rte_errno) +
-                " (its own messages above say which argument or resource)");
+    const int why = rte_errno;
+    std::string message = std::string("DPDK's EAL did not start: ") + rte_strerror(why) +
+                          " (its own messages above say which argument or resource)";
+    // The vdev bus refuses a --vdev whose driver it does not know while parsing.
+    if (why == ENODEV) message += ". A --vdev names a driver that is not loaded: " + dpdk_drivers_note();
+    throw Error(message);
+  }
+  try {
+    check_devices_probed(args);
+  } catch (...) {
+    rte_eal_cleanup();
+    g_eal_up = false;
+    throw;
   }
 }
 

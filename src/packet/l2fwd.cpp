@@ -14,6 +14,7 @@
 #include "core/service_thread.h"
 #include "packet_pool.h"
 #include "pipeline.h"
+#include "ports.h"
 
 namespace ferry::packet {
 namespace {
@@ -48,22 +49,15 @@ void validate(const L2fwdOptions& o, const PacketWorker* worker) {
                 ": give it " + std::to_string(2 * o.pipelines + 1) + " cores with -l or --lcores");
 }
 
-rte_eth_dev_info port_info(std::uint16_t port) {
-  if (!rte_eth_dev_is_valid_port(port))
-    throw Error("port " + std::to_string(port) + " does not exist: the EAL found " +
-                std::to_string(rte_eth_dev_count_avail()) + " (--vdev, -a, or a NIC bound to vfio-pci)");
-  rte_eth_dev_info info{};
-  if (rte_eth_dev_info_get(port, &info) != 0) throw Error("cannot query port " + std::to_string(port));
-  return info;
-}
-
 // A NIC that DMAs into GPU memory (GPUDirect RDMA) can take --mem device; a PMD
 // that copies packets with the CPU would fault on it.
-void check_device_memory(std::uint16_t port, const rte_eth_dev_info& info) {
-  const std::string driver = info.driver_name != nullptr ? info.driver_name : "";
-  if (driver.rfind("mlx5", 0) != 0)
-    throw Error("--mem device needs a NIC that writes packets into GPU memory itself (mlx5 with GPUDirect RDMA); port " +
-                std::to_string(port) + " is " + driver + ", whose packets the CPU copies: use --mem host-pinned");
+void check_device_memory(const PortInfo& port) {
+  if (port.driver.rfind("mlx5", 0) != 0)  // mlx5_pci
+    throw Error(
+        "--mem device needs a NIC that writes packets into GPU memory itself (mlx5 with GPUDirect RDMA); "
+        "port " +
+        std::to_string(port.port) + " is " + port.driver +
+        ", whose packets the CPU copies: use --mem host-pinned");
 }
 
 PipelineStats minus(const PipelineStats& a, const PipelineStats& b) {
@@ -211,13 +205,12 @@ struct L2fwd::Impl {
   }
 
   void set_up() {
-    const rte_eth_dev_info info = port_info(options.port);
+    const PortInfo info = port_info(options.port);
     validate(options, worker.get());
-    if (options.memory == MemoryKind::Device) check_device_memory(options.port, info);
-    if (info.max_rx_queues < options.pipelines || info.max_tx_queues < options.pipelines)
-      throw Error("port " + std::to_string(options.port) + " (" + info.driver_name + ") has " +
-                  std::to_string(info.max_rx_queues) + " RX and " + std::to_string(info.max_tx_queues) +
-                  " TX queues; " + std::to_string(options.pipelines) + " pipelines need one of each apiece");
+    if (options.memory == MemoryKind::Device) check_device_memory(info);
+    const QueuePlan plan = plan_queues(info, options.pipelines);
+    log::app().info("l2fwd: port {} ({}), {} pipeline(s): {}", options.port, info.driver, options.pipelines,
+                    plan.spreading);
     if (options.items > kMaxItems) throw Error("--items must be at most " + std::to_string(kMaxItems));
     std::uint16_t rxd = options.rx_descriptors, txd = options.tx_descriptors;
     rte_eth_dev_adjust_nb_rx_tx_desc(options.port, &rxd, &txd);
@@ -243,10 +236,9 @@ struct L2fwd::Impl {
 
     rte_eth_conf conf{};
     const auto queues = static_cast<std::uint16_t>(options.pipelines);
-    // Several pipelines: the port spreads flows over their queues, where it can (RSS).
-    if (queues > 1 && info.flow_type_rss_offloads != 0) {
+    if (plan.rss_hashes != 0) {
       conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
-      conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
+      conf.rx_adv_conf.rss_conf.rss_hf = plan.rss_hashes;
     }
     if (rte_eth_dev_configure(options.port, queues, queues, &conf) != 0)
       throw Error("configuring port " + std::to_string(options.port) + " failed");

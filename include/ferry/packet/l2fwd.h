@@ -1,7 +1,8 @@
 #pragma once
 // ferry l2fwd as a service an application hosts: the packet path of the DPDK
-// gpudev article and NVIDIA's l2fwd-nv, on the DPDK ports whose PMDs Ferry links
-// (the virtual ones: cmake/dpdk.cmake, docs/packet.md).
+// gpudev article and NVIDIA's l2fwd-nv, on any DPDK port: every PMD Debian ships
+// with a shared DPDK link, the virtual ones with a static one (cmake/dpdk.cmake,
+// docs/packet.md).
 //
 // Each pipeline p owns RX queue p and TX queue p of one port, an RX core and a
 // TX core (EAL worker lcores, in order), and a communication list
@@ -37,8 +38,10 @@ namespace ferry::packet {
 // DPDK's usual arguments (args[0] is the program name), cleaned up when it goes.
 class Eal {
  public:
-  // Throws ferry::Error with DPDK's reason when rte_eal_init fails, or when an
-  // EAL is already up in this process.
+  // Throws ferry::Error with DPDK's reason when rte_eal_init fails, when an EAL
+  // is already up in this process, or when a device named by --vdev, -a or
+  // --allow made no port (its driver is missing, or refused its arguments; the
+  // message says where this build's drivers come from).
   explicit Eal(const std::vector<std::string>& args);
   ~Eal();
   Eal(const Eal&) = delete;
@@ -46,6 +49,24 @@ class Eal {
   // Worker lcores available to pipelines (two per pipeline).
   unsigned worker_lcores() const;
 };
+
+// A port the EAL probed, as `ferry l2fwd --list-ports` and the startup log show it.
+struct PortInfo {
+  std::uint16_t port = 0;
+  std::string device;  // a vdev's name (net_null0) or a PCI address (0000:3b:00.0)
+  std::string driver;  // the PMD: net_mlx5, net_ice, net_af_packet, ...
+  std::uint16_t max_rx_queues = 0, max_tx_queues = 0;
+  std::uint64_t rss_hashes = 0;   // RTE_ETH_RSS_* the port can spread flows by
+  std::uint64_t rx_offloads = 0;  // RTE_ETH_RX_OFFLOAD_* it can do
+  std::uint64_t tx_offloads = 0;  // RTE_ETH_TX_OFFLOAD_* it can do
+};
+
+// Every port the EAL probed, in port order. The EAL must be up.
+std::vector<PortInfo> list_ports();
+// One line: port, device, driver, queue limits, RSS hashes and offloads by name.
+std::string describe(const PortInfo& port);
+// How this build links DPDK and where its drivers come from, for messages.
+std::string dpdk_drivers_note();
 
 enum class FullPolicy {
   Drop,  // receive and free: the drops are counted as dropped_full
