@@ -148,6 +148,8 @@ void MetricsEndpoint::run() {
   std::vector<pollfd> fds;
   AcceptPause accept_pause;  // out of descriptors: stop watching the listener for a while
   const auto answer = [&](Client& c, int status, bool head, bool metrics) {
+    c.answered = true;
+    requests_.fetch_add(1, std::memory_order_relaxed);
     if (status == 200 && metrics) {
       std::string body;
       try {
@@ -155,7 +157,6 @@ void MetricsEndpoint::run() {
       } catch (const std::exception& e) {
         log::app().warn("metrics endpoint: rendering failed: {}", e.what());
         c.out = response(500, false, "metrics unavailable\n", "text/plain; charset=utf-8");
-        c.answered = true;
         return;
       }
       c.out = response(200, head, body, "text/plain; version=0.0.4; charset=utf-8");
@@ -163,8 +164,6 @@ void MetricsEndpoint::run() {
       c.out = response(status, head, status == 200 ? "ok\n" : std::string(reason(status)) + "\n",
                        "text/plain; charset=utf-8");
     }
-    c.answered = true;
-    requests_.fetch_add(1, std::memory_order_relaxed);
   };
   for (;;) {
     fds.clear();

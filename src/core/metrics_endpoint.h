@@ -50,7 +50,7 @@ class MetricsEndpoint {
   MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
 
   std::uint16_t port() const noexcept { return port_; }
-  std::uint64_t requests() const noexcept;
+  std::uint64_t requests() const noexcept;  // requests answered, whatever the status
 
  private:
   void run();
