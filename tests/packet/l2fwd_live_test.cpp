@@ -1,7 +1,12 @@
 // ferry l2fwd on a live link: a veth pair in a network namespace the test makes,
-// with net_af_packet on one end and a generator on the other. The generator
-// sends frames of a local-experimental EtherType (which the kernel ignores), and
-// checks every reply: its MACs swapped, its payload unchanged, in order.
+// with net_af_packet on one end and a generator on the other.
+// - One pipeline: frames of a local-experimental EtherType (which the kernel
+//   ignores), every reply checked in order: its MACs swapped, its payload unchanged.
+// - Several pipelines (net_af_packet's qpairs, which the kernel's PACKET_FANOUT_HASH
+//   spreads by flow): IPv4 and IPv6 UDP and TCP frames of many 5-tuples, every
+//   reply matched to its frame, swapped and intact; each pipeline got flows, the
+//   pipelines' counters add up to the total, and nothing was dropped under
+//   --when-full wait.
 // Skipped with the reason where this process may not make a namespace.
 
 #include <arpa/inet.h>
@@ -20,7 +25,10 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <optional>
 #include <random>
+#include <string>
 
 #include "l2fwd_runner.h"
 
@@ -38,20 +46,85 @@ int fail(const char* what) {
   return 1;
 }
 
-bool set_up_link() {
-  // fa: ferry's end (net_af_packet); fb: the generator's. IPv6 off where
-  // /proc/sys allows, so the kernel sends little of its own; the generator
-  // ignores any other EtherType anyway.
-  return std::system("ip link add fa type veth peer name fb && "
-                     "{ for i in fa fb; do echo 1 > /proc/sys/net/ipv6/conf/$i/disable_ipv6; done; } 2>/dev/null; "
-                     "ip link set fa up && ip link set fb up") == 0;
+// fa: ferry's end (net_af_packet); fb: the generator's. IPv6 off where
+// /proc/sys allows, so the kernel sends little of its own; the generators
+// ignore frames that are not theirs anyway.
+bool set_up_link(unsigned queues) {
+  const std::string q = std::to_string(queues);
+  const std::string cmd = "ip link add fa numtxqueues " + q + " numrxqueues " + q +
+                          " type veth peer name fb && " +
+                          "{ for i in fa fb; do echo 1 > /proc/sys/net/ipv6/conf/$i/disable_ipv6; done; } "
+                          "2>/dev/null; ip link set fa up && ip link set fb up";
+  return std::system(cmd.c_str()) == 0;
+}
+
+// A private network namespace: as root, or as root of a user namespace of its
+// own where unprivileged ones are allowed (as `unshare -rn` does). 0, or kSkip
+// with the reason.
+int enter_namespace() {
+  if (unshare(CLONE_NEWNET) == 0) return 0;
+  const int why = errno;
+  const uid_t uid = getuid();
+  const gid_t gid = getgid();
+  if (unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0) {
+    std::ofstream("/proc/self/setgroups") << "deny";
+    std::ofstream("/proc/self/uid_map") << "0 " << uid << " 1";
+    std::ofstream("/proc/self/gid_map") << "0 " << gid << " 1";
+    return 0;
+  }
+  std::fprintf(
+      stderr,
+      "network namespaces are not permitted here: unshare(CLONE_NEWNET): %s; with a user namespace: %s\n",
+      std::strerror(why), std::strerror(errno));
+  return kSkip;
+}
+
+// A raw socket on fb for `protocol` (network order), or -1.
+int open_fb(std::uint16_t protocol, int& ifindex) {
+  const int fd = socket(AF_PACKET, SOCK_RAW, protocol);
+  if (fd < 0) return -1;
+  sockaddr_ll at{};
+  at.sll_family = AF_PACKET;
+  at.sll_protocol = protocol;
+  at.sll_ifindex = ifindex = static_cast<int>(if_nametoindex("fb"));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool send_frame(int fd, int ifindex, const Frame& f) {
+  sockaddr_ll to{};
+  to.sll_family = AF_PACKET;
+  to.sll_ifindex = ifindex;
+  to.sll_halen = 6;
+  return sendto(fd, f.data(), f.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) >= 0;
+}
+
+// The next frame that arrives on fb (not one leaving it), or nullopt after 5 s.
+std::optional<Frame> receive_frame(int fd, std::vector<std::uint8_t>& buf) {
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 5000) <= 0) return std::nullopt;
+    sockaddr_ll from{};
+    socklen_t len = sizeof from;
+    const ssize_t n = recvfrom(fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &len);
+    if (n < 0) return std::nullopt;
+    if (from.sll_pkttype == PACKET_OUTGOING) continue;  // our own frames, seen leaving
+    return Frame(buf.begin(), buf.begin() + n);
+  }
+}
+
+void put_mac_pair(Frame& f) {
+  const std::uint8_t dst[6] = {0x02, 0, 0, 0, 0, 0x01}, src[6] = {0x02, 0, 0, 0, 0, 0x02};
+  std::memcpy(&f[0], dst, 6);
+  std::memcpy(&f[6], src, 6);
 }
 
 Frame make_frame(int i, std::mt19937& rng) {
   Frame f(60 + rng() % 1455);
-  const std::uint8_t dst[6] = {0x02, 0, 0, 0, 0, 0x01}, src[6] = {0x02, 0, 0, 0, 0, 0x02};
-  std::memcpy(&f[0], dst, 6);
-  std::memcpy(&f[6], src, 6);
+  put_mac_pair(f);
   f[12] = kEtherType >> 8;
   f[13] = kEtherType & 0xff;
   for (std::size_t b = 14; b < f.size(); ++b) f[b] = static_cast<std::uint8_t>(rng());
@@ -61,10 +134,6 @@ Frame make_frame(int i, std::mt19937& rng) {
 
 // Sends kFrames, at most kWindow unanswered, and checks each reply in turn.
 int generate(int fd, int ifindex) {
-  sockaddr_ll to{};
-  to.sll_family = AF_PACKET;
-  to.sll_ifindex = ifindex;
-  to.sll_halen = 6;
   std::mt19937 rng(7);
   std::vector<Frame> sent;
   int answered = 0;
@@ -72,24 +141,16 @@ int generate(int fd, int ifindex) {
   while (answered < kFrames) {
     while (static_cast<int>(sent.size()) < kFrames && static_cast<int>(sent.size()) - answered < kWindow) {
       sent.push_back(make_frame(static_cast<int>(sent.size()), rng));
-      if (sendto(fd, sent.back().data(), sent.back().size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) < 0)
-        return fail("sendto on fb failed");
+      if (!send_frame(fd, ifindex, sent.back())) return fail("sendto on fb failed");
     }
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 5000) <= 0) {
+    const std::optional<Frame> reply = receive_frame(fd, buf);
+    if (!reply) {
       std::fprintf(stderr, "live l2fwd: no reply within 5 s after %d of %d\n", answered, kFrames);
       return 1;
     }
-    sockaddr_ll from{};
-    socklen_t len = sizeof from;
-    const ssize_t n = recvfrom(fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &len);
-    if (n < 0) return fail("recvfrom on fb failed");
-    if (from.sll_pkttype == PACKET_OUTGOING) continue;  // our own frames, seen leaving
-    const Frame reply(buf.begin(), buf.begin() + n);
-    const Frame want = mac_swapped(sent[answered]);
-    if (reply != want) {
-      std::fprintf(stderr, "live l2fwd: reply %d (%zd bytes) is not frame %d with its MACs swapped\n", answered, n,
-                   answered);
+    if (*reply != mac_swapped(sent[answered])) {
+      std::fprintf(stderr, "live l2fwd: reply %d (%zu bytes) is not frame %d with its MACs swapped\n",
+                   answered, reply->size(), answered);
       return 1;
     }
     ++answered;
@@ -97,56 +158,191 @@ int generate(int fd, int ifindex) {
   return 0;
 }
 
-int live_run() {
-  if (unshare(CLONE_NEWNET) != 0) {
-    std::fprintf(stderr, "network namespaces are not permitted here: unshare(CLONE_NEWNET): %s\n",
-                 std::strerror(errno));
+// Flows: IPv4 and IPv6, UDP and TCP, each of its own addresses and ports.
+constexpr int kFlows = 96;
+constexpr std::uint32_t kMagic = 0x46525259;  // "FRRY": ends each flow frame, before its index
+
+void put16(Frame& f, std::size_t at, std::uint16_t v) {
+  f[at] = static_cast<std::uint8_t>(v >> 8);
+  f[at + 1] = static_cast<std::uint8_t>(v);
+}
+
+// Frame i of flow i % kFlows: Ethernet, IPv4 or IPv6, UDP or TCP, random bytes,
+// then kMagic and i, so that a reply names the frame it answers.
+Frame make_flow_frame(int i, std::mt19937& rng) {
+  const int flow = i % kFlows;
+  const bool v6 = flow % 2 == 1, tcp = flow / 2 % 2 == 1;
+  const std::size_t l3 = v6 ? 40 : 20, l4 = tcp ? 20 : 8;
+  const std::size_t payload = 8 + rng() % 1200;
+  Frame f(14 + l3 + l4 + payload);
+  put_mac_pair(f);
+  put16(f, 12, v6 ? 0x86dd : 0x0800);
+  const std::uint8_t proto = tcp ? 6 : 17;
+  std::size_t at = 14;
+  if (v6) {
+    f[at] = 0x60;
+    put16(f, at + 4, static_cast<std::uint16_t>(l4 + payload));
+    f[at + 6] = proto;
+    f[at + 7] = 64;
+    f[at + 8] = f[at + 24] = 0xfd;  // fd00::/8, unique local
+    f[at + 23] = static_cast<std::uint8_t>(flow);
+    f[at + 39] = static_cast<std::uint8_t>(flow * 7 + 1);
+  } else {
+    f[at] = 0x45;
+    put16(f, at + 2, static_cast<std::uint16_t>(l3 + l4 + payload));
+    f[at + 8] = 64;
+    f[at + 9] = proto;
+    const std::uint8_t src[4] = {10, 0, 0, static_cast<std::uint8_t>(flow)};
+    const std::uint8_t dst[4] = {10, 1, static_cast<std::uint8_t>(flow), 1};
+    std::memcpy(&f[at + 12], src, 4);
+    std::memcpy(&f[at + 16], dst, 4);
+    std::uint32_t sum = 0;
+    for (std::size_t b = 0; b < 20; b += 2) sum += (f[at + b] << 8) | f[at + b + 1];
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    put16(f, at + 10, static_cast<std::uint16_t>(~sum));
+  }
+  at += l3;
+  put16(f, at, static_cast<std::uint16_t>(10000 + flow));
+  put16(f, at + 2, static_cast<std::uint16_t>(20000 + flow * 13));
+  if (tcp) {
+    f[at + 12] = 5 << 4;  // data offset: 5 words
+    f[at + 13] = 0x10;    // ACK
+  } else {
+    put16(f, at + 4, static_cast<std::uint16_t>(l4 + payload));
+  }
+  at += l4;
+  for (std::size_t b = at; b < f.size() - 8; ++b) f[b] = static_cast<std::uint8_t>(rng());
+  std::memcpy(&f[f.size() - 8], &kMagic, 4);
+  std::memcpy(&f[f.size() - 4], &i, 4);
+  return f;
+}
+
+// Sends kFrames of kFlows flows, at most kWindow unanswered. Pipelines answer in
+// any order across flows: each reply must be a frame sent and not yet answered,
+// its MACs swapped and every other byte unchanged.
+int generate_flows(int fd, int ifindex) {
+  std::mt19937 rng(11);
+  std::vector<Frame> sent;
+  std::vector<bool> back(kFrames, false);
+  int answered = 0;
+  std::vector<std::uint8_t> buf(4096);
+  while (answered < kFrames) {
+    while (static_cast<int>(sent.size()) < kFrames && static_cast<int>(sent.size()) - answered < kWindow) {
+      sent.push_back(make_flow_frame(static_cast<int>(sent.size()), rng));
+      if (!send_frame(fd, ifindex, sent.back())) return fail("sendto on fb failed");
+    }
+    const std::optional<Frame> reply = receive_frame(fd, buf);
+    if (!reply) {
+      std::fprintf(stderr, "live l2fwd: no reply within 5 s after %d of %d\n", answered, kFrames);
+      return 1;
+    }
+    std::uint32_t magic = 0;
+    int i = -1;
+    if (reply->size() >= 22) {
+      std::memcpy(&magic, &(*reply)[reply->size() - 8], 4);
+      std::memcpy(&i, &(*reply)[reply->size() - 4], 4);
+    }
+    if (magic != kMagic) continue;  // the kernel's own, forwarded
+    if (i < 0 || i >= static_cast<int>(sent.size()) || back[i]) {
+      std::fprintf(stderr, "live l2fwd: a reply names frame %d, which was not sent or came back already\n",
+                   i);
+      return 1;
+    }
+    if (*reply != mac_swapped(sent[i])) {
+      std::fprintf(stderr, "live l2fwd: reply to frame %d (%zu bytes) is not it with its MACs swapped\n", i,
+                   reply->size());
+      return 1;
+    }
+    back[i] = true;
+    ++answered;
+  }
+  return 0;
+}
+
+// The statistics of a run of `pipelines`: each pipeline's counters add up to
+// the total, nothing dropped, every mbuf back, at least `frames` forwarded,
+// and (with several pipelines) every pipeline got some.
+int check_stats(const L2fwdRun& run, unsigned pipelines) {
+  const nlohmann::json& s = run.stats;
+  bool ok = s.is_object() && s["mbufs_not_returned"] == 0 && s["pipelines"].size() == pipelines;
+  if (ok) {
+    for (const char* key : {"rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "dropped"}) {
+      std::uint64_t sum = 0;
+      for (const auto& p : s["pipelines"]) sum += p[key].get<std::uint64_t>();
+      ok = ok && sum == s["total"][key].get<std::uint64_t>();
+    }
+    for (const auto& p : s["pipelines"])
+      ok = ok && (pipelines == 1 || p["rx_packets"].get<std::uint64_t>() > 0);
+    ok = ok && s["total"]["dropped"] == 0 && s["total"]["tx_packets"].get<std::uint64_t>() >= kFrames &&
+         s["total"]["tx_packets"] == s["total"]["rx_packets"];
+  }
+  if (!ok) {
+    std::fprintf(stderr, "live l2fwd: statistics do not add up:\n%s\n", s.dump(2).c_str());
+    return 1;
+  }
+  std::string spread;
+  for (const auto& p : s["pipelines"]) spread += " " + std::to_string(p["rx_packets"].get<std::uint64_t>());
+  std::fprintf(stderr, "live l2fwd: %u pipeline(s) received%s frames\n", pipelines, spread.c_str());
+  return 0;
+}
+
+// ferry l2fwd with `pipelines` pipelines over fa, and a generator on fb.
+int live_run(unsigned pipelines) {
+  if (const int r = enter_namespace(); r != 0) return r;
+  if (!set_up_link(pipelines)) {
+    std::fprintf(
+        stderr,
+        "cannot make a veth pair in the new namespace (ip link add): no CAP_NET_ADMIN, or no iproute2\n");
     return kSkip;
   }
-  if (!set_up_link()) {
-    std::fprintf(stderr, "cannot make a veth pair in the new namespace (ip link add): no CAP_NET_ADMIN, or no iproute2\n");
-    return kSkip;
-  }
-  const int fd = socket(AF_PACKET, SOCK_RAW, htons(kEtherType));
+  int ifindex = 0;
+  const int fd = open_fb(pipelines == 1 ? htons(kEtherType) : htons(ETH_P_ALL), ifindex);
   if (fd < 0) return fail("a raw socket on fb");
-  sockaddr_ll at{};
-  at.sll_family = AF_PACKET;
-  at.sll_protocol = htons(kEtherType);
-  at.sll_ifindex = static_cast<int>(if_nametoindex("fb"));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0) return fail("binding to fb");
 
   L2fwdRunner r;
-  Subprocess ferry = r.start({"--vdev", "net_af_packet0,iface=fa"},
-                             {"--mode", "cpu", "--burst", "32", "--burst-timeout-us", "20", "--when-full", "wait"});
+  const std::string p = std::to_string(pipelines);
+  Subprocess ferry =
+      r.start({"--vdev", "net_af_packet0,iface=fa,qpairs=" + p},
+              {"--mode", "cpu", "-p", p, "--burst", "32", "--burst-timeout-us", "20", "--when-full", "wait"},
+              2 * pipelines + 1);
   // The port is up once ferry says which pipelines it runs.
   if (!r.wait_for_output("pipeline(s) on port", 60)) {
     ferry.kill();
     std::fprintf(stderr, "live l2fwd: ferry l2fwd did not bring the port up within 60 s\n");
     return 1;
   }
-  const int generated = generate(fd, at.sll_ifindex);
+  const int generated = pipelines == 1 ? generate(fd, ifindex) : generate_flows(fd, ifindex);
   ferry.signal(SIGINT);
   const L2fwdRun run = r.collect(ferry, 60);
   close(fd);
   if (generated != 0) return generated;
   if (run.exit_code != 0) return 1;
-  if (!run.stats.is_object() || run.stats["mbufs_not_returned"] != 0 ||
-      run.stats["total"]["tx_packets"].get<std::uint64_t>() < kFrames) {
-    std::fprintf(stderr, "live l2fwd: statistics do not add up:\n%s\n", run.stats.dump(2).c_str());
-    return 1;
-  }
-  return 0;
+  return check_stats(run, pipelines);
 }
 
-TEST(L2fwdLive, AVethPairThroughAfPacketGetsEveryFrameBackSwappedAndInOrder) {
+// Runs live_run in a child, whose namespace goes with it.
+void expect_live(unsigned pipelines) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
-  if (pid == 0) _exit(live_run());
+  if (pid == 0) _exit(live_run(pipelines));
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "the namespace's child died by a signal";
-  if (WEXITSTATUS(status) == kSkip) GTEST_SKIP() << "no network namespace with a veth pair here (see the log above)";
+  if (WEXITSTATUS(status) == kSkip)
+    GTEST_SKIP() << "no network namespace with a veth pair here (see the log above)";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "see the log above";
+}
+
+TEST(L2fwdLive, AVethPairThroughAfPacketGetsEveryFrameBackSwappedAndInOrder) {
+  expect_live(1);
+}
+
+TEST(L2fwdLive, TwoPipelinesSpreadIpv4AndIpv6FlowsAndEveryFrameComesBackSwapped) {
+  expect_live(2);
+}
+
+TEST(L2fwdLive, ThreePipelinesSpreadIpv4AndIpv6FlowsAndEveryFrameComesBackSwapped) {
+  expect_live(3);
 }
 
 }  // namespace

@@ -102,6 +102,49 @@ TEST(L2fwd, RefusesWhatItCannotDoWithAClearReason) {
   EXPECT_NE(items.output.find("power of two"), std::string::npos) << items.output;
 }
 
+// What a user needs to pick a port and -p: each port's driver, queues and RSS
+// hashes; and the reason, by name, when a device made no port or a port cannot
+// carry the pipelines asked of it.
+TEST(L2fwd, ListsPortsAndNamesMissingDriversTooFewQueuesAndNoRss) {
+  L2fwdRunner r;
+  write_pcap(r.in_pcap(), mixed_frames(10, 5));
+  std::vector<std::string> two_ports = r.pcap_vdev();
+  two_ports.insert(two_ports.end(), {"--vdev", "net_null0"});
+  const L2fwdRun list = r.run_as_given(two_ports, {"--list-ports"});
+  EXPECT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_NE(list.output.find("2 port(s)"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("port 0 (net_pcap0, driver net_pcap): queues rx 1 tx 1 | RSS none"),
+            std::string::npos)
+      << list.output;
+  EXPECT_NE(list.output.find("port 1 (net_null0, driver net_null): queues rx 1024 tx 1024 | RSS ipv4"),
+            std::string::npos)
+      << list.output;
+
+  const L2fwdRun missing = r.run_as_given({"--vdev", "net_nosuchdriver0"}, {"--list-ports"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("A --vdev names a driver that is not loaded"), std::string::npos)
+      << missing.output;
+  const L2fwdRun refused = r.run_as_given({"--vdev", "net_af_packet0,iface=no-such-if"}, {"--list-ports"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("--vdev net_af_packet0 made no port"), std::string::npos) << refused.output;
+
+  const L2fwdRun queues = r.run(r.pcap_vdev(), {"--mode", "cpu", "-p", "2", "-v", "10"}, 5);
+  EXPECT_NE(queues.exit_code, 0);
+  EXPECT_NE(queues.output.find("has 1 RX and 1 TX queues, and -p 2 needs one of each per pipeline"),
+            std::string::npos)
+      << queues.output;
+  // net_vhost has queues, reports no RSS and spreads nothing itself. A static
+  // build (FERRY_DPDK_LINK=static) has no net_vhost, and says so.
+  const std::string vhost = "net_vhost0,iface=" + (r.dir() / "vhost.sock").string() + ",queues=2";
+  const L2fwdRun rss = r.run({"--vdev", vhost}, {"--mode", "cpu", "-p", "2", "-v", "10"}, 5);
+  EXPECT_NE(rss.exit_code, 0);
+  const bool static_build = rss.output.find("links DPDK statically") != std::string::npos;
+  EXPECT_TRUE(static_build ||
+              rss.output.find("(net_vhost0, driver net_vhost) has no RSS, so -p 2 would leave "
+                              "every flow on queue 0") != std::string::npos)
+      << rss.output;
+}
+
 // A pool that cannot hold what the list and the queues hold at once leaves RX
 // without an mbuf for good. It is refused at start with the count needed, and
 // exactly that count forwards. Here: the list's 4 items x 8 packets, the burst
