@@ -16,9 +16,16 @@ API and the same descriptors (docs/bench/nixl.md).
 Each backend runs in a process of its own (NIXL_PLUGIN_DIR replaces NIXL's plugin
 folder for a whole process), over the same folder on the same disk. For each
 mode (buffered, direct), size and operation, a transfer of --total-mib MiB in
-descriptors of that size is made, posted and released --runs times (NIXL's
-initialize_xfer to release_xfer_handle; Ferry's push or pull to its wait): GB/s
-is bytes / that time, 1e9 bytes, the median of the runs. Every READ run starts
+descriptors of that size is made, posted and released --warmup + --runs times
+(NIXL's initialize_xfer to release_xfer_handle; Ferry's push or pull to its
+wait): GB/s is bytes / that time, 1e9 bytes, the median of the --runs runs after
+the warm-up ones. The warm-up runs are timed too and kept apart: the first write
+of an object allocates its file (or, for POSIX, fills the file the application
+created and sized before the clock), and Ferry's file tier keeps the file a
+second write replaces for the third to overwrite in place (spare_files.h), as
+POSIX overwrites its files; so with the default two warm-up runs every timed
+write is an overwrite for every backend, and the first run's GB/s is reported
+beside the medians as the first write. Every READ run starts
 from a zeroed buffer and is checked. WRITE runs first,
 then READ of what it wrote (buffered reads then come from the page cache, for
 every backend alike). Every byte read back is checked once per backend.
@@ -136,13 +143,13 @@ def worker_nixl(args, kind, params):
         expect = buf.copy()
         for op in ("WRITE", "READ"):
             secs = []
-            for _ in range(args.runs):
+            for _ in range(args.warmup + args.runs):
                 if op == "READ":
                     buf[:] = 0
                 secs.append(nixl_transfer(agent, name, backend, op, local, remote, args.poll_us))
                 if op == "READ" and not np.array_equal(buf, expect):
                     sys.exit(f"nixl_bench: {kind} read back different bytes at {size} bytes")
-            rows.append(row(kind, params, args.mode, op, size, count, secs))
+            rows.append(row(kind, params, args.mode, op, size, count, secs, args.warmup))
         agent.deregister_memory(remote_reg, backends=[backend])
         agent.deregister_memory(mem, backends=[backend])
         for fd in fds:
@@ -163,15 +170,15 @@ def worker_ferry_api(args):
             pull_list = ferry.DescList([buf[i * size:(i + 1) * size] for i in range(count)], writable=True)
             fill(buf, size)
             expect = buf.copy()
-            secs = timed(lambda: agent.push(keys, push_list).wait(), args.runs)
-            rows.append(row("ferry-api", {}, args.mode, "WRITE", size, count, secs))
+            secs = timed(lambda: agent.push(keys, push_list).wait(), args.warmup + args.runs)
+            rows.append(row("ferry-api", {}, args.mode, "WRITE", size, count, secs, args.warmup))
             secs = []
-            for _ in range(args.runs):
+            for _ in range(args.warmup + args.runs):
                 buf[:] = 0
                 secs += timed(lambda: agent.pull(keys, pull_list).wait(), 1)
                 if not np.array_equal(buf, expect):
                     sys.exit(f"nixl_bench: ferry-api read back different bytes at {size} bytes")
-            rows.append(row("ferry-api", {}, args.mode, "READ", size, count, secs))
+            rows.append(row("ferry-api", {}, args.mode, "READ", size, count, secs, args.warmup))
             region.close()
     return rows
 
@@ -210,7 +217,7 @@ def worker_paired(args, params):
 
             for op in ("WRITE", "READ"):
                 secs = {"plugin": [], "ferry-api": []}
-                for run in range(args.runs):
+                for run in range(args.warmup + args.runs):
                     if op == "READ":
                         buf[:] = 0
                         api_buf[:] = 0
@@ -220,17 +227,20 @@ def worker_paired(args, params):
                     if op == "READ" and not (np.array_equal(buf, expect) and np.array_equal(api_buf, expect)):
                         sys.exit(f"nixl_bench: paired run read back different bytes at {size} bytes")
                 for kind in secs:
-                    rows.append(row(kind + "-paired", {}, args.mode, op, size, count, secs[kind]))
+                    rows.append(row(kind + "-paired", {}, args.mode, op, size, count, secs[kind], args.warmup))
             region.close()
             agent.deregister_memory(remote_reg, backends=[BACKEND])
             agent.deregister_memory(mem, backends=[BACKEND])
     return rows
 
 
-def row(kind, params, mode, op, size, count, secs):
+def row(kind, params, mode, op, size, count, secs, warmup):
+    """secs: every run's seconds, the warm-up runs first."""
     gbps = [size * count / s / 1e9 for s in secs]
     return {"backend": kind, "params": params, "mode": mode, "op": op, "size": size, "descriptors": count,
-            "seconds": secs, "gbps": gbps, "gbps_median": statistics.median(gbps)}
+            "warmup": warmup, "seconds": secs[warmup:], "gbps": gbps[warmup:],
+            "gbps_median": statistics.median(gbps[warmup:]), "warmup_gbps": gbps[:warmup],
+            "first_gbps": gbps[0]}
 
 
 def start_agent(args, mode, folder):
@@ -252,7 +262,7 @@ def start_agent(args, mode, folder):
 def run_worker(args, kind, mode, endpoint, params):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--mode", mode, "--dir", args.dir,
            "--sizes", ",".join(str(s) for s in args.sizes), "--total-mib", str(args.total_mib),
-           "--runs", str(args.runs), "--poll-us", str(args.poll_us), "--endpoint", endpoint or "", "--params", json.dumps(params)]
+           "--runs", str(args.runs), "--warmup", str(args.warmup), "--poll-us", str(args.poll_us), "--endpoint", endpoint or "", "--params", json.dumps(params)]
     env = dict(os.environ)
     if kind in ("plugin", "paired"):
         env["NIXL_PLUGIN_DIR"] = args.plugin_dir
@@ -269,7 +279,9 @@ def main():
     p.add_argument("--dir", help="the folder both backends write to (default: a fresh one under /var/tmp)")
     p.add_argument("--sizes", default="1048576,4194304,16777216", help="descriptor sizes in bytes")
     p.add_argument("--total-mib", type=int, default=128, help="MiB one transfer moves")
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--runs", type=int, default=3, help="timed runs a point, after the warm-up ones")
+    p.add_argument("--warmup", type=int, default=2,
+                   help="runs before the timed ones, reported apart (the first is each object's first write)")
     p.add_argument("--poll-us", type=int, default=50,
                    help="microseconds between check_xfer_state calls, the same for every NIXL backend (0: spin)")
     p.add_argument("--modes", default="buffered,direct")
@@ -325,10 +337,11 @@ def main():
         if own_dir:
             shutil.rmtree(args.dir, ignore_errors=True)
 
-    print("\nGB/s, medians; plugin / POSIX's best queue, plugin / Ferry's Python API, and the same from"
-          " runs taking turns in one process (paired)")
+    print("\nGB/s, medians of the timed runs; plugin / POSIX's best queue, plugin / Ferry's Python API, the same"
+          " from runs taking turns in one process (paired); and each object's first write (the first warm-up"
+          " run): plugin, POSIX's best, their ratio")
     print(f"{'mode':>8} {'op':>5} {'size':>9} {'plugin':>8} {'posix':>8} {'uring':>8} {'api':>8} "
-          f"{'/posix':>7} {'/api':>6} {'paired':>8}")
+          f"{'/posix':>7} {'/api':>6} {'paired':>8} {'first':>7} {'posix':>7} {'ratio':>6}")
     summary = []
     for mode in args.modes.split(","):
         for op in ("WRITE", "READ"):
@@ -337,19 +350,24 @@ def main():
                 plugin = next(r["gbps_median"] for r in pick if r["backend"] == "plugin")
                 api = next(r["gbps_median"] for r in pick if r["backend"] == "ferry-api")
                 posix = [r["gbps_median"] for r in pick if r["backend"] == "posix"]
+                first = next(r["first_gbps"] for r in pick if r["backend"] == "plugin")
+                posix_first = max(r["first_gbps"] for r in pick if r["backend"] == "posix")
                 paired = {r["backend"]: r["seconds"] for r in pick if r["backend"].endswith("-paired")}
                 # Each run's plugin against the API's run beside it: their GB/s ratio, the median of the runs.
                 pair_ratio = statistics.median(a / p for p, a in zip(paired["plugin-paired"], paired["ferry-api-paired"]))
                 s = {"mode": mode, "op": op, "size": size, "plugin_gbps": plugin, "api_gbps": api,
                      "posix_gbps": posix[0], "posix_uring_gbps": posix[1], "plugin_over_posix": plugin / max(posix),
-                     "plugin_over_api": plugin / api, "plugin_over_api_paired": pair_ratio}
+                     "plugin_over_api": plugin / api, "plugin_over_api_paired": pair_ratio,
+                     "first_plugin_gbps": first, "first_posix_gbps": posix_first,
+                     "first_plugin_over_posix": first / posix_first}
                 summary.append(s)
                 print(f"{mode:>8} {op:>5} {size >> 10:>5} KiB {plugin:8.3f} {posix[0]:8.3f} {posix[1]:8.3f} "
-                      f"{api:8.3f} {s['plugin_over_posix']:6.2f}x {s['plugin_over_api']:5.2f}x {pair_ratio:7.3f}x")
+                      f"{api:8.3f} {s['plugin_over_posix']:6.2f}x {s['plugin_over_api']:5.2f}x {pair_ratio:7.3f}x "
+                      f"{first:7.3f} {posix_first:7.3f} {first / posix_first:5.2f}x")
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump({"bench": "nixl", "rows": rows, "summary": summary, "total_mib": args.total_mib,
-                       "runs": args.runs}, f, indent=1)
+                       "runs": args.runs, "warmup": args.warmup}, f, indent=1)
 
 
 if __name__ == "__main__":

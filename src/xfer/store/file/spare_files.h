@@ -29,7 +29,7 @@ namespace ferry::xfer::store {
 
 class SpareFiles {
  public:
-  static constexpr std::size_t kMaxFiles = 16;
+  static constexpr std::size_t kMaxFiles = 256;
   static constexpr std::uint64_t kMaxBytes = std::uint64_t{256} << 20;
 
   explicit SpareFiles(int dir_fd) : dir_fd_(dir_fd) {}
