@@ -35,8 +35,8 @@ struct BertOptions {
   // CPU, where it would save nothing and the model matches the reference to 1e-9.
   std::optional<Gelu> gelu;
   int cpu_threads = 0;              // the CPU model's threads; 0: one per core
-  std::size_t max_batch_tokens = 16384;  // the largest TokenBatch::tokens() embed() will see
-  std::size_t max_batch = 256;           // the most sequences in one TokenBatch
+  std::size_t max_batch_tokens = kDefaultMaxBatchTokens;  // the largest TokenBatch::tokens() embed() will see
+  std::size_t max_batch = kDefaultMaxBatch;               // the most sequences in one TokenBatch
   // GPU only: how many embed() calls run at once, each on a stream, staging
   // and activations of its own over the one copy of the weights
   // (EmbeddingModel::concurrency). With two, one call's copies and

@@ -19,6 +19,13 @@
 
 namespace ferry::infer {
 
+// The batch limits the service batches to and the models size their buffers
+// for, by default: one pair, so that a default service never builds a batch
+// its default model was not sized for.
+inline constexpr std::size_t kDefaultMaxBatch = 256;  // sequences in one batch
+inline constexpr std::size_t kDefaultMaxBatchTokens =
+    16384;  // tokens in one batch (TEI's --max-batch-tokens)
+
 // Several token sequences back to back. Sequence i is ids[starts[i], starts[i+1]).
 struct TokenBatch {
   std::vector<std::int32_t> ids;

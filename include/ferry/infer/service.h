@@ -30,8 +30,8 @@ struct ServiceOptions {
   // batch's sequences is what caps requests/s: 256 takes more single inputs a
   // second than 32 did (docs/bench/inference.md, the --max-batch defaults).
   std::size_t queue_slots = 1024;          // sequences waiting at most; more: Admission::Full
-  std::size_t max_batch = 256;             // sequences in one batch
-  std::size_t max_batch_tokens = 16384;    // tokens in one batch (TEI's --max-batch-tokens)
+  std::size_t max_batch = kDefaultMaxBatch;               // sequences in one batch
+  std::size_t max_batch_tokens = kDefaultMaxBatchTokens;  // tokens in one batch (TEI's --max-batch-tokens)
   std::chrono::microseconds max_wait{0};   // how long a batch waits to fill after its first sequence
   std::size_t max_tokens = 256;            // a sequence's ids at most, [CLS] and [SEP] included
   int cpu = -1;                            // pin the batcher to this core; -1: unpinned
