@@ -9,6 +9,23 @@
 set -euo pipefail
 B=${1:-build}
 C=.carry
+# ferry l2fwd travels with DPDK linked statically and only the virtual PMDs
+# (cmake/dpdk.cmake): the GPU machine has no DPDK packages. A build dir that
+# links DPDK shared is switched to FERRY_DPDK_LINK=static for the copy, and
+# back to what it was afterwards.
+dpdk_link=
+if [ -x "$B/apps/ferry/ferry" ] && ldd "$B/apps/ferry/ferry" | grep -q librte_eal; then
+  dpdk_link=$(sed -n 's/^FERRY_DPDK_LINK:STRING=//p' "$B/CMakeCache.txt")
+  echo "carry-build: relinking ferry with FERRY_DPDK_LINK=static for the GPU machine"
+  cmake -S . -B "$B" -DFERRY_DPDK_LINK=static >/dev/null
+  cmake --build "$B" -j"$(nproc)" --target ferry >/dev/null
+  restore_dpdk_link() {
+    echo "carry-build: relinking ferry in $B with FERRY_DPDK_LINK='$dpdk_link' again"
+    cmake -S . -B "$B" -DFERRY_DPDK_LINK="$dpdk_link" >/dev/null
+    cmake --build "$B" -j"$(nproc)" --target ferry >/dev/null
+  }
+  trap restore_dpdk_link EXIT
+fi
 rm -rf "$C"
 mkdir -p "$C/lib"
 files="${CARRY_FILES:-apps/ferry/ferry bench/launch/ferry-launch-bench bench/kv/ferry-kv-bench bench/ferry-echo-baseline tests/core/core_unit_test tests/core/slot_ring_fuzz_test
