@@ -60,14 +60,19 @@ constexpr std::pair<std::uint64_t, const char*> kRssHashes[] = {
 // addresses and TCP or UDP ports.
 constexpr std::uint64_t kFlowHashes = RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP;
 
-// Drivers that report no RSS to ethdev and still give each queue a share of
-// the flows, and how (docs/packet.md, "Ports and drivers").
+// Drivers whose queues get their share of the flows some other way than the
+// RSS they report to ethdev (most report none), and how (docs/packet.md,
+// "Ports and drivers"). Ferry configures no RSS on them.
 constexpr std::pair<const char*, const char*> kOwnSpreading[] = {
     {"net_af_packet",
      "the kernel's PACKET_FANOUT_HASH: each frame's flow hash (addresses and ports) picks a queue's socket, "
      "and a "
      "full socket rolls frames over to the next"},
     {"net_af_xdp", "the NIC's own RSS in its kernel driver (ethtool -X), a queue per XDP socket"},
+    {"net_tap",
+     "the kernel's tun driver: each frame's flow hash picks the queue (the RSS net_tap reports is eBPF "
+     "behind an "
+     "rte_flow rule, which Ferry does not make)"},
     {"net_null", "each queue makes packets of its own"},
     {"net_ring", "each queue is a ring of its own"},
     {"net_pcap", "each queue reads a file of its own"},
@@ -213,16 +218,16 @@ QueuePlan plan_queues(const PortInfo& p, std::uint32_t pipelines) {
     plan.spreading = "one queue pair";
     return plan;
   }
+  for (const auto& [driver, how] : kOwnSpreading)
+    if (p.driver == driver) {
+      plan.spreading = std::string("no RSS configured; ") + how;
+      return plan;
+    }
   if (const std::uint64_t flows = p.rss_hashes & kFlowHashes; flows != 0) {
     plan.rss_hashes = flows;
     plan.spreading = "flows spread by RSS over " + rss_names(flows);
     return plan;
   }
-  for (const auto& [driver, how] : kOwnSpreading)
-    if (p.driver == driver) {
-      plan.spreading = std::string("flows spread, without RSS, by ") + how;
-      return plan;
-    }
   if (p.rss_hashes != 0)
     throw Error(port_label(p) + " hashes only on " + rss_names(p.rss_hashes) +
                 ", not on IPv4 or IPv6 addresses and ports, so -p " + std::to_string(pipelines) +
