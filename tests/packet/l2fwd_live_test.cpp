@@ -38,6 +38,9 @@ namespace ferry::test {
 namespace {
 
 constexpr std::uint16_t kEtherType = 0x88b5;  // IEEE 802 local experimental
+// "FRRY": the generators' frames end with it and their index, so that a reply
+// names the frame it answers.
+constexpr std::uint32_t kMagic = 0x46525259;
 constexpr int kFrames = 2000;
 constexpr int kWindow = 32;  // frames in flight at most
 constexpr int kSkip = 77;
@@ -124,45 +127,23 @@ void put_mac_pair(Frame& f) {
   std::memcpy(&f[6], src, 6);
 }
 
+void end_with_index(Frame& f, int i) {
+  std::memcpy(&f[f.size() - 8], &kMagic, 4);
+  std::memcpy(&f[f.size() - 4], &i, 4);
+}
+
 Frame make_frame(int i, std::mt19937& rng) {
   Frame f(60 + rng() % 1455);
   put_mac_pair(f);
   f[12] = kEtherType >> 8;
   f[13] = kEtherType & 0xff;
   for (std::size_t b = 14; b < f.size(); ++b) f[b] = static_cast<std::uint8_t>(rng());
-  std::memcpy(&f[14], &i, sizeof i);
+  end_with_index(f, i);
   return f;
-}
-
-// Sends kFrames, at most kWindow unanswered, and checks each reply in turn.
-int generate(int fd, int ifindex) {
-  std::mt19937 rng(7);
-  std::vector<Frame> sent;
-  int answered = 0;
-  std::vector<std::uint8_t> buf(4096);
-  while (answered < kFrames) {
-    while (static_cast<int>(sent.size()) < kFrames && static_cast<int>(sent.size()) - answered < kWindow) {
-      sent.push_back(make_frame(static_cast<int>(sent.size()), rng));
-      if (!send_frame(fd, ifindex, sent.back())) return fail("sendto on fb failed");
-    }
-    const std::optional<Frame> reply = receive_frame(fd, buf);
-    if (!reply) {
-      std::fprintf(stderr, "live l2fwd: no reply within 5 s after %d of %d\n", answered, kFrames);
-      return 1;
-    }
-    if (*reply != mac_swapped(sent[answered])) {
-      std::fprintf(stderr, "live l2fwd: reply %d (%zu bytes) is not frame %d with its MACs swapped\n",
-                   answered, reply->size(), answered);
-      return 1;
-    }
-    ++answered;
-  }
-  return 0;
 }
 
 // Flows: IPv4 and IPv6, UDP and TCP, each of its own addresses and ports.
 constexpr int kFlows = 96;
-constexpr std::uint32_t kMagic = 0x46525259;  // "FRRY": ends each flow frame, before its index
 
 void put16(Frame& f, std::size_t at, std::uint16_t v) {
   f[at] = static_cast<std::uint8_t>(v >> 8);
@@ -170,7 +151,7 @@ void put16(Frame& f, std::size_t at, std::uint16_t v) {
 }
 
 // Frame i of flow i % kFlows: Ethernet, IPv4 or IPv6, UDP or TCP, random bytes,
-// then kMagic and i, so that a reply names the frame it answers.
+// then kMagic and i.
 Frame make_flow_frame(int i, std::mt19937& rng) {
   const int flow = i % kFlows;
   const bool v6 = flow % 2 == 1, tcp = flow / 2 % 2 == 1;
@@ -214,15 +195,17 @@ Frame make_flow_frame(int i, std::mt19937& rng) {
   }
   at += l4;
   for (std::size_t b = at; b < f.size() - 8; ++b) f[b] = static_cast<std::uint8_t>(rng());
-  std::memcpy(&f[f.size() - 8], &kMagic, 4);
-  std::memcpy(&f[f.size() - 4], &i, 4);
+  end_with_index(f, i);
   return f;
 }
 
-// Sends kFrames of kFlows flows, at most kWindow unanswered. Pipelines answer in
-// any order across flows: each reply must be a frame sent and not yet answered,
-// its MACs swapped and every other byte unchanged.
-int generate_flows(int fd, int ifindex) {
+using MakeFrame = Frame (*)(int i, std::mt19937& rng);
+
+// Sends kFrames made by `make`, at most kWindow unanswered. Each reply must be a
+// frame sent and not yet answered (the next one, if `in_order`), its MACs
+// swapped and every other byte unchanged. Several pipelines answer in any order
+// across flows.
+int generate(int fd, int ifindex, MakeFrame make, bool in_order) {
   std::mt19937 rng(11);
   std::vector<Frame> sent;
   std::vector<bool> back(kFrames, false);
@@ -230,7 +213,7 @@ int generate_flows(int fd, int ifindex) {
   std::vector<std::uint8_t> buf(4096);
   while (answered < kFrames) {
     while (static_cast<int>(sent.size()) < kFrames && static_cast<int>(sent.size()) - answered < kWindow) {
-      sent.push_back(make_flow_frame(static_cast<int>(sent.size()), rng));
+      sent.push_back(make(static_cast<int>(sent.size()), rng));
       if (!send_frame(fd, ifindex, sent.back())) return fail("sendto on fb failed");
     }
     const std::optional<Frame> reply = receive_frame(fd, buf);
@@ -245,9 +228,9 @@ int generate_flows(int fd, int ifindex) {
       std::memcpy(&i, &(*reply)[reply->size() - 4], 4);
     }
     if (magic != kMagic) continue;  // the kernel's own, forwarded
-    if (i < 0 || i >= static_cast<int>(sent.size()) || back[i]) {
-      std::fprintf(stderr, "live l2fwd: a reply names frame %d, which was not sent or came back already\n",
-                   i);
+    if (i < 0 || i >= static_cast<int>(sent.size()) || back[i] || (in_order && i != answered)) {
+      std::fprintf(stderr, "live l2fwd: reply %d names frame %d: not sent, back already, or out of order\n",
+                   answered, i);
       return 1;
     }
     if (*reply != mac_swapped(sent[i])) {
@@ -337,7 +320,8 @@ int live_run(unsigned pipelines, Link link) {
     ferry.kill();
     return fail("a raw socket for the generator");
   }
-  const int generated = pipelines == 1 ? generate(fd, ifindex) : generate_flows(fd, ifindex);
+  const int generated = pipelines == 1 ? generate(fd, ifindex, make_frame, true)
+                                       : generate(fd, ifindex, make_flow_frame, false);
   ferry.signal(SIGINT);
   const L2fwdRun run = r.collect(ferry, 60);
   close(fd);
