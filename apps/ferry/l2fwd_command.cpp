@@ -28,7 +28,8 @@ constexpr const char* kUsage =
     "ferry l2fwd [EAL args] -- [flags]\n"
     "Forwards every packet of a DPDK port back out with its MAC addresses swapped: RX core, worker\n"
     "(CPU, or a GPU by any launch method), TX core, per pipeline, joined by a communication list.\n"
-    "EAL args are DPDK's usual ones, e.g. -l 0-2 --vdev net_null0 --no-huge -m 512 --no-pci.\n"
+    "EAL args are DPDK's usual ones, e.g. -l 0-2 --vdev net_null0 --no-huge -m 512 --no-pci,\n"
+    "or -a 0000:3b:00.0 for a NIC; -- --list-ports shows what each port can do.\n"
     "A pipeline needs two EAL worker lcores, so P pipelines need 2P+1 cores.\n"
     "l2fwd-nv's command lines work unchanged (-w 0..4 picks none, cpu, burst, persistent, graph).";
 

@@ -54,7 +54,7 @@ class Eal {
 struct PortInfo {
   std::uint16_t port = 0;
   std::string device;  // a vdev's name (net_null0) or a PCI address (0000:3b:00.0)
-  std::string driver;  // the PMD: net_mlx5, net_ice, net_af_packet, ...
+  std::string driver;  // the PMD: mlx5_pci, net_ice, net_af_packet, ...
   std::uint16_t max_rx_queues = 0, max_tx_queues = 0;
   std::uint64_t rss_hashes = 0;   // RTE_ETH_RSS_* the port can spread flows by
   std::uint64_t rx_offloads = 0;  // RTE_ETH_RX_OFFLOAD_* it can do
