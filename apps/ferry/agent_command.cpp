@@ -93,16 +93,19 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
                 "The reference agent's TCP mode: listen on tcp:" + std::string(kDefaultTcp) +
                     " unless --endpoint names a tcp: address");
   sub->add_option("-m,--staging-mib", o.staging_mib, "Staging buffer (pinned where there is a GPU), MiB")
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("--chunk-kib", o.chunk_kib,
                   "Bytes gathered into one copy batch, KiB (0: 16384, or a staging slot if that is smaller)")
       ->capture_default_str();
-  sub->add_option("--chunk-blocks", o.chunk_blocks,
-                  "Blocks in one copy batch at most: small blocks cost bookkeeping per block, so their batches stay "
-                  "short enough to pipeline, while large blocks fill --chunk-kib")
-      ->check(CLI::PositiveNumber)
+  sub->add_option(
+         "--chunk-blocks", o.chunk_blocks,
+         "Blocks in one copy batch at most: small blocks cost bookkeeping per block, so their batches stay "
+         "short enough to pipeline, while large blocks fill --chunk-kib")
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("-q,--queue-depth", o.queue_depth, "Batches in flight (copy threads and CUDA streams)")
+      ->check(CLI::Range(1, 256))
       ->capture_default_str();
   sub->add_option("--gpu", text.gpu, "auto, none (memcpy threads only) or a CUDA device index")->capture_default_str();
   sub->add_option("-p,--pci", text.pci,
@@ -141,15 +144,16 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
                 "overwrites and removes only its own keys");
   sub->add_option("--max-sessions", o.max_sessions,
                   "Applications connected at once; more are refused with an error until one leaves")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
-  sub->add_option("--max-session-mib", o.max_session_mib,
-                  "What one session may hold in the agent, MiB: its requests in flight plus replies it has not "
-                  "read. A request beyond it is refused (retry later); unread replies beyond it cut the session off")
-      ->check(CLI::PositiveNumber)
+  sub->add_option(
+         "--max-session-mib", o.max_session_mib,
+         "What one session may hold in the agent, MiB: its requests in flight plus replies it has not "
+         "read. A request beyond it is refused (retry later); unread replies beyond it cut the session off")
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("--max-regions", o.max_regions, "Memory regions one session may have registered at once")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("--stall-timeout", o.stall_timeout_s,
                   "Seconds a session may leave a frame half sent, or its replies unread, before it is cut off")
@@ -182,7 +186,7 @@ void register_agent(CLI::App& app, GeneralFlags& general, Command& command) {
       SignalFd signals;  // first: every thread made after it has the signals blocked
       xfer::AgentService agent(o);
       agent.start();
-      return run_until_signal(agent, signals);
+      return run_until_signal(agent, signals, "agent");
     };
   });
 }

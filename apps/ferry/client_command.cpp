@@ -15,14 +15,19 @@ void register_client(CLI::App& app, GeneralFlags& general, Command& command) {
       "every response and reports throughput and latency.");
   add_general_flags(*sub, general);
   sub->add_option("-s,--server-ip-address", o.server_ip, "Server IPv4 address")->capture_default_str();
-  sub->add_option("-p,--server-ip-port", o.server_port, "Server TCP port")->required();
-  sub->add_option("-t,--thread-count", o.thread_count, "Threads, one connection each")->capture_default_str();
-  sub->add_option("-i,--iteration-count", o.iteration_count, "Requests per thread")->capture_default_str();
+  sub->add_option("-p,--server-ip-port", o.server_port, "Server TCP port")->check(at_least(1))->required();
+  sub->add_option("-t,--thread-count", o.thread_count, "Threads, one connection each")
+      ->check(at_least(1))
+      ->capture_default_str();
+  sub->add_option("-i,--iteration-count", o.iteration_count, "Requests per thread")
+      ->check(at_least(1))
+      ->capture_default_str();
   sub->add_option("-m,--message-string", o.message, "Request payload")->capture_default_str();
   auto* e = sub->add_option("-e,--expected-response", o.expected_response,
                             "Expected response payload (default: the message reversed)");
   sub->add_option("--max-concurrent-messages", o.max_concurrent_messages,
                   "Requests in flight per connection (the closed-loop window)")
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("--json-out", json_out,
                   "Also write the statistics as JSON to this file (-j/--json reads flags, as in DOCA)");

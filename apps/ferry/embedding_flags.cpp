@@ -34,16 +34,21 @@ void add_embedding_flags(CLI::App& sub, EmbeddingFlags& f) {
       ->check(CLI::IsMember({"mean", "cls", "last-token", "last_token"}));
   sub.add_option("--queue-slots", f.service.queue_slots,
                  "Inputs waiting for a batch at most; beyond, requests get 429 with Retry-After")
+      ->check(at_least(1))
       ->capture_default_str();
-  sub.add_option("--max-batch", f.service.max_batch, "Inputs in one model batch at most")->capture_default_str();
+  sub.add_option("--max-batch", f.service.max_batch, "Inputs in one model batch at most")
+      ->check(at_least(1))
+      ->capture_default_str();
   sub.add_option("--max-batch-tokens", f.service.max_batch_tokens, "Tokens in one model batch at most")
       ->capture_default_str();
   sub.add_option("--max-wait-us", f.max_wait_us,
                  "Microseconds a batch may wait to fill after its first input (0: run what is queued)")
       ->check(duration_check("microseconds"))
       ->capture_default_str();
-  sub.add_option("--max-tokens", f.service.max_tokens,
-                 "Tokens of one input, [CLS] and [SEP] included; longer inputs are cut (TEI: 413 unless truncate)")
+  sub.add_option(
+         "--max-tokens", f.service.max_tokens,
+         "Tokens of one input, [CLS] and [SEP] included; longer inputs are cut (TEI: 413 unless truncate)")
+      ->check(at_least(2))
       ->capture_default_str();
   sub.add_option("--batch-timeout", f.batch_timeout_s,
                  "Seconds a model call may run; a batch past it is a fault: its requests, and those waiting or "

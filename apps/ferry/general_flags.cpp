@@ -1,8 +1,10 @@
 #include "general_flags.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace ferry::app {
 namespace {
@@ -31,6 +33,19 @@ CLI::Validator duration_check(const std::string& unit, const std::string& specia
                (special.empty() ? "" : ", or " + special);
       },
       "DURATION");
+}
+
+CLI::Validator at_least(long long least) {
+  return CLI::Validator(
+      [least](std::string& value) -> std::string {
+        // What is not a number is left to the option's own conversion to refuse.
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(value.c_str(), &end, 10);
+        if (value.empty() || end != value.c_str() + value.size() || errno != 0 || v >= least) return {};
+        return value + " is too small: give at least " + std::to_string(least);
+      },
+      ">=" + std::to_string(least));
 }
 
 void add_peer_policy_flags(CLI::App& sub, PeerPolicy& policy, const std::string& what) {

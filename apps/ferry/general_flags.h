@@ -28,6 +28,11 @@ void add_general_flags(CLI::App& sub, GeneralFlags& flags);
 // nan is not a duration: give a finite number of seconds, from 0 to 1e+09".
 CLI::Validator duration_check(const std::string& unit, const std::string& special = "");
 
+// The check of a count flag whose library field has a least value: CLI11
+// prefixes the refusal with the flag's name ("--max-batch: 0 is too small: give
+// at least 1"), before the library sees it.
+CLI::Validator at_least(long long least);
+
 // --allow-uid UID|NAME (repeatable) and --allow-any-uid, filling `policy` when
 // the command line is parsed: who besides the process's own uid may do `what`
 // ("connect to the agent", "attach as the orchestrator").

@@ -44,12 +44,16 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("-g,--gpu", o.worker.gpu, "cuda backend: GPU PCI address or device index (default 0)");
-  sub->add_option("--burst", o.worker.burst, "burst/graph/memops: most requests per launch")->capture_default_str();
+  sub->add_option("--burst", o.worker.burst, "burst/graph/memops: most requests per launch")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   sub->add_option("--root", o.root, "Also serve every regular file under this directory (loaded at start)");
   sub->add_option("--max-file-size", max_file, "Largest file --root may hold, e.g. 64MiB")->capture_default_str();
   sub->add_option("--max-request-line", o.max_request_line, "Longest request line in bytes (414 beyond)")
       ->capture_default_str();
-  sub->add_option("--max-head", o.max_head, "Largest request head (request line and fields) in bytes (431 beyond)")
+  sub->add_option("--max-head", o.max_head,
+                  "Largest request head (request line and fields) in bytes (431 beyond)")
+      ->check(at_least(1024))
       ->capture_default_str();
   sub->add_option("--max-body", max_body, "Largest request body, e.g. 64KiB (413 beyond); a chunked body's decoded data")
       ->capture_default_str();
@@ -62,6 +66,7 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
       ->capture_default_str();
   sub->add_option("--max-pipelined", o.max_pipelined,
                   "Requests one connection may have in flight; reading it stops at the limit")
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("--max-output-per-thread", max_output,
                   "Response copies one proxy thread may hold for clients that have not read them, e.g. 64MiB "
@@ -104,7 +109,7 @@ void register_http(CLI::App& app, GeneralFlags& general, Command& command) {
       log::app().info("serving http on {}:{} ({} proxy thread(s), {} workers{}); {} page(s)", o.listen_address,
                       server.port(), o.cpus.size(), backend, backend == "cuda" ? ", " + launch : "",
                       server.pages().size());
-      return run_until_signal(server, signals);
+      return run_until_signal(server, signals, "http");
     };
   });
 }

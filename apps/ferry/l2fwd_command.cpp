@@ -54,7 +54,9 @@ void add_flags(CLI::App& app, L2fwdFlags& f) {
       ->capture_default_str();
   app.add_option("-w,--workload", f.workload, "l2fwd-nv's workload: 0 none, 1 cpu, 2 burst, 3 persistent, 4 graph")
       ->check(CLI::Range(0, 4));
-  app.add_option("-b,--burst", o.worker.max_packets, "Packets per burst (a list item) at most")->capture_default_str();
+  app.add_option("-b,--burst", o.worker.max_packets, "Packets per burst (a list item) at most")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   app.add_option("-p,--pipelines", o.pipelines, "Pipelines: RX queue, RX core, TX core and list each")
       ->capture_default_str();
   app.add_option("--mem", f.mem, "Packet memory: host-pinned (the GPU maps it) or device (GPU memory, GPUDirect NICs)")
@@ -63,6 +65,7 @@ void add_flags(CLI::App& app, L2fwdFlags& f) {
   app.add_option("-m,--mem-mode", f.mem_mode, "l2fwd-nv's memory: 0 host-pinned, 1 device")->check(CLI::Range(0, 1));
   app.add_option("-g,--gpu", o.worker.gpu, "GPU modes: the GPU, by index or PCI address (default: device 0)");
   app.add_option("-d,--data-room", o.data_room, "Bytes per packet buffer, after DPDK's headroom")
+      ->check(at_least(64))
       ->capture_default_str();
   app.add_option("-t,--time-per-packet", o.worker.ns_per_packet,
                  "A synthetic workload: the worker spends this many ns on each packet (a warp per packet on a GPU)")
@@ -75,10 +78,14 @@ void add_flags(CLI::App& app, L2fwdFlags& f) {
   app.add_option("--items", o.items, "Items in each pipeline's communication list (a power of two)")
       ->capture_default_str();
   app.add_option("--mbufs", o.mbufs, "mbufs per pipeline; 0: the list's and the queues' worth")->capture_default_str();
-  app.add_option("--graph-items", o.worker.graph_items, "graph and memops: list items each graph launch pre-posts")
+  app.add_option("--graph-items", o.worker.graph_items,
+                 "graph and memops: list items each graph launch pre-posts")
+      ->check(at_least(1))
       ->capture_default_str();
-  app.add_option("--gpu-lanes", o.worker.gpu_lanes,
-                 "GPU modes: items of a pipeline the GPU works on at once (blocks, streams or graph branches)")
+  app.add_option(
+         "--gpu-lanes", o.worker.gpu_lanes,
+         "GPU modes: items of a pipeline the GPU works on at once (blocks, streams or graph branches)")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
   app.add_option("--burst-timeout-us", o.burst_timeout_us, "A partial burst goes to the worker after this long")
       ->check(duration_check("microseconds"))
@@ -150,7 +157,7 @@ int run_l2fwd(std::vector<std::string> args) {
   using clock = std::chrono::steady_clock;
   const auto interval = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(flags.stats_interval_s));
   auto next_stats = clock::now() + interval;
-  const int code = run_until_signal(l2fwd, signals, [&] {
+  const int code = run_until_signal(l2fwd, signals, "l2fwd", [&] {
     if (flags.stats_interval_s > 0 && clock::now() >= next_stats && l2fwd.measuring()) {
       std::printf("%s", packet::format_report(l2fwd.interval_report(), "statistics").c_str());
       std::fflush(stdout);

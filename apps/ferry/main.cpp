@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "core/log.h"
 #include "ferry/core/status.h"
+#include "flag_names.h"
 #include "json_flags.h"
 
 int main(int argc, char** argv) {
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const ferry::Error& e) {
-    std::fprintf(stderr, "ferry: %s\n", e.what());
+    std::fprintf(stderr, "ferry: %s\n", ferry::app::in_flag_terms(e.what(), command.role).c_str());
     return 2;
   }
 
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
     ferry::log::init(command.role.c_str(), general.log_level, general.sdk_log_level);
     return command.run();
   } catch (const ferry::Error& e) {
-    ferry::log::app().error("{}", e.what());
+    ferry::log::app().error("{}", ferry::app::in_flag_terms(e.what(), command.role));
     return 1;
   } catch (const std::exception& e) {
     ferry::log::app().critical("unexpected error: {}", e.what());

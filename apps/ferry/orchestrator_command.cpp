@@ -24,6 +24,7 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
       ->capture_default_str();
   sub->add_option("-t,--num-gpu-threads", o.num_gpu_threads,
                   "Workers, one per channel; must equal the server's number of --cpu cores")
+      ->check(at_least(1))
       ->required();
   sub->add_option("--max-concurrent-messages", o.max_concurrent_messages, "Must match the server's")
       ->capture_default_str();
@@ -41,7 +42,9 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
   sub->add_option("--ring-slots", o.ring_slots,
                   "Slots per channel ring (power of two); default 8 x --max-concurrent-messages, so several "
                   "clients can share a server thread");
-  sub->add_option("--burst", o.worker.burst, "burst/graph/memops: most requests per launch")->capture_default_str();
+  sub->add_option("--burst", o.worker.burst, "burst/graph/memops: most requests per launch")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   sub->add_option("--burst-timeout-us", o.worker.burst_timeout_us,
                   "burst/graph/memops: longest wait to fill a burst")
       ->check(duration_check("microseconds"))
@@ -83,7 +86,7 @@ void register_orchestrator(CLI::App& app, GeneralFlags& general, Command& comman
       SignalFd signals;
       offload::Orchestrator orchestrator(o, worker::make_builtin_backend(handler, o.worker));
       orchestrator.start();
-      const int code = run_until_signal(orchestrator, signals);
+      const int code = run_until_signal(orchestrator, signals, "orchestrator");
       if (orchestrator.stuck()) {
         // Destroying the backend would free GPU memory under a kernel that never
         // ends, and cudaFree waits for it: leave now and let the driver reclaim

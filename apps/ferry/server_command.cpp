@@ -34,6 +34,7 @@ void register_server(CLI::App& app, GeneralFlags& general, Command& command) {
   sub->add_option("--port-file", o.port_file, "Write the bound port to this file once listening");
   sub->add_option("--max-clients-per-thread", o.max_clients_per_thread,
                   "Clients one data-path thread serves; more are refused with a server_full error")
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("--shutdown-timeout", o.shutdown_timeout_s,
                   "Seconds to let in-flight requests finish, and to wait for the orchestrator, at shutdown")
@@ -55,7 +56,7 @@ void register_server(CLI::App& app, GeneralFlags& general, Command& command) {
       offload::Server server(o);
       net::raise_fd_limit();  // a client per descriptor
       server.start();
-      return run_until_signal(server, signals);
+      return run_until_signal(server, signals, "server");
     };
   });
 }

@@ -7,19 +7,23 @@
 
 #include <chrono>
 #include <functional>
+#include <string_view>
 
 #include "core/log.h"
 #include "core/signal_fd.h"
+#include "flag_names.h"
 
 namespace ferry::app {
 
 // `signals` must have been made before the service (and anything it is made
 // with, such as a CUDA backend), so that every thread they start has the
 // signals blocked and a signal can only reach the signalfd.
-// `tick`, if given, runs on every turn of the wait (about every 100 ms): a
-// command's periodic output.
+// `role` is the subcommand, whose flags the service's first error is told in
+// (flag_names.h). `tick`, if given, runs on every turn of the wait (about every
+// 100 ms): a command's periodic output.
 template <typename Service>
-int run_until_signal(Service& service, SignalFd& signals, const std::function<void()>& tick = {}) {
+int run_until_signal(Service& service, SignalFd& signals, std::string_view role,
+                     const std::function<void()>& tick = {}) {
   for (;;) {
     if (tick) tick();
     pollfd p{signals.fd(), POLLIN, 0};
@@ -31,7 +35,8 @@ int run_until_signal(Service& service, SignalFd& signals, const std::function<vo
     if (service.wait_for(std::chrono::milliseconds(0))) break;
   }
   const int code = service.wait();
-  if (const std::string why = service.first_error(); !why.empty()) log::app().error("{}", why);
+  if (const std::string why = service.first_error(); !why.empty())
+    log::app().error("{}", in_flag_terms(why, role));
   return code;
 }
 

@@ -31,7 +31,7 @@ Geometry geometry(std::uint32_t capacity, std::uint32_t slot_size) {
 
 std::uint32_t Arena::slot_size_for(std::uint32_t max_message_length) {
   if (max_message_length < wire::kLengthPrefixSize)
-    throw Error("--max-message-length " + std::to_string(max_message_length) +
+    throw Error("ArenaParams::max_message_length " + std::to_string(max_message_length) +
                 " leaves no room for the 4-byte length prefix");
   const std::uint32_t payload = max_message_length - wire::kLengthPrefixSize;
   return std::max<std::uint32_t>(16, static_cast<std::uint32_t>(align_up(payload, 16)));
@@ -39,7 +39,7 @@ std::uint32_t Arena::slot_size_for(std::uint32_t max_message_length) {
 
 std::uint32_t Arena::ring_capacity_for(std::uint32_t max_concurrent_messages) {
   if (max_concurrent_messages == 0 || max_concurrent_messages > (1u << 20))
-    throw Error("--max-concurrent-messages must be in 1..1048576, got " +
+    throw Error("ArenaParams::max_concurrent_messages must be in 1..1048576, got " +
                 std::to_string(max_concurrent_messages));
   return std::bit_ceil(max_concurrent_messages);
 }
@@ -48,7 +48,7 @@ Arena Arena::create(const ArenaParams& params, const std::string& name) {
   if (params.num_channels == 0 || params.num_channels > 1024)
     throw Error("the arena needs 1..1024 channels, got " + std::to_string(params.num_channels));
   if (params.max_message_length > (64u << 20))
-    throw Error("--max-message-length " + std::to_string(params.max_message_length) +
+    throw Error("ArenaParams::max_message_length " + std::to_string(params.max_message_length) +
                 " exceeds the 64 MiB limit");
   const Geometry g = geometry(ring_capacity_for(params.max_concurrent_messages),
                               slot_size_for(params.max_message_length));

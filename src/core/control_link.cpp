@@ -36,7 +36,7 @@ std::string ControlLink::address_of(const std::string& channel_name) {
 
 int ControlLink::listen(const std::string& channel_name) {
   return unix_socket::listen_abstract(socket_name(channel_name), 4,
-                                      "another ferry server runs with this --comch-channel-name");
+                                      "another ferry server runs with this ServerOptions::channel_name");
 }
 
 ControlLink ControlLink::accept(int listen_fd) { return ControlLink(unix_socket::accept_blocking(listen_fd)); }

@@ -54,7 +54,7 @@ std::optional<std::string> PeerPolicy::refusal(const PeerCredentials& peer) cons
   if (allow_any_uid || peer.uid == geteuid()) return std::nullopt;
   if (std::find(allowed_uids.begin(), allowed_uids.end(), peer.uid) != allowed_uids.end()) return std::nullopt;
   return "uid " + std::to_string(peer.uid) + " is not allowed (" + describe() +
-         "; let it in with --allow-uid " + std::to_string(peer.uid) + ")";
+         "; let it in with PeerPolicy::allowed_uids " + std::to_string(peer.uid) + ")";
 }
 
 std::string PeerPolicy::describe() const {
@@ -128,12 +128,12 @@ uid_t parse_uid(const std::string& text) {
       if (v < 0xffffffffUL) return static_cast<uid_t>(v);
     } catch (const std::logic_error&) {
     }
-    throw Error("--allow-uid " + text + " is out of range");
+    throw Error("PeerPolicy::allowed_uids: uid " + text + " is out of range");
   }
   passwd pw{}, *found = nullptr;
   char buf[4096];
   if (getpwnam_r(text.c_str(), &pw, buf, sizeof(buf), &found) != 0 || found == nullptr)
-    throw Error("--allow-uid '" + text + "' is neither a uid nor a user name on this machine");
+    throw Error("PeerPolicy::allowed_uids: '" + text + "' is neither a uid nor a user name on this machine");
   return pw.pw_uid;
 }
 

@@ -34,7 +34,8 @@ AccessLog::AccessLog(const std::string& path) {
     file_ = stdout;
   } else {
     file_ = std::fopen(path.c_str(), "a");
-    if (file_ == nullptr) throw Error("cannot open --access-log " + path + ": " + std::strerror(errno));
+    if (file_ == nullptr)
+      throw Error("cannot open HttpOptions::access_log " + path + ": " + std::strerror(errno));
     owned_ = true;
   }
   buffer_.reserve(kFlushBytes + 1024);

@@ -52,7 +52,7 @@ Content Content::load(const std::string& root, std::uint64_t max_file_bytes,
   if (!root.empty()) {
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (!fs::is_directory(root, ec)) throw Error("--root " + root + " is not a directory");
+    if (!fs::is_directory(root, ec)) throw Error("HttpOptions::root " + root + " is not a directory");
     const fs::path base = fs::canonical(root);
     std::vector<fs::path> files;
     for (auto it = fs::recursive_directory_iterator(base, fs::directory_options::none, ec);
@@ -60,13 +60,13 @@ Content Content::load(const std::string& root, std::uint64_t max_file_bytes,
       if (it->is_symlink()) continue;  // a link could lead outside the root
       if (it->is_regular_file()) files.push_back(it->path());
     }
-    if (ec) throw Error("reading --root " + root + ": " + ec.message());
+    if (ec) throw Error("reading HttpOptions::root " + root + ": " + ec.message());
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
       const auto size = fs::file_size(f, ec);
       if (ec) throw Error("cannot read " + f.string() + ": " + ec.message());
       if (size > max_file_bytes)
-        throw Error(f.string() + " is " + std::to_string(size) + " bytes, over --max-file-size " +
+        throw Error(f.string() + " is " + std::to_string(size) + " bytes, over HttpOptions::max_file_bytes " +
                     std::to_string(max_file_bytes));
       std::ifstream in(f, std::ios::binary);
       std::ostringstream body;

@@ -34,15 +34,18 @@ std::string unique_channel() {
 }
 
 void validate(const HttpOptions& o) {
-  if (o.cpus.empty()) throw Error("--cpu is required: one core per proxy thread (each gets a worker)");
-  if (o.max_head < 1024) throw Error("--max-head must be at least 1024 bytes");
+  if (o.cpus.empty())
+    throw Error("HttpOptions::cpus is required: one core per proxy thread (each gets a worker)");
+  if (o.max_head < 1024) throw Error("HttpOptions::max_head must be at least 1024 bytes");
   if (o.max_request_line < 16 || o.max_request_line > o.max_head)
-    throw Error("--max-request-line must be between 16 and --max-head");
-  if (o.max_pipelined < 1) throw Error("--max-pipelined must be at least 1");
+    throw Error("HttpOptions::max_request_line must be between 16 and HttpOptions::max_head");
+  if (o.max_pipelined < 1) throw Error("HttpOptions::max_pipelined must be at least 1");
   if (o.max_output_per_thread < (std::uint64_t{1} << 20))
-    throw Error("--max-output-per-thread must be at least 1MiB (" + std::to_string(o.max_output_per_thread) +
-                " bytes given)");
-  if (o.header_timeout_s < 0 || o.idle_timeout_s < 0) throw Error("timeouts must be 0 (off) or more seconds");
+    throw Error("HttpOptions::max_output_per_thread must be at least 1MiB (" +
+                std::to_string(o.max_output_per_thread) + " bytes given)");
+  if (o.header_timeout_s < 0 || o.idle_timeout_s < 0)
+    throw Error(
+        "HttpOptions::header_timeout_s and HttpOptions::idle_timeout_s must be 0 (off) or more seconds");
 }
 
 }  // namespace
@@ -119,7 +122,7 @@ class HttpServer::Impl {
       device_content_ = std::make_unique<DeviceContent>(*content_, opts_.worker.gpu);
       backend = make_http_cuda_backend(opts_.worker, device_content_->view());
 #else
-      throw Error("this build has no CUDA backend; use --backend cpu");
+      throw Error("this build has no CUDA backend; use BackendKind::Cpu");
 #endif
     } else {
       backend = worker::make_cpu_backend(opts_.worker, HttpHandler{content_->view()});
@@ -138,7 +141,8 @@ class HttpServer::Impl {
     if (!opts_.port_file.empty()) {
       const std::string tmp = opts_.port_file + ".tmp";
       std::ofstream(tmp) << server_->port() << "\n";
-      if (std::rename(tmp.c_str(), opts_.port_file.c_str()) != 0) throw_errno("writing --port-file " + opts_.port_file);
+      if (std::rename(tmp.c_str(), opts_.port_file.c_str()) != 0)
+        throw_errno("writing HttpOptions::port_file " + opts_.port_file);
     }
   }
 

@@ -159,7 +159,7 @@ void InferenceRoute::answer_or_throw(infer::api::Endpoint which, const RouteRequ
     reply.send(e.status, "application/json", infer::api::error_body(e));
   };
   if (!service_)
-    return refuse({503, "no embedding model is loaded: start ferry http with --model DIR", "Unhealthy"});
+    return refuse({503, "no embedding model is loaded: give HttpOptions::embedding a service", "Unhealthy"});
   std::variant<infer::api::Request, infer::api::Error> parsed;
   switch (which) {
     case Endpoint::Info: return reply.send(200, "application/json", info_json());

@@ -346,21 +346,21 @@ class Connection {
 };
 
 void validate(const ClientOptions& o) {
-  if (o.thread_count < 1) throw Error("--thread-count must be at least 1");
-  if (o.max_concurrent_messages < 1) throw Error("--max-concurrent-messages must be at least 1");
-  if (o.iteration_count < 1) throw Error("--iteration-count must be at least 1");
-  if (o.server_port == 0) throw Error("--server-ip-port is required (a port from 1 to 65535)");
+  if (o.thread_count < 1) throw Error("ClientOptions::thread_count must be at least 1");
+  if (o.max_concurrent_messages < 1) throw Error("ClientOptions::max_concurrent_messages must be at least 1");
+  if (o.iteration_count < 1) throw Error("ClientOptions::iteration_count must be at least 1");
+  if (o.server_port == 0) throw Error("ClientOptions::server_port is required (a port from 1 to 65535)");
   if (o.message.size() > kMaxMessageBytes)
-    throw Error("--message-string is " + std::to_string(o.message.size()) +
+    throw Error("ClientOptions::message is " + std::to_string(o.message.size()) +
                 " bytes; the client sends at most 64 MiB");
   if (o.expected_given && o.expected_response.size() > kMaxMessageBytes)
-    throw Error("--expected-response is " + std::to_string(o.expected_response.size()) +
+    throw Error("ClientOptions::expected_response is " + std::to_string(o.expected_response.size()) +
                 " bytes; at most 64 MiB");
   in_addr a{};
   const std::string ip = o.server_ip == "localhost" ? "127.0.0.1" : o.server_ip;
   if (inet_pton(AF_INET, ip.c_str(), &a) != 1)
-    throw Error("--server-ip-address '" + o.server_ip + "' is not an IPv4 address");
-  if (o.connect_timeout_s < 0) throw Error("connect timeout must not be negative");
+    throw Error("ClientOptions::server_ip '" + o.server_ip + "' is not an IPv4 address");
+  if (o.connect_timeout_s < 0) throw Error("ClientOptions::connect_timeout_s must not be negative");
 }
 
 Plan make_plan(const ClientOptions& o) {

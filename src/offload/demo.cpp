@@ -39,7 +39,7 @@ int run_demo(const DemoOptions& opts) {
   if (backend == "auto") backend = worker::cuda_available() ? "cuda" : "cpu";
   const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   if (opts.server_threads == 0 || opts.server_threads > ncpu)
-    throw Error("--server-threads must be in 1.." + std::to_string(ncpu));
+    throw Error("DemoOptions::server_threads must be in 1.." + std::to_string(ncpu));
 
   const auto dir = std::filesystem::temp_directory_path() / ("ferry-demo-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

@@ -16,7 +16,7 @@ std::string describe(wire::FrameCheck check, const std::uint8_t* p, std::uint32_
     case wire::FrameCheck::WireSizeTooSmall:
       return "wire_size " + std::to_string(h.wire_size) + " is below the 12-byte minimum";
     case wire::FrameCheck::MessageTooLarge:
-      return "wire_size " + std::to_string(h.wire_size) + " exceeds 8 + --max-message-length " +
+      return "wire_size " + std::to_string(h.wire_size) + " exceeds 8 + ServerOptions::max_message_length " +
              std::to_string(max_message_length);
     case wire::FrameCheck::UnexpectedMsgId:
       return "msg_id " + std::to_string(h.msg_id) + " is not client_request (4)";

@@ -84,8 +84,9 @@ std::optional<ControlLink> connect_to_server(const OrchestratorOptions& opts, in
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (opts.connect_timeout_s > 0 && waited > opts.connect_timeout_s)
       throw Error("no ferry server listens on " + ControlLink::address_of(opts.channel_name) + " after " +
-                  std::to_string(static_cast<int>(waited)) + " s (start the server first, with the same "
-                  "--comch-channel-name)");
+                  std::to_string(static_cast<int>(waited)) +
+                  " s (start the server first, with the same "
+                  "OrchestratorOptions::channel_name)");
     pollfd p{stop_fd, POLLIN, 0};
     if (poll(&p, 1, 500) > 0) {
       log::app().info("asked to stop while waiting for the server");
@@ -101,7 +102,7 @@ class Orchestrator::Impl {
   Impl(OrchestratorOptions opts, std::unique_ptr<worker::Backend> backend)
       : opts_(std::move(opts)), backend_(std::move(backend)) {
     if (backend_ == nullptr) throw Error("the orchestrator needs a worker backend");
-    if (opts_.num_gpu_threads == 0) throw Error("--num-gpu-threads must be at least 1");
+    if (opts_.num_gpu_threads == 0) throw Error("OrchestratorOptions::num_gpu_threads must be at least 1");
   }
   ~Impl() {
     metrics_.reset();  // it reads backend_ and arena_
@@ -151,7 +152,8 @@ void Orchestrator::Impl::start() {
   params.max_concurrent_messages =
       opts.ring_slots != 0 ? opts.ring_slots : 8 * opts.max_concurrent_messages;
   if (params.max_concurrent_messages < opts.max_concurrent_messages)
-    throw Error("--ring-slots " + std::to_string(opts.ring_slots) + " is smaller than --max-concurrent-messages " +
+    throw Error("OrchestratorOptions::ring_slots " + std::to_string(opts.ring_slots) +
+                " is smaller than OrchestratorOptions::max_concurrent_messages " +
                 std::to_string(opts.max_concurrent_messages));
   params.max_message_length = opts.max_message_length;
   params.backend = opts.worker.backend == worker::BackendKind::Cuda ? ArenaBackend::Cuda : ArenaBackend::Cpu;
@@ -201,7 +203,8 @@ int Orchestrator::Impl::run() {
   if (!opts.ready_file.empty()) {
     const std::string tmp = opts.ready_file + ".tmp";
     std::ofstream(tmp) << getpid() << "\n";
-    if (std::rename(tmp.c_str(), opts.ready_file.c_str()) != 0) throw_errno("writing --ready-file " + opts.ready_file);
+    if (std::rename(tmp.c_str(), opts.ready_file.c_str()) != 0)
+      throw_errno("writing OrchestratorOptions::ready_file " + opts.ready_file);
   }
 
   int exit_code = 0;

@@ -94,18 +94,21 @@ class Server::Impl {
 
 void Server::Impl::validate() const {
   if (opts_.cpus.empty())
-    throw Error("--cpu is required: give one core per data-path thread (e.g. --cpu 0 --cpu 1)");
+    throw Error("ServerOptions::cpus is required: give one core per data-path thread (e.g. {0, 1})");
   const unsigned ncpu = std::thread::hardware_concurrency();
   for (int cpu : opts_.cpus)
     if (cpu < 0 || (ncpu != 0 && static_cast<unsigned>(cpu) >= ncpu))
-      throw Error("--cpu " + std::to_string(cpu) + " is not a core of this machine (0.." +
+      throw Error("ServerOptions::cpus: " + std::to_string(cpu) + " is not a core of this machine (0.." +
                   std::to_string(ncpu - 1) + ")");
   (void)Arena::slot_size_for(opts_.max_message_length);
   (void)Arena::ring_capacity_for(opts_.max_concurrent_messages);
-  if (opts_.max_clients_per_thread == 0) throw Error("--max-clients-per-thread must be at least 1");
-  if (opts_.request_timeout_s < 0) throw Error("--request-timeout must be 0 (off) or more seconds");
+  if (opts_.max_clients_per_thread == 0)
+    throw Error("ServerOptions::max_clients_per_thread must be at least 1");
+  if (opts_.request_timeout_s < 0)
+    throw Error("ServerOptions::request_timeout_s must be 0 (off) or more seconds");
   if (opts_.read_timeout_s < 0 || opts_.idle_timeout_s < 0)
-    throw Error("read and idle timeouts must be 0 (off) or more seconds");
+    throw Error(
+        "ServerOptions::read_timeout_s and ServerOptions::idle_timeout_s must be 0 (off) or more seconds");
 }
 
 ServerThread* Server::Impl::least_loaded() {
@@ -137,8 +140,10 @@ void Server::Impl::accept_clients() {
     if (t == nullptr) {
       const std::string peer = net::peer_name(fd);
       if (const long long held = accept_throttle_.pass(); held >= 0)
-        log::app().warn("rejecting client {}: every data-path thread serves --max-clients-per-thread {} clients{}",
-                        peer, opts_.max_clients_per_thread, log::suppressed_note(held));
+        log::app().warn(
+            "rejecting client {}: every data-path thread serves ServerOptions::max_clients_per_thread {} "
+            "clients{}",
+            peer, opts_.max_clients_per_thread, log::suppressed_note(held));
       const std::string err = opts_.framing->failure_reply(
           Framing::Failure::ServerFull, "server is full: every data-path thread is at its client limit");
       (void)!send(fd, err.data(), err.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -156,14 +161,17 @@ void Server::Impl::attach(int arena_fd) {
   std::string mismatch;
   if (h->num_channels != opts_.cpus.size())
     mismatch = "the orchestrator runs " + std::to_string(h->num_channels) +
-               " worker(s) (--num-gpu-threads) but the server has " + std::to_string(opts_.cpus.size()) +
-               " data-path thread(s) (--cpu); they must be equal";
+               " worker(s) (OrchestratorOptions::num_gpu_threads) but the server has " +
+               std::to_string(opts_.cpus.size()) +
+               " data-path thread(s) (ServerOptions::cpus); they must be equal";
   else if (h->max_message_length != opts_.max_message_length)
-    mismatch = "--max-message-length differs: orchestrator " + std::to_string(h->max_message_length) +
-               ", server " + std::to_string(opts_.max_message_length);
+    mismatch = "the orchestrator's OrchestratorOptions::max_message_length " +
+               std::to_string(h->max_message_length) +
+               " differs from the server's ServerOptions::max_message_length " +
+               std::to_string(opts_.max_message_length);
   else if (h->ring_capacity < opts_.max_concurrent_messages)
     mismatch = "the orchestrator's rings hold " + std::to_string(h->ring_capacity) +
-               " messages, fewer than the server's --max-concurrent-messages " +
+               " messages, fewer than ServerOptions::max_concurrent_messages " +
                std::to_string(opts_.max_concurrent_messages);
   if (!mismatch.empty()) throw Error(mismatch);
 
@@ -200,9 +208,9 @@ void Server::Impl::check_request_timeout() {
     if (t->in_flight() == 0 || t->unanswered_for(now) <= limit) continue;
     const std::string seconds = fmt::format("{:g} s", opts_.request_timeout_s);
     detach(fmt::format("the orchestrator answered none of the {} request(s) waiting in channel {} for {} "
-                       "(--request-timeout): treating it as hung",
+                       "(ServerOptions::request_timeout_s): treating it as hung",
                        t->in_flight(), t->index(), seconds),
-           "the orchestrator answered no request for " + seconds + " (--request-timeout)");
+           "the orchestrator answered no request for " + seconds + " (ServerOptions::request_timeout_s)");
     return;
   }
 }
@@ -360,7 +368,7 @@ void Server::Impl::start() {
     const std::string tmp = opts_.port_file + ".tmp";
     std::ofstream(tmp) << port << "\n";
     if (std::rename(tmp.c_str(), opts_.port_file.c_str()) != 0)
-      throw_errno("writing --port-file " + opts_.port_file);
+      throw_errno("writing ServerOptions::port_file " + opts_.port_file);
   }
   if (opts_.metrics_port) {
     metrics_ = std::make_unique<MetricsEndpoint>(opts_.metrics_address, *opts_.metrics_port,

@@ -34,14 +34,16 @@ unsigned pool_cache(std::uint32_t spare_per_pipeline) { return std::min(256u, sp
 
 void validate(const L2fwdOptions& o, const PacketWorker* worker) {
   if (o.pipelines == 0 || o.pipelines > kMaxPipelines)
-    throw Error("--pipelines must be in 1.." + std::to_string(kMaxPipelines));
-  if (o.worker.max_packets == 0 || o.worker.max_packets > 4096) throw Error("--burst must be in 1..4096");
-  if (o.items < 2 || !std::has_single_bit(o.items)) throw Error("--items must be a power of two, at least 2");
-  if (o.data_room < 64) throw Error("--data-room must hold a minimum frame (64 bytes or more)");
+    throw Error("L2fwdOptions::pipelines must be in 1.." + std::to_string(kMaxPipelines));
+  if (o.worker.max_packets == 0 || o.worker.max_packets > 4096)
+    throw Error("PacketWorkerOptions::max_packets must be in 1..4096");
+  if (o.items < 2 || !std::has_single_bit(o.items))
+    throw Error("L2fwdOptions::items must be a power of two, at least 2");
+  if (o.data_room < 64) throw Error("L2fwdOptions::data_room must hold a minimum frame (64 bytes or more)");
   if (worker == nullptr && o.worker.mode != PacketMode::None)
     throw Error(std::string("mode ") + to_string(o.worker.mode) + " needs a worker");
   if (o.memory == MemoryKind::Device && o.worker.mode == PacketMode::None)
-    throw Error("--mem device puts packets in GPU memory; mode none has no GPU to own it");
+    throw Error("MemoryKind::Device puts packets in GPU memory; PacketMode::None has no GPU to own it");
   const unsigned lcores = rte_lcore_count() - 1;
   if (lcores < 2 * o.pipelines)
     throw Error(std::to_string(o.pipelines) + " pipeline(s) need " + std::to_string(2 * o.pipelines) +
@@ -54,10 +56,11 @@ void validate(const L2fwdOptions& o, const PacketWorker* worker) {
 void check_device_memory(const PortInfo& port) {
   if (port.driver.rfind("mlx5", 0) != 0)  // mlx5_pci
     throw Error(
-        "--mem device needs a NIC that writes packets into GPU memory itself (mlx5 with GPUDirect RDMA); "
+        "MemoryKind::Device needs a NIC that writes packets into GPU memory itself (mlx5 with GPUDirect "
+        "RDMA); "
         "port " +
         std::to_string(port.port) + " is " + port.driver +
-        ", whose packets the CPU copies: use --mem host-pinned");
+        ", whose packets the CPU copies: use MemoryKind::Host");
 }
 
 PipelineStats minus(const PipelineStats& a, const PipelineStats& b) {
@@ -145,10 +148,11 @@ struct L2fwd::Impl {
     if (dry && !pool_was_dry) {
       pool_dry.fetch_add(1, std::memory_order_relaxed);
       if (const long long held = pool_dry_throttle.pass(); held >= 0)
-        log::app().warn("l2fwd: the packet pool ran dry: {} of its {} mbufs free, fewer than a burst ({}), so RX "
-                        "receives nothing until some come back; the port's driver may hold more mbufs than its "
-                        "descriptors: give --mbufs more than {}{}",
-                        free, pool->mbufs(), options.worker.max_packets, options.mbufs, log::suppressed_note(held));
+        log::app().warn(
+            "l2fwd: the packet pool ran dry: {} of its {} mbufs free, fewer than a burst ({}), so RX "
+            "receives nothing until some come back; the port's driver may hold more mbufs than its "
+            "descriptors: give L2fwdOptions::mbufs more than {}{}",
+            free, pool->mbufs(), options.worker.max_packets, options.mbufs, log::suppressed_note(held));
     }
     pool_was_dry = dry;
   }
@@ -211,7 +215,8 @@ struct L2fwd::Impl {
     const QueuePlan plan = plan_queues(info, options.pipelines);
     log::app().info("l2fwd: port {} ({}), {} pipeline(s): {}", options.port, info.driver, options.pipelines,
                     plan.spreading);
-    if (options.items > kMaxItems) throw Error("--items must be at most " + std::to_string(kMaxItems));
+    if (options.items > kMaxItems)
+      throw Error("L2fwdOptions::items must be at most " + std::to_string(kMaxItems));
     std::uint16_t rxd = options.rx_descriptors, txd = options.tx_descriptors;
     rte_eth_dev_adjust_nb_rx_tx_desc(options.port, &rxd, &txd);
     // Where a pipeline's mbufs can all be at once: its list's items, the burst
@@ -221,15 +226,20 @@ struct L2fwd::Impl {
     if (options.mbufs == 0) {
       options.mbufs = static_cast<std::uint32_t>(std::min<std::uint64_t>(need + kSpareMbufs, UINT32_MAX));
     } else if (options.mbufs < need) {
-      throw Error("--mbufs " + std::to_string(options.mbufs) + " is too few: each pipeline needs " +
-                  std::to_string(need) + " (its list's " + std::to_string(options.items) + " items of " +
-                  std::to_string(options.worker.max_packets) + " packets, a burst to drop into while the list is full, " +
-                  std::to_string(rxd) + " RX and " + std::to_string(txd) + " TX descriptors): give --mbufs " +
-                  std::to_string(need) + " or more, or 0 for that and " + std::to_string(kSpareMbufs) + " to spare");
+      throw Error("L2fwdOptions::mbufs " + std::to_string(options.mbufs) +
+                  " is too few: each pipeline needs " + std::to_string(need) + " (its list's " +
+                  std::to_string(options.items) + " items of " + std::to_string(options.worker.max_packets) +
+                  " packets, a burst to drop into while the list is full, " + std::to_string(rxd) +
+                  " RX and " + std::to_string(txd) + " TX descriptors): give L2fwdOptions::mbufs " +
+                  std::to_string(need) + " or more, or 0 for that and " + std::to_string(kSpareMbufs) +
+                  " to spare");
     }
     const std::uint64_t mbufs = std::uint64_t(options.mbufs) * options.pipelines;
     if (mbufs > kMaxMbufs)
-      throw Error(std::to_string(mbufs) + " mbufs (--mbufs, or --items x --burst, for each of --pipelines) are more than " +
+      throw Error(std::to_string(mbufs) +
+                  " mbufs (L2fwdOptions::mbufs, or L2fwdOptions::items x PacketWorkerOptions::max_packets, "
+                  "for each of "
+                  "L2fwdOptions::pipelines) are more than " +
                   std::to_string(kMaxMbufs) + ": give fewer items, a smaller burst or fewer pipelines");
     pool = std::make_unique<PacketPool>(worker.get(), options.memory, options.port, static_cast<std::uint32_t>(mbufs),
                                         options.data_room, pool_cache(static_cast<std::uint32_t>(options.mbufs - need)));

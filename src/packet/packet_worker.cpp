@@ -42,7 +42,9 @@ namespace detail {
 
 WorkerMemory allocate_cpu_memory(std::size_t bytes, MemoryKind kind) {
   if (kind == MemoryKind::Device)
-    throw Error("--mem device puts packets in GPU memory, which a CPU worker cannot touch: use --mem host-pinned");
+    throw Error(
+        "MemoryKind::Device puts packets in GPU memory, which a CPU worker cannot touch: use "
+        "MemoryKind::Host");
   constexpr std::size_t kAlign = 64 * 1024;
   const std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
   void* p = std::aligned_alloc(kAlign, rounded);
@@ -77,7 +79,8 @@ std::unique_ptr<PacketWorker> make_macswap_worker(const PacketWorkerOptions& opt
 #if defined(FERRY_HAVE_CUDA)
   return make_gpu_macswap_worker(options);
 #else
-  throw Error(std::string("--mode ") + to_string(options.mode) + " runs on a GPU, and this build has no CUDA backend");
+  throw Error(std::string("PacketWorkerOptions::mode ") + to_string(options.mode) +
+              " runs on a GPU, and this build has no CUDA backend");
 #endif
 }
 

@@ -177,7 +177,7 @@ PortInfo port_info(std::uint16_t port) {
   if (!rte_eth_dev_is_valid_port(port))
     throw Error("port " + std::to_string(port) + " does not exist: the EAL found " +
                 std::to_string(rte_eth_dev_count_avail()) +
-                " (--vdev, -a, or a NIC bound to its driver; --list-ports lists them)");
+                " (--vdev, -a, or a NIC bound to its driver; list_ports() lists them)");
   rte_eth_dev_info info{};
   if (rte_eth_dev_info_get(port, &info) != 0) throw Error("cannot query port " + std::to_string(port));
   PortInfo p;

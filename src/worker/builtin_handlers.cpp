@@ -20,7 +20,8 @@ std::unique_ptr<Backend> make_for(const WorkerOptions& options, Handler handler)
 #if defined(FERRY_HAVE_CUDA)
   return make_cuda_backend(options, handler);  // instantiated in worker/cuda/builtin_handlers.cu
 #else
-  throw Error("this build of ferry has no CUDA backend (nvcc was not found at configure time); use --backend cpu");
+  throw Error(
+      "this build of ferry has no CUDA backend (nvcc was not found at configure time); use BackendKind::Cpu");
 #endif
 }
 

@@ -56,11 +56,11 @@ TEST_F(BadInput, WireSizeBelowTwelve) {
 TEST_F(BadInput, WireSizeAboveTheMaximum) {
   // Refused from the header alone: the 1 MiB body is never buffered.
   expect_error(RawClient::raw_frame(8 + (1u << 20), 4, (1u << 20) - 4, std::string(1000, 'z')), 2,
-               "exceeds 8 + --max-message-length 256");
+               "exceeds 8 + ServerOptions::max_message_length 256");
 }
 
 TEST_F(BadInput, OneByteOverTheMaximum) {
-  expect_error(RawClient::request(std::string(253, 'o')), 2, "--max-message-length");
+  expect_error(RawClient::request(std::string(253, 'o')), 2, "ServerOptions::max_message_length");
 }
 
 TEST_F(BadInput, MessageIdOtherThanClientRequest) {

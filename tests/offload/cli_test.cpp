@@ -42,6 +42,32 @@ TEST(Cli, BadFlagsAreRefusedWithAReason) {
   EXPECT_NE(run_ferry({"client", "-p", "1", "-t", "0"}, &out), 0);
 }
 
+// The library's errors name option fields ("ServerOptions::max_message_length"),
+// since a program embedding Ferry has no flags; the binary's user gets the flag.
+// A count is checked by CLI11 before the library is called; a check that needs
+// the library (a slot's room, a staging slot's size) is mapped from the field
+// to the flag where main() prints the error (apps/ferry/flag_names.cpp).
+TEST(Cli, ErrorsNameTheFlagNotTheLibrarysField) {
+  std::string out;
+  EXPECT_NE(run_ferry({"server", "-p", "0", "--cpu", "0", "--max-clients-per-thread", "0"}, &out, 20), 0);
+  EXPECT_NE(out.find("--max-clients-per-thread: 0 is too small: give at least 1"), std::string::npos) << out;
+  EXPECT_NE(run_ferry({"http", "--cpu", "0", "-p", "0", "--max-batch", "0"}, &out, 20), 0);
+  EXPECT_NE(out.find("--max-batch: 0 is too small: give at least 1"), std::string::npos) << out;
+  EXPECT_NE(run_ferry({"server", "-p", "0", "--cpu", "0", "--max-message-length", "2"}, &out, 20), 0);
+  EXPECT_NE(out.find("--max-message-length 2 leaves no room"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Options::"), std::string::npos) << out;
+  const std::string endpoint = "unix:ferry-flag-names-test-" + std::to_string(getpid());
+  // 1 MiB of staging in 8 slots of 128 KiB: a 4 MiB batch cannot fit one.
+  EXPECT_NE(run_ferry({"agent", "--tier", "dram:1MiB", "--endpoint", endpoint, "--gpu", "none", "-m", "1",
+                       "--chunk-kib", "4096"},
+                      &out, 20),
+            0);
+  EXPECT_NE(out.find("--chunk-kib 4096 exceeds a staging slot (128 KiB = --staging-mib / --queue-depth)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("Options::"), std::string::npos) << out;
+}
+
 // Every duration flag of every subcommand refuses NaN, infinity, negative
 // values and ones too long for a deadline at parse time, naming the flag: a NaN
 // timeout would make a deadline that never comes (or always has), a negative

@@ -164,9 +164,24 @@ TEST(Hosted, StoppingTheOrchestratorShutsTheServerDownByTheReferenceProtocol) {
 }
 
 TEST(Hosted, ErrorsAreThrownAtStartOrKeptAsTheFirstError) {
+  // Refusals name the option field, not a flag: a hosting program has none.
+  auto refusal = [](const ServerOptions& o) -> std::string {
+    try {
+      Server{o};
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
   ServerOptions bad = server_options(unique_channel("bad"));
   bad.cpus.clear();
-  EXPECT_THROW(Server{bad}, Error);
+  EXPECT_EQ(refusal(bad).rfind("ServerOptions::cpus is required", 0), 0u) << refusal(bad);
+  bad = server_options(unique_channel("bad"));
+  bad.max_clients_per_thread = 0;
+  EXPECT_EQ(refusal(bad), "ServerOptions::max_clients_per_thread must be at least 1");
+  bad = server_options(unique_channel("bad"));
+  bad.max_message_length = 2;
+  EXPECT_EQ(refusal(bad).rfind("ArenaParams::max_message_length 2 leaves no room", 0), 0u) << refusal(bad);
 
   // A second server on the same channel name cannot start.
   const std::string channel = unique_channel("twice");

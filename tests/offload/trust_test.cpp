@@ -171,7 +171,7 @@ TEST(OffloadTrust, AFrozenOrchestratorTimesOutAndClientsGetErrors) {
   ASSERT_TRUE(f) << server.log();
   EXPECT_EQ(f->msg_id, 64u);
   EXPECT_EQ(f->code_or_len, 5u) << f->payload;  // no_workers
-  EXPECT_NE(f->payload.find("--request-timeout"), std::string::npos) << f->payload;
+  EXPECT_NE(f->payload.find("ServerOptions::request_timeout_s"), std::string::npos) << f->payload;
   EXPECT_LT(waited, 5.0);
   EXPECT_NE(server.log().find("treating it as hung"), std::string::npos) << server.log();
 

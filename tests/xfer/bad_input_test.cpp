@@ -82,7 +82,7 @@ TEST(XferBadInput, ABlockLargerThanAStagingSlotIsTooLargeWithAHint) {
   std::vector<xfer::DescResult> results;
   EXPECT_EQ(run_request(agent, XferOp::Write, blocks_of(buf, 1, 20 << 20), {"huge"}, &results), XferStatus::TooLarge);
   ASSERT_EQ(results.size(), 1u);
-  EXPECT_NE(results[0].error.find("--staging-mib"), std::string::npos) << results[0].error;
+  EXPECT_NE(results[0].error.find("AgentServiceOptions::staging_mib"), std::string::npos) << results[0].error;
 }
 
 TEST(XferBadInput, ForgedDescriptorsAndGarbageFramesAreRefusedAndTheAgentGoesOn) {

@@ -238,7 +238,7 @@ TEST(XferTrust, SessionsBeyondMaxSessionsAreRefusedWithTheReason) {
     Agent third(config_for(agent_proc.endpoint(), "three"));
     FAIL() << "a third session was admitted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--max-sessions"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("AgentServiceOptions::max_sessions"), std::string::npos) << e.what();
   }
   first.reset();
   // The agent notices the departure on its next turn.
@@ -278,7 +278,8 @@ TEST(XferTrust, OneSessionCannotMakeTheAgentHoldUnboundedMemory) {
     const XferStatus s = agent.wait(req, 120000);
     if (s == XferStatus::Unavailable) {
       ++refused;
-      EXPECT_NE(agent.results(req).back().error.find("--max-session-mib"), std::string::npos);
+      EXPECT_NE(agent.results(req).back().error.find("AgentServiceOptions::max_session_mib"),
+                std::string::npos);
     } else {
       EXPECT_EQ(s, XferStatus::Ok) << agent.results(req)[0].error;
     }

@@ -177,7 +177,7 @@ Pooling read_pooling_config(const std::string& model_dir) {
                           "pooling_mode_weightedmean_tokens"})
     if (wants(key)) others += std::string(others.empty() ? "" : ", ") + key;
   throw Error(path + (others.empty() ? std::string(" sets no pooling mode") : " asks for " + others) +
-              ": Ferry pools by mean, cls or last token; choose one with --pooling");
+              ": Ferry pools by mean, cls or last token; choose one with BertOptions::pooling");
 }
 
 }  // namespace ferry::infer

@@ -34,15 +34,17 @@ class EmbeddingService::Impl {
   Impl(std::unique_ptr<EmbeddingModel> model, WordPieceTokenizer tokenizer, ServiceOptions o)
       : model_(std::move(model)), tokenizer_(std::move(tokenizer)), opts_(o), ring_(o.queue_slots) {
     if (!model_) throw Error("the embedding service needs a model");
-    if (opts_.queue_slots == 0) throw Error("--queue-slots must be at least 1");
-    if (opts_.max_batch == 0) throw Error("--max-batch must be at least 1");
-    if (opts_.max_tokens < 2) throw Error("--max-tokens must be at least 2 ([CLS] and [SEP])");
+    if (opts_.queue_slots == 0) throw Error("ServiceOptions::queue_slots must be at least 1");
+    if (opts_.max_batch == 0) throw Error("ServiceOptions::max_batch must be at least 1");
+    if (opts_.max_tokens < 2) throw Error("ServiceOptions::max_tokens must be at least 2 ([CLS] and [SEP])");
     if (opts_.max_tokens > model_->info().max_positions)
-      throw Error("--max-tokens " + std::to_string(opts_.max_tokens) + " exceeds the model's " +
+      throw Error("ServiceOptions::max_tokens " + std::to_string(opts_.max_tokens) + " exceeds the model's " +
                   std::to_string(model_->info().max_positions) + " positions");
     if (opts_.max_batch_tokens < opts_.max_tokens)
-      throw Error("--max-batch-tokens must be at least --max-tokens (" + std::to_string(opts_.max_tokens) + ")");
-    if (opts_.batch_timeout.count() < 0) throw Error("--batch-timeout must be 0 (no deadline) or more seconds");
+      throw Error("ServiceOptions::max_batch_tokens must be at least ServiceOptions::max_tokens (" +
+                  std::to_string(opts_.max_tokens) + ")");
+    if (opts_.batch_timeout.count() < 0)
+      throw Error("ServiceOptions::batch_timeout must be 0 (no deadline) or more");
     hidden_ = model_->info().hidden;
     out_.resize(opts_.max_batch * hidden_);
     std::size_t buckets = 1;
@@ -401,7 +403,8 @@ class EmbeddingService::Impl {
     const double ran = seconds(now_ns() - launched);
     const double limit = std::chrono::duration<double>(opts_.batch_timeout).count();
     const std::string why = fmt::format(
-        "a batch of {} inputs ({} tokens) has run past the --batch-timeout of {:g} s on the embedding model",
+        "a batch of {} inputs ({} tokens) has run past the ServiceOptions::batch_timeout of {:g} s on the "
+        "embedding model",
         inputs, tokens, limit);
     {
       std::lock_guard health(health_mutex_);
@@ -411,9 +414,11 @@ class EmbeddingService::Impl {
     unhealthy_.store(true, std::memory_order_seq_cst);
     // W2: pairs with S1 in submit().
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    log::app().error("embedding model: a batch of {} inputs ({} tokens) has run {:.3g} s, past --batch-timeout "
-                     "{:g} s; its requests and those waiting get 503, and /health says so, until it returns",
-                     inputs, tokens, ran, limit);
+    log::app().error(
+        "embedding model: a batch of {} inputs ({} tokens) has run {:.3g} s, past "
+        "ServiceOptions::batch_timeout "
+        "{:g} s; its requests and those waiting get 503, and /health says so, until it returns",
+        inputs, tokens, ran, limit);
     lock.unlock();
     for (const Item& item : members_) fail(item, why);
     // The sequence that did not fit this batch waits outside the ring: it is
@@ -462,11 +467,12 @@ class EmbeddingService::Impl {
     const bool stopping = !running_.load(std::memory_order_relaxed);
     // Stopping, the watchdog may be gone without handing back: nothing runs after this batch.
     if (stopping) flight_.store(kIdle, std::memory_order_release);
-    log::app().error("embedding model: the batch past --batch-timeout returned after {:.3g} s{}{}; {}",
-                     seconds(computed - launched), error.empty() ? "" : " with an error: ", error,
-                     stopping ? "stopping"
-                     : faulted ? "the model has faulted and the service stays unhealthy"
-                               : "serving again");
+    log::app().error(
+        "embedding model: the batch past ServiceOptions::batch_timeout returned after {:.3g} s{}{}; {}",
+        seconds(computed - launched), error.empty() ? "" : " with an error: ", error,
+        stopping  ? "stopping"
+        : faulted ? "the model has faulted and the service stays unhealthy"
+                  : "serving again");
   }
 
   bool watched() const noexcept { return opts_.batch_timeout.count() > 0; }

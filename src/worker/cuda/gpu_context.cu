@@ -12,7 +12,7 @@ int pick_device(const std::string& gpu) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     cudaGetLastError();
-    throw Error("--backend cuda needs a CUDA GPU, and none is visible (cudaGetDeviceCount found none)");
+    throw Error("a CUDA backend needs a CUDA GPU, and none is visible (cudaGetDeviceCount found none)");
   }
   if (gpu.empty()) return 0;
   bool digits = true;
@@ -20,13 +20,14 @@ int pick_device(const std::string& gpu) {
   if (digits) {
     const int index = std::atoi(gpu.c_str());
     if (index >= count)
-      throw Error("--gpu-pci-addr " + gpu + ": there are only " + std::to_string(count) + " CUDA device(s)");
+      throw Error("WorkerOptions::gpu " + gpu + ": there are only " + std::to_string(count) +
+                  " CUDA device(s)");
     return index;
   }
   int device = -1;
   if (cudaDeviceGetByPCIBusId(&device, gpu.c_str()) != cudaSuccess) {
     cudaGetLastError();
-    throw Error("--gpu-pci-addr " + gpu + " is not the PCI address of a CUDA device (see nvidia-smi)");
+    throw Error("WorkerOptions::gpu " + gpu + " is not the PCI address of a CUDA device (see nvidia-smi)");
   }
   return device;
 }

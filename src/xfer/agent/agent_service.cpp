@@ -30,10 +30,12 @@ void pin_process(const std::vector<int>& cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int c : cpus) {
-    if (c < 0 || c >= CPU_SETSIZE) throw Error("--cpus: core " + std::to_string(c) + " is out of range");
+    if (c < 0 || c >= CPU_SETSIZE)
+      throw Error("AgentServiceOptions::cpus: core " + std::to_string(c) + " is out of range");
     CPU_SET(c, &set);
   }
-  if (sched_setaffinity(0, sizeof(set), &set) != 0) throw_errno("pinning the agent to --cpus");
+  if (sched_setaffinity(0, sizeof(set), &set) != 0)
+    throw_errno("pinning the agent to AgentServiceOptions::cpus");
 }
 
 bool decide_gpu(int gpu, int* device) {
@@ -43,9 +45,12 @@ bool decide_gpu(int gpu, int* device) {
     *device = 0;
     return present;
   }
-  if (gpu < 0) throw Error("--gpu must be auto, none or a device index, not " + std::to_string(gpu));
+  if (gpu < 0)
+    throw Error("AgentServiceOptions::gpu must be kGpuAuto, kGpuNone or a device index, not " +
+                std::to_string(gpu));
   if (!present)
-    throw Error("--gpu " + std::to_string(gpu) + ": no CUDA device here (use --gpu none for a CPU-only agent)");
+    throw Error("AgentServiceOptions::gpu " + std::to_string(gpu) +
+                ": no CUDA device here (use AgentServiceOptions::gpu kGpuNone for a CPU-only agent)");
   *device = gpu;
   return true;
 }
@@ -182,15 +187,16 @@ std::string AgentService::Impl::metrics_text() const {
 
 void AgentService::Impl::validate() const {
   const AgentServiceOptions& o = o_;
-  if (o.tiers.empty()) throw Error("at least one --tier is needed, e.g. --tier dram:1GiB");
-  if (o.staging_mib == 0) throw Error("--staging-mib must be positive");
-  if (o.chunk_blocks == 0) throw Error("--chunk-blocks must be positive");
-  if (o.max_sessions == 0) throw Error("--max-sessions must be at least 1");
-  if (o.max_session_mib == 0) throw Error("--max-session-mib must be positive");
-  if (o.max_regions == 0) throw Error("--max-regions must be at least 1");
-  if (!(o.stall_timeout_s > 0)) throw Error("--stall-timeout must be a positive number of seconds");
+  if (o.tiers.empty()) throw Error("AgentServiceOptions::tiers needs at least one tier, e.g. dram:1GiB");
+  if (o.staging_mib == 0) throw Error("AgentServiceOptions::staging_mib must be positive");
+  if (o.chunk_blocks == 0) throw Error("AgentServiceOptions::chunk_blocks must be positive");
+  if (o.max_sessions == 0) throw Error("AgentServiceOptions::max_sessions must be at least 1");
+  if (o.max_session_mib == 0) throw Error("AgentServiceOptions::max_session_mib must be positive");
+  if (o.max_regions == 0) throw Error("AgentServiceOptions::max_regions must be at least 1");
+  if (!(o.stall_timeout_s > 0))
+    throw Error("AgentServiceOptions::stall_timeout_s must be a positive number of seconds");
   if (!(o.memory_timeout_s > 0) || !std::isfinite(o.memory_timeout_s))
-    throw Error("--memory-timeout must be a positive number of seconds");
+    throw Error("AgentServiceOptions::memory_timeout_s must be a positive number of seconds");
 }
 
 std::string AgentService::Impl::build_stats() const {

@@ -33,14 +33,17 @@ DataMover::DataMover(const MoverOptions& options, store::Storage& storage) : opt
     gpu::register_host(dma.data(), dma.size());
     pool_registered_ = true;
   }
-  if (options_.queue_depth < 1 || options_.queue_depth > 256) throw Error("--queue-depth must be in 1..256");
+  if (options_.queue_depth < 1 || options_.queue_depth > 256)
+    throw Error("AgentServiceOptions::queue_depth must be in 1..256");
   slot_bytes_ = (options_.staging_bytes / static_cast<std::size_t>(options_.queue_depth)) & ~(kStageAlign - 1);
   if (slot_bytes_ < kStageAlign)
-    throw Error("--staging-mib is too small for --queue-depth " + std::to_string(options_.queue_depth));
+    throw Error("AgentServiceOptions::staging_mib is too small for AgentServiceOptions::queue_depth " +
+                std::to_string(options_.queue_depth));
   if (options_.chunk_bytes == 0) options_.chunk_bytes = std::min<std::size_t>(16u << 20, slot_bytes_);
   if (options_.chunk_bytes > slot_bytes_)
-    throw Error("--chunk-kib " + std::to_string(options_.chunk_bytes >> 10) + " exceeds a staging slot (" +
-                std::to_string(slot_bytes_ >> 10) + " KiB = --staging-mib / --queue-depth)");
+    throw Error("AgentServiceOptions::chunk_kib " + std::to_string(options_.chunk_bytes >> 10) +
+                " exceeds a staging slot (" + std::to_string(slot_bytes_ >> 10) +
+                " KiB = AgentServiceOptions::staging_mib / AgentServiceOptions::queue_depth)");
   const std::size_t total = slot_bytes_ * static_cast<std::size_t>(options_.queue_depth);
   if (options_.copy.gpu) {
     staging_ = static_cast<std::uint8_t*>(gpu::alloc_pinned(total));
@@ -105,7 +108,7 @@ void DataMover::submit(std::shared_ptr<Job> job) {
           XferStatus::TooLarge,
           "'" + std::string(job->descs[i].key) + "': " + std::to_string(job->descs[i].len) +
               " bytes exceed the agent's staging slot of " + std::to_string(slot_bytes_) +
-              " bytes (raise --staging-mib or lower --queue-depth)",
+              " bytes (raise AgentServiceOptions::staging_mib or lower AgentServiceOptions::queue_depth)",
           job->descs[i].key);
       ++i;
       continue;
@@ -418,10 +421,11 @@ bool DataMover::stream(Flight& f) {
     }
     r.status = job.fault.raise(XferStatus::TooLarge,
                                "'" + std::string(d.key) + "': " + std::to_string(d.len) +
-                                   " bytes exceed the agent's staging slot of " + std::to_string(slot_bytes_) +
-                                   " bytes, and the tier it would " +
+                                   " bytes exceed the agent's staging slot of " +
+                                   std::to_string(slot_bytes_) + " bytes, and the tier it would " +
                                    (job.op == XferOp::Write ? "go to is full or" : "come from") +
-                                   " does not stream (raise --staging-mib or lower --queue-depth)",
+                                   " does not stream (raise AgentServiceOptions::staging_mib or lower "
+                                   "AgentServiceOptions::queue_depth)",
                                d.key);
     return true;
   }

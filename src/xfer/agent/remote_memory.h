@@ -34,7 +34,9 @@ class RemoteMemory {
   bool gone() const noexcept { return unresponsive_.load(std::memory_order_relaxed) || vanished(); }
   std::string gone_reason() const {
     return unresponsive_.load(std::memory_order_relaxed)
-               ? describe() + " did not answer a copy within --memory-timeout (a hung FUSE or NFS mapping?)"
+               ? describe() +
+                     " did not answer a copy within AgentServiceOptions::memory_timeout_s (a hung FUSE or "
+                     "NFS mapping?)"
                : vanished_reason();
   }
   // Called by the mover's watchdog when a copy waited past the deadline. Const:

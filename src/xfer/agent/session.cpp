@@ -108,7 +108,8 @@ bool Session::post(std::string frame) {
       queued = true;
       if (held_bytes() > ctx_.limits.max_bytes)
         cut_off("it holds " + mib(held_bytes()) + " of unread replies and requests in flight, over " +
-                "--max-session-mib " + mib(ctx_.limits.max_bytes) + " (an application that does not read its replies)");
+                "AgentServiceOptions::max_session_mib " + mib(ctx_.limits.max_bytes) +
+                " (an application that does not read its replies)");
     }
   }
   ctx_.waker->wake(id_);  // the loop waits for the socket to drain, or closes a cut-off session
@@ -275,8 +276,9 @@ void Session::on_register(const proto::Frame& f, int fd) {
     if (regions_.size() + pending_registers_.size() >= ctx_.limits.max_regions) {
       if (fd >= 0) ::close(fd);
       fd = -1;
-      throw Error("this session has " + std::to_string(regions_.size() + pending_registers_.size()) +
-                  " regions registered, the agent's limit (--max-regions): deregister some first");
+      throw Error(
+          "this session has " + std::to_string(regions_.size() + pending_registers_.size()) +
+          " regions registered, the agent's limit (AgentServiceOptions::max_regions): deregister some first");
     }
     const bool takes_fd = msg.reach == proto::Reach::Memfd || msg.reach == proto::Reach::SharedFile;
     if (takes_fd && tcp_) {
@@ -382,7 +384,8 @@ void Session::on_transfer(proto::Frame& f) {
   const std::size_t cost = key_bytes + msg.descs.size() * kHeldPerDescriptor;
   if (cost > ctx_.limits.max_bytes) {
     refuse_transfer(msg.request, msg.descs.size(), XferStatus::TooLarge,
-                    "the request would hold " + mib(cost) + " in the agent, over --max-session-mib " +
+                    "the request would hold " + mib(cost) +
+                        " in the agent, over AgentServiceOptions::max_session_mib " +
                         mib(ctx_.limits.max_bytes) + ": split it");
     return;
   }
@@ -392,9 +395,10 @@ void Session::on_transfer(proto::Frame& f) {
   }();
   if (held + cost > ctx_.limits.max_bytes) {
     refuse_transfer(msg.request, msg.descs.size(), XferStatus::Unavailable,
-                    "this session already holds " + mib(held) + " of requests and unread replies in the agent; " +
-                        mib(cost) + " more would pass --max-session-mib " + mib(ctx_.limits.max_bytes) +
-                        ": wait for transfers in flight to finish");
+                    "this session already holds " + mib(held) +
+                        " of requests and unread replies in the agent; " + mib(cost) +
+                        " more would pass AgentServiceOptions::max_session_mib " +
+                        mib(ctx_.limits.max_bytes) + ": wait for transfers in flight to finish");
     return;
   }
 

@@ -154,7 +154,8 @@ void SessionLoop::admit(int fd) {
     return;
   }
   if (sessions_.size() >= options_.max_sessions) {
-    refuse(fd, "the agent serves " + std::to_string(sessions_.size()) + " sessions, its --max-sessions: try later");
+    refuse(fd, "the agent serves " + std::to_string(sessions_.size()) +
+                   " sessions, its AgentServiceOptions::max_sessions: try later");
     return;
   }
   const std::uint64_t id = next_session_++;

@@ -21,7 +21,7 @@ constexpr int kRounds = 4;
 }  // namespace
 
 TierChain::TierChain(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::move(tiers)) {
-  if (tiers_.empty()) throw Error("tier chain: no tiers (give at least one --tier)");
+  if (tiers_.empty()) throw Error("tier chain: no tiers (give AgentServiceOptions::tiers at least one)");
   if (tiers_.size() > 32) throw Error("tier chain: at most 32 tiers");
   for (std::size_t i = 0; i < tiers_.size(); ++i) {
     if (!tiers_[i]) throw Error("tier chain: tier " + std::to_string(i) + " is null");

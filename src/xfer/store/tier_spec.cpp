@@ -21,7 +21,7 @@ constexpr const char* kRedisOptions =
     "tls_name";
 
 [[noreturn]] void bad(std::string_view spec, const std::string& why) {
-  throw Error("--tier '" + std::string(spec) + "': " + why + " (" + kForms + ")");
+  throw Error("tier '" + std::string(spec) + "': " + why + " (" + kForms + ")");
 }
 
 bool starts_with(std::string_view s, std::string_view p) {
@@ -66,7 +66,7 @@ TierSpec parse_file(std::string_view spec, std::string_view rest) {
     } else if (name == "fsync" && eq == std::string_view::npos) {
       t.file.fsync = true;
     } else if (name == "capacity" && eq != std::string_view::npos) {
-      t.file.capacity = parse_size(value, "--tier '" + std::string(spec) + "' capacity");
+      t.file.capacity = parse_size(value, "tier '" + std::string(spec) + "' capacity");
       if (t.file.capacity == 0) bad(spec, "capacity must be more than 0 bytes");
     } else if (name == "qd" && eq != std::string_view::npos) {
       t.file.queue_depth = static_cast<unsigned>(parse_int(spec, value, "qd", 1, 4096));
@@ -75,7 +75,7 @@ TierSpec parse_file(std::string_view spec, std::string_view rest) {
     } else if (name == "cores" && eq != std::string_view::npos) {
       t.file.cores = static_cast<unsigned>(parse_int(spec, value, "cores", 1, 4096));
     } else if (name == "pack" && eq != std::string_view::npos) {
-      t.file.pack_threshold = parse_size(value, "--tier '" + std::string(spec) + "' pack");
+      t.file.pack_threshold = parse_size(value, "tier '" + std::string(spec) + "' pack");
       if (t.file.pack_threshold > t.file.pack_max)
         bad(spec, "pack=" + std::string(value) + " is larger than a pack file (" +
                       format_size(t.file.pack_max) + "); objects larger than pack= get a file each");
@@ -242,7 +242,7 @@ TierSpec parse_tier_spec(std::string_view spec) {
     t.kind = TierSpec::Kind::Dram;
     const std::string_view size = spec.substr(5);
     if (size.empty()) bad(spec, "no capacity after 'dram:'");
-    t.dram_capacity = parse_size(size, "--tier '" + std::string(spec) + "' capacity");
+    t.dram_capacity = parse_size(size, "tier '" + std::string(spec) + "' capacity");
     if (t.dram_capacity == 0) bad(spec, "capacity must be more than 0 bytes");
   } else if (starts_with(spec, "file:")) {
     t = parse_file(spec, spec.substr(5));
@@ -270,7 +270,7 @@ std::unique_ptr<Tier> make_tier(const TierSpec& spec) {
     case TierSpec::Kind::Redis: return std::make_unique<RedisTier>(spec.redis);
     case TierSpec::Kind::RedisCluster: return std::make_unique<RedisClusterTier>(spec.redis_cluster);
   }
-  throw Error("--tier '" + spec.text + "': unknown tier kind");
+  throw Error("tier '" + spec.text + "': unknown tier kind");
 }
 
 std::unique_ptr<Tier> make_tier(std::string_view spec) {

@@ -71,7 +71,7 @@ TEST(EmbedWatchdog, AStuckBatchIsA503ThatHealthAndMetricsReportUntilItReturns) {
   const double waited = seconds_since(t0);
   EXPECT_EQ(stuck.status, 503) << stuck.body;
   EXPECT_EQ(json::parse(stuck.body)["error_type"], "Unhealthy");
-  EXPECT_NE(stuck.body.find("--batch-timeout"), std::string::npos) << stuck.body;
+  EXPECT_NE(stuck.body.find("ServiceOptions::batch_timeout"), std::string::npos) << stuck.body;
   EXPECT_GE(waited, 0.25);
   EXPECT_LT(waited, 3.0);
 

@@ -355,21 +355,31 @@ TEST(EmbeddingService, ConcurrentProducersGetTheirOwnResults) {
   std::printf("%d jobs from %d threads; %d refusals while full\n", threads * per_thread, threads, refused.load());
 }
 
-TEST(EmbeddingService, BadOptionsAreRefused) {
-  auto make = [](ServiceOptions o) {
-    return EmbeddingService(std::make_unique<StandInModel>(), tiny_tokenizer(), o);
+// A program embedding the service has no flags: each refusal names the
+// ServiceOptions field to change.
+TEST(EmbeddingService, BadOptionsAreRefusedNamingTheField) {
+  auto refusal = [](ServiceOptions o) -> std::string {
+    try {
+      EmbeddingService(std::make_unique<StandInModel>(), tiny_tokenizer(), o);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "accepted";
   };
   ServiceOptions o;
   o.max_tokens = 1000;  // beyond the model's 512 positions
-  EXPECT_THROW(make(o), Error);
+  EXPECT_EQ(refusal(o).rfind("ServiceOptions::max_tokens 1000 exceeds", 0), 0u) << refusal(o);
   o = {};
   o.queue_slots = 0;
-  EXPECT_THROW(make(o), Error);
+  EXPECT_EQ(refusal(o), "ServiceOptions::queue_slots must be at least 1");
+  o = {};
+  o.max_batch = 0;
+  EXPECT_EQ(refusal(o), "ServiceOptions::max_batch must be at least 1");
   o = {};
   o.max_batch_tokens = 100;  // below max_tokens 256
-  EXPECT_THROW(make(o), Error);
+  EXPECT_EQ(refusal(o), "ServiceOptions::max_batch_tokens must be at least ServiceOptions::max_tokens (256)");
+  EXPECT_EQ(refusal(o).find("--"), std::string::npos) << "no flag in a library error";
 }
-
 
 using test::GatedModel;
 
@@ -437,7 +447,7 @@ TEST(EmbeddingServiceWatchdog, AStuckBatchIsAnswered503AndTheServiceRecoversWhen
   EXPECT_GE(answered_s, 0.3);
   EXPECT_LT(answered_s, 1.5);  // within about the deadline, not at the model's return
   EXPECT_TRUE(stuck.unhealthy);
-  EXPECT_NE(stuck.error.find("--batch-timeout"), std::string::npos) << stuck.error;
+  EXPECT_NE(stuck.error.find("ServiceOptions::batch_timeout"), std::string::npos) << stuck.error;
   EXPECT_TRUE(behind.unhealthy);  // queued behind the stuck batch: answered, not left waiting
   const auto h = f.service->health();
   EXPECT_FALSE(h.ok);

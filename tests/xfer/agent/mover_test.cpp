@@ -624,7 +624,7 @@ TEST(DataMover, ABatchHeldByMemoryThatNeverAnswersIsAnsweredAtTheDeadline) {
   const std::string text = answer.get();
   EXPECT_NE(text.find("did not answer a copy within 300 ms"), std::string::npos) << text;
   EXPECT_TRUE(region->remote()->gone());
-  EXPECT_NE(region->remote()->gone_reason().find("--memory-timeout"), std::string::npos);
+  EXPECT_NE(region->remote()->gone_reason().find("AgentServiceOptions::memory_timeout_s"), std::string::npos);
   EXPECT_EQ(mover.stuck_lanes(), 1u);
 
   // The other lane serves everyone else meanwhile.

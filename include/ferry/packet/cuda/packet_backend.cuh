@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -41,6 +42,22 @@ namespace ferry::packet::cuda {
 // Memory for a GPU worker, and the driver's entry points; compiled once, in ferry_packet.
 WorkerMemory allocate_gpu_memory(std::size_t bytes, MemoryKind kind);
 
+// Graph and memops keep work waiting on the GPU in every list's streams at
+// once: a kernel spinning on its item, or a stream wait. CUDA feeds streams to
+// the GPU through CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 unless the
+// environment says otherwise), streams beyond that sharing them, and waiting
+// work at the head of a queue holds back whatever follows it there: a list
+// with no traffic (or paused at the warm-up's end) could stall another list's
+// ready item for good. So a GPU worker asks for the most queues before the
+// process's context exists, unless the user chose a number, and graph and
+// memops refuse more waiting streams than there are queues.
+inline constexpr int kMostHardwareQueues = 32;
+inline int ask_for_hardware_queues() {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(kMostHardwareQueues).c_str(), /*overwrite=*/0);
+  const int n = std::atoi(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
+  return n >= 1 && n <= kMostHardwareQueues ? n : 8;  // what CUDA takes for an unusable value
+}
+
 template <typename Handler>
 class GpuPacketWorker final : public PacketWorker {
   // Graph launches (of graph_items items each) a list may have queued at once.
@@ -50,8 +67,9 @@ class GpuPacketWorker final : public PacketWorker {
   GpuPacketWorker(const PacketWorkerOptions& options, Handler handler)
       : options_(options), handler_(handler), gpu_(options.gpu) {
     if (!is_gpu_mode(options_.mode)) throw Error(std::string("the GPU worker has no mode ") + to_string(options_.mode));
-    if (options_.graph_items == 0) throw Error("graph_items must be at least 1");
-    if (options_.gpu_lanes == 0 || options_.gpu_lanes > 64) throw Error("--gpu-lanes must be in 1..64");
+    if (options_.graph_items == 0) throw Error("PacketWorkerOptions::graph_items must be at least 1");
+    if (options_.gpu_lanes == 0 || options_.gpu_lanes > 64)
+      throw Error("PacketWorkerOptions::gpu_lanes must be in 1..64");
   }
 
   // stop() should have run: the lists may be gone by now, so nothing here touches them.
@@ -88,8 +106,9 @@ class GpuPacketWorker final : public PacketWorker {
       // Lane j owns items j, j + lanes, ...: only a whole number of lanes per
       // list keeps each item with one lane from one turn to the next.
       if (l.capacity() % options_.gpu_lanes != 0)
-        throw Error("--gpu-lanes " + std::to_string(options_.gpu_lanes) + " does not divide the list's " +
-                    std::to_string(l.capacity()) + " items: give a power of two up to --items");
+        throw Error("PacketWorkerOptions::gpu_lanes " + std::to_string(options_.gpu_lanes) +
+                    " does not divide the list's " + std::to_string(l.capacity()) +
+                    " items: give a power of two up to L2fwdOptions::items");
     }
     // Lane j of list p works in stream p * lanes + j.
     for (std::size_t i = 0; i < lists_.size() * options_.gpu_lanes; ++i) {
@@ -169,8 +188,10 @@ class GpuPacketWorker final : public PacketWorker {
     FERRY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kItemThreads, 0));
     FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu_.device()));
     if (blocks > std::size_t(per_sm) * sms)
-      throw Error(std::to_string(blocks) + " blocks (--pipelines x --gpu-lanes) must all be resident, and " +
-                  gpu_.name() + " holds " + std::to_string(per_sm * sms) + ": give fewer lanes or pipelines");
+      throw Error(
+          std::to_string(blocks) +
+          " blocks (L2fwdOptions::pipelines x PacketWorkerOptions::gpu_lanes) must all be resident, and " +
+          gpu_.name() + " holds " + std::to_string(per_sm * sms) + ": give fewer lanes or pipelines");
   }
 
   void start_persistent() {
@@ -222,6 +243,16 @@ class GpuPacketWorker final : public PacketWorker {
   // once: a list of n items has n / graph_items of them, launched in turn.
   void prepare_groups() {
     const std::uint32_t g_items = options_.graph_items;
+    // Each list's branches wait at once, and its main stream holds the next group.
+    const std::size_t waiting_streams = lists_.size() * (std::min(options_.gpu_lanes, g_items) + 1);
+    if (waiting_streams > static_cast<std::size_t>(hardware_queues_))
+      throw Error(
+          std::to_string(waiting_streams) +
+          " streams (L2fwdOptions::pipelines x (PacketWorkerOptions::gpu_lanes + 1)) would wait on the GPU "
+          "at "
+          "once, and CUDA_DEVICE_MAX_CONNECTIONS gives " +
+          std::to_string(hardware_queues_) +
+          " hardware queues: a wait would hold back other pipelines' work. Give fewer lanes or pipelines");
     if (options_.mode == PacketMode::Graph)
       check_resident(waiting_packet_kernel<Handler>, lists_.size() * std::min(options_.gpu_lanes, g_items));
     for (const CommList& l : lists_)
@@ -353,6 +384,7 @@ class GpuPacketWorker final : public PacketWorker {
 
   PacketWorkerOptions options_;
   Handler handler_;
+  int hardware_queues_ = ask_for_hardware_queues();  // before gpu_ makes the context
   worker::cuda::GpuContext gpu_;
   std::vector<CommList> lists_;    // host views
   std::vector<CommList> lists_d_;  // the same lists at the GPU's addresses

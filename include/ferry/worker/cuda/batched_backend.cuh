@@ -42,7 +42,7 @@ class BatchedBackend final : public Backend {
  public:
   BatchedBackend(const WorkerOptions& options, Handler handler)
       : options_(options), handler_(handler), gpu_(options.gpu) {
-    if (options_.burst == 0 || options_.burst > 4096) throw Error("--burst must be in 1..4096");
+    if (options_.burst == 0 || options_.burst > 4096) throw Error("WorkerOptions::burst must be in 1..4096");
   }
 
   ~BatchedBackend() override {

@@ -22,7 +22,9 @@ std::unique_ptr<Backend> make_cuda_backend(const WorkerOptions& options, Handler
     case LaunchMethod::Memops: return std::make_unique<cuda::BatchedBackend<Handler>>(options, handler);
     case LaunchMethod::Cpu: break;
   }
-  throw Error("--launch cpu is the cpu backend's; choose persistent, burst, graph or memops with --backend cuda");
+  throw Error(
+      "LaunchMethod::Cpu is the cpu backend's; choose Persistent, Burst, Graph or Memops with "
+      "BackendKind::Cuda");
 }
 
 }  // namespace ferry::worker
