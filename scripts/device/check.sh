@@ -24,6 +24,7 @@ declare -A checks=(
   [hardening]="hardening-check.sh: issue 35's fixes: the process-memory probe, then the xfer, mover, http and l2fwd suites"
   [launch]="launch-check.sh: issue 40's launch methods against the minimal mechanisms, three rounds, and the persistent kernel at 1-16 channels"
   [store-cluster]="store-cluster-check.sh: the redis-cluster tier against redis-benchmark --cluster on 1, 3 and 6 primaries (issue 38 part 5)"
+  [gpu-suites]="gpu-suites-check.sh: every GPU e2e suite on every launch method (offload, http, l2fwd), then l2fwd's pipelines -p 1/2/4 with GPU workers"
   [nixl]="nixl-check.sh: the NIXL plugin under nixl_cu13: its suite, VRAM_SEG, LMCache through NIXL, the example on the GPU, nixl_bench"
 )
 name=${1:-}
