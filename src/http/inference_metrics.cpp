@@ -54,12 +54,14 @@ std::string InferenceMetrics::render() const {
             st.rejected_full);
   w.counter("ferry_embed_abandoned_total", "Sequences skipped because their client had gone.",
             st.skipped_abandoned);
-  w.counter("ferry_embed_batch_timeouts_total", "Batches whose model call ran past --batch-timeout.",
-            st.timed_out_batches);
+  w.counter("ferry_embed_batch_timeouts_total",
+            "Batches whose model call ran past ServiceOptions::batch_timeout.", st.timed_out_batches);
   w.counter("ferry_embed_unhealthy_total",
-            "Requests answered 503 because a batch was stuck past --batch-timeout or the model had faulted.",
+            "Requests answered 503 because a batch was stuck past ServiceOptions::batch_timeout or the model "
+            "had faulted.",
             st.unhealthy_jobs);
-  w.gauge("ferry_embed_batch_stuck", "1 while a batch has run past --batch-timeout.", st.stuck ? 1 : 0);
+  w.gauge("ferry_embed_batch_stuck", "1 while a batch has run past ServiceOptions::batch_timeout.",
+          st.stuck ? 1 : 0);
   w.family("ferry_embed_batch_size", "histogram", "Sequences per batch.");
   const std::vector<std::uint64_t> sizes = service_->batch_size_histogram();
   std::vector<double> bounds;
