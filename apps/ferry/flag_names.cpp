@@ -92,6 +92,7 @@ constexpr std::array kFlagNames = {
     FlagName{"", "PacketWorkerOptions::gpu_lanes", "--gpu-lanes"},
     FlagName{"", "PacketWorkerOptions::graph_items", "--graph-items"},
     FlagName{"", "PacketWorkerOptions::max_packets", "--burst"},
+    FlagName{"", "PacketWorkerOptions::launch", "--mode"},
     FlagName{"", "PacketWorkerOptions::mode", "--mode"},
     FlagName{"", "MemoryKind::Device", "--mem device"},
     FlagName{"", "MemoryKind::Host", "--mem host-pinned"},
