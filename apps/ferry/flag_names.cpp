@@ -93,10 +93,8 @@ constexpr std::array kFlagNames = {
     FlagName{"", "PacketWorkerOptions::graph_items", "--graph-items"},
     FlagName{"", "PacketWorkerOptions::max_packets", "--burst"},
     FlagName{"", "PacketWorkerOptions::launch", "--mode"},
-    FlagName{"", "PacketWorkerOptions::mode", "--mode"},
     FlagName{"", "MemoryKind::Device", "--mem device"},
     FlagName{"", "MemoryKind::Host", "--mem host-pinned"},
-    FlagName{"", "PacketMode::None", "--mode none"},
 };
 
 bool is_name_char(char c) {

@@ -109,7 +109,7 @@ void add_flags(CLI::App& app, L2fwdFlags& f) {
 void resolve(L2fwdFlags& f) {
   static constexpr const char* kWorkloads[] = {"none", "cpu", "burst", "persistent", "graph"};
   auto& o = f.options;
-  o.worker.mode = packet::parse_packet_mode(f.workload >= 0 ? kWorkloads[f.workload] : f.mode);
+  o.worker.launch = packet::parse_packet_launch(f.workload >= 0 ? kWorkloads[f.workload] : f.mode);
   o.memory = (f.mem_mode >= 0 ? f.mem_mode == 1 : f.mem == "device") ? packet::MemoryKind::Device
                                                                       : packet::MemoryKind::Host;
   o.when_full = f.when_full == "wait" ? packet::FullPolicy::Wait : packet::FullPolicy::Drop;

@@ -40,10 +40,11 @@ void validate(const L2fwdOptions& o, const PacketWorker* worker) {
   if (o.items < 2 || !std::has_single_bit(o.items))
     throw Error("L2fwdOptions::items must be a power of two, at least 2");
   if (o.data_room < 64) throw Error("L2fwdOptions::data_room must hold a minimum frame (64 bytes or more)");
-  if (worker == nullptr && o.worker.mode != PacketMode::None)
-    throw Error(std::string("mode ") + to_string(o.worker.mode) + " needs a worker");
-  if (o.memory == MemoryKind::Device && o.worker.mode == PacketMode::None)
-    throw Error("MemoryKind::Device puts packets in GPU memory; PacketMode::None has no GPU to own it");
+  if (worker == nullptr && o.worker.launch)
+    throw Error(std::string("PacketWorkerOptions::launch ") + to_string(o.worker.launch) + " needs a worker");
+  if (o.memory == MemoryKind::Device && !o.worker.launch)
+    throw Error(
+        "MemoryKind::Device puts packets in GPU memory; with no launch method there is no GPU to own it");
   const unsigned lcores = rte_lcore_count() - 1;
   if (lcores < 2 * o.pipelines)
     throw Error(std::to_string(o.pipelines) + " pipeline(s) need " + std::to_string(2 * o.pipelines) +

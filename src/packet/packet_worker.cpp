@@ -11,31 +11,18 @@ namespace ferry::packet {
 std::unique_ptr<PacketWorker> make_gpu_macswap_worker(const PacketWorkerOptions& options);
 #endif
 
-PacketMode parse_packet_mode(std::string_view name) {
-  if (name == "none") return PacketMode::None;
-  if (name == "cpu") return PacketMode::Cpu;
-  if (name == "burst") return PacketMode::Burst;
-  if (name == "persistent") return PacketMode::Persistent;
-  if (name == "graph") return PacketMode::Graph;
-  if (name == "memops") return PacketMode::Memops;
-  throw Error("unknown mode '" + std::string(name) + "': choose none, cpu, burst, persistent, graph or memops");
-}
-
-const char* to_string(PacketMode mode) noexcept {
-  switch (mode) {
-    case PacketMode::None: return "none";
-    case PacketMode::Cpu: return "cpu";
-    case PacketMode::Burst: return "burst";
-    case PacketMode::Persistent: return "persistent";
-    case PacketMode::Graph: return "graph";
-    case PacketMode::Memops: return "memops";
+PacketLaunch parse_packet_launch(std::string_view name) {
+  if (name == "none") return std::nullopt;
+  try {
+    return worker::parse_launch(name);
+  } catch (const Error&) {
+    throw Error("unknown launch method '" + std::string(name) +
+                "': choose none, cpu, burst, persistent, graph or memops");
   }
-  return "?";
 }
 
-bool is_gpu_mode(PacketMode mode) noexcept {
-  return mode == PacketMode::Burst || mode == PacketMode::Persistent || mode == PacketMode::Graph ||
-         mode == PacketMode::Memops;
+const char* to_string(const PacketLaunch& launch) noexcept {
+  return launch ? worker::to_string(*launch) : "none";
 }
 
 namespace detail {
@@ -74,12 +61,12 @@ void mark_error(const std::vector<CommList>& lists) noexcept {
 }  // namespace detail
 
 std::unique_ptr<PacketWorker> make_macswap_worker(const PacketWorkerOptions& options) {
-  if (options.mode == PacketMode::None) return nullptr;
-  if (options.mode == PacketMode::Cpu) return make_cpu_packet_worker(options, worker::MacSwap{});
+  if (!options.launch) return nullptr;
+  if (!worker::runs_on_gpu(*options.launch)) return make_cpu_packet_worker(options, worker::MacSwap{});
 #if defined(FERRY_HAVE_CUDA)
   return make_gpu_macswap_worker(options);
 #else
-  throw Error(std::string("PacketWorkerOptions::mode ") + to_string(options.mode) +
+  throw Error(std::string("PacketWorkerOptions::launch ") + to_string(options.launch) +
               " runs on a GPU, and this build has no CUDA backend");
 #endif
 }

@@ -87,7 +87,7 @@ std::uint32_t Pipeline::gather(rte_mbuf** mbufs, std::uint32_t want) {
 int Pipeline::rx_loop() {
   const std::uint32_t burst = list_.max_packets();
   std::vector<rte_mbuf*> scratch(burst);
-  const bool pass_through = options_.worker.mode == PacketMode::None;
+  const bool pass_through = !options_.worker.launch;
   std::uint32_t k = 0;
   while (!stop_rx_.load(std::memory_order_relaxed)) {
     if (limit_.exhausted()) {

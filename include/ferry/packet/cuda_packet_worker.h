@@ -9,8 +9,8 @@
 
 namespace ferry::packet {
 
-// A GPU worker running `handler` by options.mode (burst, persistent, graph or
-// memops). Throws ferry::Error for a CPU mode, or a GPU that lacks what it needs.
+// A GPU worker running `handler` by options.launch (burst, persistent, graph or
+// memops). Throws ferry::Error for cpu or none, or a GPU that lacks what it needs.
 template <typename Handler>
 std::unique_ptr<PacketWorker> make_cuda_packet_worker(const PacketWorkerOptions& options, Handler handler);
 

@@ -120,7 +120,7 @@ struct L2fwdReport {
 
 class L2fwd {
  public:
-  // `worker` may be null only with PacketMode::None. The EAL must be up.
+  // `worker` may be null only with no launch method. The EAL must be up.
   L2fwd(const L2fwdOptions& options, std::unique_ptr<PacketWorker> worker);
   ~L2fwd();  // stops and waits
   L2fwd(const L2fwd&) = delete;

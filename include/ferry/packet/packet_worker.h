@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -31,16 +32,20 @@
 #include "ferry/core/detail/backoff.h"
 #include "ferry/core/detail/first_failure.h"
 #include "ferry/core/status.h"
+#include "ferry/worker/backend.h"
 #include "ferry/worker/handlers.h"
 
 namespace ferry::packet {
 
-// l2fwd-nv's -w 0..4, and the stream memory operations of the DPDK gpudev article.
-enum class PacketMode { None, Cpu, Burst, Persistent, Graph, Memops };
+// How packets are handled: by a worker of one of the launch methods the
+// request path uses too (worker::LaunchMethod: l2fwd-nv's -w 1..4, and the DPDK
+// gpudev article's stream memory operations), or by none: the RX core hands
+// each burst to TX as it is (l2fwd-nv's -w 0).
+using PacketLaunch = std::optional<worker::LaunchMethod>;
 
-PacketMode parse_packet_mode(std::string_view name);
-const char* to_string(PacketMode mode) noexcept;
-bool is_gpu_mode(PacketMode mode) noexcept;
+// "none", or a launch method's name (worker::parse_launch).
+PacketLaunch parse_packet_launch(std::string_view name);
+const char* to_string(const PacketLaunch& launch) noexcept;
 
 enum class MemoryKind {
   Host,    // host memory the worker reaches (pinned and mapped for a GPU worker)
@@ -48,7 +53,7 @@ enum class MemoryKind {
 };
 
 struct PacketWorkerOptions {
-  PacketMode mode = PacketMode::Cpu;
+  PacketLaunch launch = worker::LaunchMethod::Cpu;
   std::string gpu;                  // GPU modes: PCI address or device index; empty = device 0
   std::uint32_t max_packets = 32;   // packets per item at most (the burst)
   std::uint64_t ns_per_packet = 0;  // l2fwd-nv's -t: a synthetic workload of this long per packet
@@ -185,9 +190,9 @@ std::unique_ptr<PacketWorker> make_cpu_packet_worker(const PacketWorkerOptions& 
   return std::make_unique<CpuPacketWorker<Handler>>(options, handler);
 }
 
-// The worker for options.mode with the MacSwap handler: the CPU worker, or a GPU
-// worker where this build has CUDA. Null for PacketMode::None (the RX core hands
-// bursts straight to TX). Throws ferry::Error for a GPU mode without CUDA.
+// The worker for options.launch with the MacSwap handler: the CPU worker, or a
+// GPU worker where this build has CUDA. Null for no launch method (the RX core
+// hands bursts straight to TX). Throws ferry::Error for a GPU method without CUDA.
 std::unique_ptr<PacketWorker> make_macswap_worker(const PacketWorkerOptions& options);
 
 }  // namespace ferry::packet

@@ -35,6 +35,12 @@ struct WorkerOptions {
   std::uint32_t idle_sleep_max_us = 8;
 };
 
+// The launch methods on the GPU (all but Cpu): the same four on the request
+// path (here) and the packet path (ferry/packet/packet_worker.h).
+constexpr bool runs_on_gpu(LaunchMethod method) noexcept {
+  return method != LaunchMethod::Cpu;
+}
+
 BackendKind parse_backend(std::string_view name);
 LaunchMethod parse_launch(std::string_view name);
 const char* to_string(BackendKind kind) noexcept;

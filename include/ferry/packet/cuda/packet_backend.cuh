@@ -66,7 +66,8 @@ class GpuPacketWorker final : public PacketWorker {
  public:
   GpuPacketWorker(const PacketWorkerOptions& options, Handler handler)
       : options_(options), handler_(handler), gpu_(options.gpu) {
-    if (!is_gpu_mode(options_.mode)) throw Error(std::string("the GPU worker has no mode ") + to_string(options_.mode));
+    if (!options_.launch || !worker::runs_on_gpu(*options_.launch))
+      throw Error(std::string("the GPU worker has no launch method ") + to_string(options_.launch));
     if (options_.graph_items == 0) throw Error("PacketWorkerOptions::graph_items must be at least 1");
     if (options_.gpu_lanes == 0 || options_.gpu_lanes > 64)
       throw Error("PacketWorkerOptions::gpu_lanes must be in 1..64");
@@ -116,14 +117,14 @@ class GpuPacketWorker final : public PacketWorker {
       FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
       streams_.push_back(s);
     }
-    switch (options_.mode) {
-      case PacketMode::Persistent: start_persistent(); break;
-      case PacketMode::Burst:
+    switch (*options_.launch) {
+      case worker::LaunchMethod::Persistent: start_persistent(); break;
+      case worker::LaunchMethod::Burst:
         running_.store(true);
         dispatcher_ = std::thread([this] { burst_loop(); });
         break;
-      case PacketMode::Graph:
-      case PacketMode::Memops:
+      case worker::LaunchMethod::Graph:
+      case worker::LaunchMethod::Memops:
         prepare_groups();
         running_.store(true);
         dispatcher_ = std::thread([this] { group_loop(); });
@@ -167,12 +168,14 @@ class GpuPacketWorker final : public PacketWorker {
     return failure_.get();
   }
   std::string describe() const override {
-    std::string d = std::string("cuda ") + to_string(options_.mode) + " on " + gpu_.describe() + ", handler " +
-                    worker::handler_name<Handler>();
+    std::string d = std::string("cuda ") + to_string(options_.launch) + " on " + gpu_.describe() +
+                    ", handler " + worker::handler_name<Handler>();
     d += ", " + std::to_string(options_.gpu_lanes) + " items at once per list";
-    if (options_.mode == PacketMode::Graph || options_.mode == PacketMode::Memops)
+    if (*options_.launch == worker::LaunchMethod::Graph || *options_.launch == worker::LaunchMethod::Memops)
       d += ", " + std::to_string(options_.graph_items) + " items per graph launch" +
-           (options_.mode == PacketMode::Memops && !memops_captured_ ? " (waits posted directly: capture refused)" : "");
+           (*options_.launch == worker::LaunchMethod::Memops && !memops_captured_
+                ? " (waits posted directly: capture refused)"
+                : "");
     if (options_.ns_per_packet != 0) d += ", " + std::to_string(options_.ns_per_packet) + " ns per packet";
     return d;
   }
@@ -253,14 +256,14 @@ class GpuPacketWorker final : public PacketWorker {
           "once, and CUDA_DEVICE_MAX_CONNECTIONS gives " +
           std::to_string(hardware_queues_) +
           " hardware queues: a wait would hold back other pipelines' work. Give fewer lanes or pipelines");
-    if (options_.mode == PacketMode::Graph)
+    if (*options_.launch == worker::LaunchMethod::Graph)
       check_resident(waiting_packet_kernel<Handler>, lists_.size() * std::min(options_.gpu_lanes, g_items));
     for (const CommList& l : lists_)
       if (l.capacity() % g_items != 0 || l.capacity() < kGroupsAhead * g_items)
         throw Error("a list of " + std::to_string(l.capacity()) + " items cannot be pre-posted " +
                     std::to_string(g_items) + " items at a time: give it a multiple of " +
                     std::to_string(g_items) + ", at least " + std::to_string(kGroupsAhead * g_items));
-    if (options_.mode == PacketMode::Memops) {
+    if (*options_.launch == worker::LaunchMethod::Memops) {
       wait_value_ = worker::cuda::driver_entry_point<worker::cuda::StreamWaitValue32>("cuStreamWaitValue32");
       memops_captured_ = true;
     }
@@ -290,7 +293,8 @@ class GpuPacketWorker final : public PacketWorker {
       }
       const std::uint32_t groups = lists_[p].capacity() / g_items;
       graphs_[p].assign(groups, nullptr);
-      for (std::uint32_t g = 0; g < groups && (options_.mode == PacketMode::Graph || memops_captured_); ++g) {
+      for (std::uint32_t g = 0;
+           g < groups && (*options_.launch == worker::LaunchMethod::Graph || memops_captured_); ++g) {
         FERRY_CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
         bool ok = true;
         try {
@@ -303,7 +307,8 @@ class GpuPacketWorker final : public PacketWorker {
         if (!ok || end != cudaSuccess) {
           cudaGetLastError();
           if (graph != nullptr) cudaGraphDestroy(graph);
-          if (options_.mode == PacketMode::Graph) throw Error("capturing the graph mode's kernels failed");
+          if (*options_.launch == worker::LaunchMethod::Graph)
+            throw Error("capturing the graph mode's kernels failed");
           memops_captured_ = false;
           break;
         }
@@ -325,7 +330,7 @@ class GpuPacketWorker final : public PacketWorker {
     for (std::uint32_t j = 0; j < options_.graph_items; ++j) {
       const std::uint32_t k = g * options_.graph_items + j;
       cudaStream_t s = branch(p, j % lanes);
-      if (options_.mode == PacketMode::Graph) {
+      if (*options_.launch == worker::LaunchMethod::Graph) {
         waiting_packet_kernel<<<1, kItemThreads, 0, s>>>(l, k, options_.ns_per_packet, handler_);
       } else {
         // Wakes for READY (1) or ERROR (3), never for DONE (2) left from the item's last turn.
