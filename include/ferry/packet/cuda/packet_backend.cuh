@@ -36,6 +36,7 @@
 #include "ferry/worker/cuda/cuda_check.h"
 #include "ferry/worker/cuda/driver_api.h"
 #include "ferry/worker/cuda/gpu_context.h"
+#include "ferry/worker/cuda/stream_drain.h"
 
 namespace ferry::packet::cuda {
 
@@ -139,22 +140,17 @@ class GpuPacketWorker final : public PacketWorker {
     if (dispatcher_.joinable()) dispatcher_.join();
     // Nothing more is posted: ERROR again, over any DONE a kernel wrote since.
     detail::mark_error(lists_);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::vector<cudaStream_t> all = streams_;
     all.insert(all.end(), branches_.begin(), branches_.end());
-    for (cudaStream_t s : all) {
-      cudaError_t st;
-      while ((st = cudaStreamQuery(s)) == cudaErrorNotReady) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          set_failure("the GPU worker did not finish within " + std::to_string(timeout.count()) +
-                      " ms of teardown");
-          stuck_ = true;
-          return;
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
-      if (st != cudaSuccess) set_failure(std::string("the GPU worker failed: ") + cudaGetErrorString(st));
+    const worker::cuda::StreamDrain d =
+        worker::cuda::drain_streams(all, std::chrono::steady_clock::now() + timeout);
+    if (d.timed_out) {
+      set_failure("the GPU worker did not finish within " + std::to_string(timeout.count()) +
+                  " ms of teardown");
+      stuck_ = true;
+      return;
     }
+    if (!d.error.empty()) set_failure("the GPU worker failed: " + d.error);
     stopped_ = true;
   }
 

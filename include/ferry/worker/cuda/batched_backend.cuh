@@ -23,14 +23,15 @@
 #include <thread>
 #include <vector>
 
+#include "ferry/core/arena_control.h"
 #include "ferry/core/detail/backoff.h"
 #include "ferry/core/detail/first_failure.h"
-#include "ferry/core/arena_control.h"
 #include "ferry/worker/backend.h"
 #include "ferry/worker/cuda/batch_kernel.cuh"
 #include "ferry/worker/cuda/cuda_check.h"
 #include "ferry/worker/cuda/driver_api.h"
 #include "ferry/worker/cuda/gpu_context.h"
+#include "ferry/worker/cuda/stream_drain.h"
 #include "ferry/worker/handlers.h"
 
 namespace ferry::worker::cuda {
@@ -92,14 +93,13 @@ class BatchedBackend final : public Backend {
     dispatcher_.join();
     completer_.join();
     if (options_.launch == LaunchMethod::Memops) release_posted_memops();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (cudaStreamQuery(stream_) == cudaErrorNotReady) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        set_failure("the GPU stream did not drain within 5 s of stopping");
-        stream_busy_ = true;  // the GPU may still read the descriptors: never free them
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const StreamDrain d =
+        drain_streams({&stream_, 1}, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    if (d.timed_out) {
+      set_failure("the GPU stream did not drain within 5 s of stopping");
+      stream_busy_ = true;  // the GPU may still read the descriptors: never free them
+    } else if (!d.error.empty()) {
+      set_failure("the GPU stream failed: " + d.error);
     }
   }
 
@@ -107,11 +107,7 @@ class BatchedBackend final : public Backend {
 
   std::string failure() const override {
     if (failure_.failed()) return failure_.get();
-    const std::uint32_t code = arena_control::first_error(*gpu_.arena()->header());
-    if (code == kRequestLongerThanSlot) return "the GPU found a request longer than its slot (corrupt channel)";
-    if (code == kResponseLongerThanSlot) return "the handler returned a response longer than the slot";
-    if (code != kNoError) return "GPU worker error " + std::to_string(code);
-    return {};
+    return worker_error_text(arena_control::first_error(*gpu_.arena()->header()));
   }
 
   std::uint64_t handled() const override { return handled_.load(std::memory_order_relaxed); }

@@ -7,6 +7,7 @@
 #include <cuda/atomic>
 
 #include <cstdint>
+#include <string>
 
 #include "ferry/core/arena.h"
 #include "ferry/core/slot_ring.h"
@@ -93,5 +94,13 @@ enum WorkerError : std::uint32_t {
   kRequestLongerThanSlot = 1,
   kResponseLongerThanSlot = 2,
 };
+
+// What a worker error code means, for the backends' failure(); empty for kNoError.
+inline std::string worker_error_text(std::uint32_t code) {
+  if (code == kRequestLongerThanSlot) return "the GPU found a request longer than its slot (corrupt channel)";
+  if (code == kResponseLongerThanSlot) return "the handler returned a response longer than the slot";
+  if (code != kNoError) return "GPU worker error " + std::to_string(code);
+  return {};
+}
 
 }  // namespace ferry::worker::cuda

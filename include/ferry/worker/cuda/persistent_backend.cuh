@@ -10,10 +10,11 @@
 
 #include "ferry/core/arena_control.h"
 #include "ferry/worker/backend.h"
-#include "ferry/worker/handlers.h"
 #include "ferry/worker/cuda/cuda_check.h"
 #include "ferry/worker/cuda/gpu_context.h"
 #include "ferry/worker/cuda/persistent.cuh"
+#include "ferry/worker/cuda/stream_drain.h"
+#include "ferry/worker/handlers.h"
 
 namespace ferry::worker::cuda {
 
@@ -51,20 +52,13 @@ class PersistentBackend final : public Backend {
     if (!running_) return;
     running_ = false;
     arena_control::request_stop(*gpu_.arena()->header());  // S1; the kernel's polls are S2's device mirror
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    for (;;) {
-      const cudaError_t st = cudaStreamQuery(stream_);
-      if (st == cudaSuccess) return;
-      if (st != cudaErrorNotReady) {
-        set_failure(std::string("persistent kernel failed: ") + cudaGetErrorString(st));
-        return;
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        set_failure("persistent kernel did not stop within 5 s of the stop flag");
-        stuck_ = true;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const StreamDrain d =
+        drain_streams({&stream_, 1}, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    if (d.timed_out) {
+      set_failure("persistent kernel did not stop within 5 s of the stop flag");
+      stuck_ = true;
+    } else if (!d.error.empty()) {
+      set_failure("persistent kernel failed: " + d.error);
     }
   }
 
@@ -72,10 +66,9 @@ class PersistentBackend final : public Backend {
 
   std::string failure() const override {
     if (!failure_.empty()) return failure_;
-    const std::uint32_t code = arena_control::first_error(*gpu_.arena()->header());
-    if (code == kRequestLongerThanSlot) return "the GPU found a request longer than its slot (corrupt channel)";
-    if (code == kResponseLongerThanSlot) return "the handler returned a response longer than the slot";
-    if (code != kNoError) return "GPU worker error " + std::to_string(code);
+    if (std::string why = worker_error_text(arena_control::first_error(*gpu_.arena()->header()));
+        !why.empty())
+      return why;
     if (running_) {
       const cudaError_t st = cudaStreamQuery(stream_);
       if (st == cudaSuccess) return "the persistent kernel exited while it should be running";
