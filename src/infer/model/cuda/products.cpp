@@ -25,7 +25,7 @@ constexpr int kTimedRuns = 5;
 // Below this many rows the candidates are not timed, and a product without
 // an epilogue goes to cuBLAS (cublasGemmEx), whose own choice there beat
 // cuBLASLt's first one: at small shapes the fastest of a few runs back to
-// back was not the fastest inside a batch (docs/bench/inference.md, fourth pass).
+// back was not the fastest inside a batch (docs/bench/inference.md, "Attention fed by cp.async").
 constexpr std::size_t kMinTimedRows = 4096;
 
 }  // namespace

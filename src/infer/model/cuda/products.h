@@ -9,7 +9,7 @@
 // before persistent kernels start never load another kernel. tune() chooses
 // it: from 4,096 rows by timing cuBLASLt's candidates, whose fastest beats
 // cuBLAS's choice at large shapes, below that cuBLAS's own choice
-// (docs/bench/inference.md, fourth pass, has the measurements).
+// (docs/bench/inference.md, "Attention fed by cp.async", has the measurements).
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
