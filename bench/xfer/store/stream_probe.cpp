@@ -531,7 +531,9 @@ int main(int argc, char** argv) {
                             [&, p](unsigned t) { probe.store_plain(t, p, Hash::None, true); }, forget});
           stores.push_back({"fallocate+hash+pwrite/" + kib(p),
                             [&, p](unsigned t) { probe.store_plain(t, p, Hash::Before, true); }, forget});
-          for (const auto& [how, name] : {std::pair{Hash::Beside, "|"}, std::pair{Hash::After, "+"}}) {
+          for (const auto& [beside_or_after, name] :
+               {std::pair{Hash::Beside, "|"}, std::pair{Hash::After, "+"}}) {
+            const Hash how = beside_or_after;  // a variable, so lambdas may capture it (not a binding)
             stores.push_back({std::string("fallocate+pwrite") + name + "hash/" + kib(p),
                               [&, p, how](unsigned t) { probe.store_plain(t, p, how, true); }, forget});
             loads.push_back({std::string("pread") + name + "hash/" + kib(p),
@@ -608,15 +610,19 @@ int main(int argc, char** argv) {
         report("store", "fallocate+hash+pwrite/" + std::to_string(p >> 10) + "KiB", n,
                timed(n, rounds, [&](unsigned t) { probe.store_plain(t, p, Hash::Before, true); }, forget));
       for (const std::size_t p : pieces)
-        for (const auto& [how, name] : stores)
+        for (const auto& [hash, name] : stores) {
+          const Hash how = hash;  // a variable, so the lambda may capture it (not a binding)
           report("store", name + std::to_string(p >> 10) + "KiB", n,
                  timed(n, rounds, [&](unsigned t) { probe.store_plain(t, p, how); }, forget));
+        }
       report("load", "read", n, timed(n, rounds, [&](unsigned t) { probe.load_plain(t, n, 0, Hash::None); }));
       report("load", "tier", n, timed(n, rounds, [&](unsigned t) { probe.load_tier(t, n); }));
       for (const std::size_t p : pieces)
-        for (const auto& [how, name] : loads)
+        for (const auto& [hash, name] : loads) {
+          const Hash how = hash;  // a variable, so the lambda may capture it (not a binding)
           report("load", name + std::to_string(p >> 10) + "KiB", n,
                  timed(n, rounds, [&](unsigned t) { probe.load_plain(t, n, p, how); }));
+        }
     }
     if (!json_out.empty()) {
       std::ofstream(json_out) << nlohmann::json{{"chunk_bytes", chunk}, {"rounds", rounds}, {"rows", rows}}.dump(2);
