@@ -12,14 +12,20 @@
 namespace ferry::http {
 
 // Copies of what the response needs once the request's buffers are gone.
-struct Responder::Later::State {
-  std::shared_ptr<offload::Framing::Deferred> deferred;
+// What the deferred response's build needs. Apart from State, so that the
+// build, which the mailbox entry (deferred) holds, never holds that entry back.
+struct LaterResponseFacts {
   std::shared_ptr<Metrics> metrics;
   std::shared_ptr<AccessLog> access_log;  // null: no log
   std::string peer;
   std::string line;
   bool keep_alive = true;
   bool head_only = false;
+};
+
+struct Responder::Later::State {
+  std::shared_ptr<offload::Framing::Deferred> deferred;
+  std::shared_ptr<const LaterResponseFacts> facts;
 };
 
 void Responder::send(std::uint16_t status, std::string_view content_type, std::string_view body,
@@ -49,22 +55,24 @@ Responder::Later Responder::defer() {
   if (client_->deferrer == nullptr) throw Error("this server cannot defer a response");
   Later later;
   later.state_ = std::make_shared<Later::State>();
-  Later::State& s = *later.state_;
-  s.metrics = framing_->metrics();
-  s.access_log = framing_->access_log();
-  s.peer = std::string(client_->peer);
-  s.line = std::string(line_);
-  s.keep_alive = keep_alive_;
-  s.head_only = head_only_;
-  s.deferred = client_->deferrer->defer();
+  auto facts = std::make_shared<LaterResponseFacts>();
+  facts->metrics = framing_->metrics();
+  facts->access_log = framing_->access_log();
+  facts->peer = std::string(client_->peer);
+  facts->line = std::string(line_);
+  facts->keep_alive = keep_alive_;
+  facts->head_only = head_only_;
+  later.state_->facts = std::move(facts);
+  later.state_->deferred = client_->deferrer->defer();
   written_ = offload::Framing::Written{0, false, 0, true};
   answered_ = true;
   return later;
 }
 
 void Responder::Later::complete(std::function<RouteResponse()> make) const {
-  // The build owns the state, not the reverse: the mailbox drops it once run.
-  state_->deferred->complete([s = state_, make = std::move(make)] {
+  // The build holds the facts, not the state: the state holds the mailbox
+  // entry, which holds the build.
+  state_->deferred->complete([s = state_->facts, make = std::move(make)] {
     std::uint16_t status = 500;
     std::string bytes;
     std::size_t body = 0;
