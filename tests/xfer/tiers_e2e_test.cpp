@@ -291,7 +291,7 @@ TEST(XferTiers, SharedFileBlocksStreamIntoAFileTierAndAShrinkFailsOnlyThem) {
   ASSERT_EQ(results.size(), kCount);
   EXPECT_EQ(results[0].status, XferStatus::Ok) << results[0].error;
   // Blocks stream on several lanes: whichever failed first carries the
-  // detail (base/fault.h), the others a short phrase.
+  // detail (ferry/xfer/fault.h), the others a short phrase.
   const auto any_says = [&](const std::string& text) {
     std::string all;
     for (const auto& r : results) all += r.error + "\n";

@@ -27,10 +27,10 @@
 #include <thread>
 
 #include "ferry/core/status.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/file/aligned_buffer.h"
-#include "xfer/checksum/checksum.h"
 #include "xfer/store/sizes.h"
-#include "xfer/store/tier_spec.h"
+#include "xfer/store/tier_chain.h"
 
 namespace store = ferry::xfer::store;
 using ferry::xfer::XferStatus;

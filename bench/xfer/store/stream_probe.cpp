@@ -49,10 +49,11 @@
 #include <thread>
 #include <vector>
 
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
+#include "ferry/xfer/tier_registry.h"
 #include "xfer/store/sizes.h"
 #include "xfer/store/streaming.h"
-#include "xfer/store/tier_spec.h"
+#include "xfer/store/tier_chain.h"
 
 namespace ferry::xfer {
 // checksum_avx2.cpp, checksum_avx512.cpp: XXH3-64 built for one instruction set

@@ -14,12 +14,12 @@
 #include "core/prometheus.h"
 #include "core/service_thread.h"
 #include "ferry/core/status.h"
+#include "ferry/xfer/tier_registry.h"
 #include "xfer/agent/mover.h"
 #include "xfer/agent/session.h"
 #include "xfer/agent/session_loop.h"
 #include "xfer/gpu/gpu.h"
 #include "xfer/store/tier_chain.h"
-#include "xfer/store/tier_spec.h"
 #include "xfer/wire/protocol.h"
 
 namespace ferry::xfer {

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <optional>
 
-#include "xfer/checksum/checksum.h"
-#include "xfer/gpu/leaf_segments.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/checksum/xxh3_parts.h"
+#include "xfer/gpu/leaf_segments.h"
 
 namespace ferry::xfer::agent {
 namespace {

@@ -18,7 +18,7 @@
 //
 // Every call is per lane (a CUDA stream, one thread at a time) and per batch:
 // a batch's blocks all move one Way (the mover cuts batches where it changes).
-// Errors follow base/fault.h: raised into the job's Fault where they start.
+// Errors follow ferry/xfer/fault.h: raised into the job's Fault where they start.
 
 #include <cstddef>
 #include <cstdint>
@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
+#include "ferry/xfer/fault.h"
 #include "ferry/xfer/types.h"
 #include "xfer/agent/block_ref.h"
-#include "xfer/base/fault.h"
 #include "xfer/gpu/gpu.h"
 
 namespace ferry::xfer::agent {

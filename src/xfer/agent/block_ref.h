@@ -13,10 +13,10 @@
 #include <string_view>
 
 #include "ferry/core/bytes.h"
+#include "ferry/xfer/checksum.h"
+#include "ferry/xfer/fault.h"
 #include "xfer/agent/guarded_access.h"
 #include "xfer/agent/remote_memory.h"
-#include "xfer/checksum/checksum.h"
-#include "xfer/base/fault.h"
 #include "xfer/store/quote_key.h"
 #include "xfer/store/streaming.h"
 

@@ -1,6 +1,6 @@
 #pragma once
 // The API edge of a transfer: the mover leaves each descriptor a status, a size
-// and a tier index, and the job one Fault (base/fault.h); the reply names tiers
+// and a tier index, and the job one Fault (ferry/xfer/fault.h); the reply names tiers
 // and explains failures. Made here, once per job, not on the data path.
 //
 // A failed descriptor's text: the Fault's detail when the first failure was

@@ -11,7 +11,7 @@
 #include "core/log.h"
 #include "ferry/core/detail/backoff.h"
 #include "ferry/core/status.h"
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/gpu/gpu.h"
 
 namespace ferry::xfer::agent {

@@ -23,7 +23,7 @@
 // CUDA stream). A batch gathers consecutive descriptors up to --chunk-kib, so many
 // small blocks cross PCIe in one copy call.
 //
-// Errors (base/fault.h): a job carries one Fault; each descriptor gets a status,
+// Errors (ferry/xfer/fault.h): a job carries one Fault; each descriptor gets a status,
 // and the first failure's text is raised where it starts. Tier names and the
 // per-descriptor texts are made at the API edge (session.cpp).
 
@@ -42,11 +42,11 @@
 #include <vector>
 
 #include "ferry/xfer/agent.h"
+#include "ferry/xfer/fault.h"
 #include "ferry/xfer/types.h"
 #include "xfer/agent/block_copier.h"
 #include "xfer/agent/phases.h"
 #include "xfer/agent/region.h"
-#include "xfer/base/fault.h"
 #include "xfer/store/storage.h"
 
 namespace ferry::xfer::agent {

@@ -31,8 +31,8 @@
 #include <memory>
 #include <string>
 
+#include "ferry/xfer/fault.h"
 #include "xfer/agent/remote_memory.h"
-#include "xfer/base/fault.h"
 
 namespace ferry::xfer::agent {
 

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "xfer/base/fault.h"
+#include "ferry/xfer/fault.h"
 
 namespace ferry::xfer::agent {
 

@@ -1,4 +1,4 @@
-#include "xfer/base/fault.h"
+#include "ferry/xfer/fault.h"
 
 #include "core/log.h"
 

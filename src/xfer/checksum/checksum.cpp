@@ -1,4 +1,4 @@
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack (LeafSumHasher)
 #include <xxhash.h>

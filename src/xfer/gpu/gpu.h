@@ -3,7 +3,7 @@
 // rest of xfer/ compiles without nvcc. gpu_cuda.cu implements them with the CUDA
 // runtime; gpu_none.cpp (CPU-only builds) reports that there is no GPU.
 // Set-up calls (allocation, registration, IPC, the Lanes constructor) throw
-// ferry::Error. Copy calls are on the data path (base/fault.h): noexcept, they
+// ferry::Error. Copy calls are on the data path (ferry/xfer/fault.h): noexcept, they
 // return an XferStatus, Ok or IoError, and where a CUDA call fails they raise
 // its error text into the caller's Fault.
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <span>
 
-#include "xfer/base/fault.h"
+#include "ferry/xfer/fault.h"
 
 namespace ferry::xfer::gpu {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 
 namespace ferry::xfer::gpu {
 

@@ -1,7 +1,7 @@
 #pragma once
 // The copy kernel hashes each segment it is given with one serial XXH3 fold
 // (cuda/copy_kernel.h), which for a large block runs long after its copy ends.
-// So a block larger than one checksum leaf (checksum/checksum.h) goes to the kernel
+// So a block larger than one checksum leaf (ferry/xfer/checksum.h) goes to the kernel
 // as its leaves, which it hashes side by side, and the block's checksum is made
 // from theirs on the CPU (a hash of 8 bytes per 64 KiB).
 

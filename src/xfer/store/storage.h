@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include "xfer/base/fault.h"
+#include "ferry/xfer/fault.h"
+#include "ferry/xfer/tier.h"
 #include "xfer/store/reservable.h"
 #include "xfer/store/streaming.h"
-#include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
 
@@ -65,7 +65,7 @@ class LeaseFiller {
 class Storage {
  public:
   virtual ~Storage() = default;
-  // As Tier::put and Tier::get (tier.h); item.tier says which tier.
+  // As Tier::put and Tier::get (ferry/xfer/tier.h); item.tier says which tier.
   virtual void put(std::span<PutItem> items, Fault& fault) noexcept = 0;
   virtual void get(std::span<GetItem> items, Fault& fault) noexcept = 0;
   // Zero-copy ranges for a batch of objects about to be put: a put whose data

@@ -21,8 +21,8 @@
 #include <string_view>
 
 #include "ferry/core/bytes.h"
+#include "ferry/xfer/fault.h"
 #include "ferry/xfer/types.h"
-#include "xfer/base/fault.h"
 
 namespace ferry::xfer::store {
 

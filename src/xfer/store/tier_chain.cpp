@@ -5,7 +5,8 @@
 
 #include "core/log.h"
 #include "ferry/core/status.h"
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
+#include "ferry/xfer/tier_registry.h"
 #include "xfer/store/quote_key.h"
 #include "xfer/store/sizes.h"
 #include "xfer/store/tier_chain_job.h"
@@ -684,6 +685,12 @@ std::vector<TierChain::Listed> TierChain::list(Fault& fault) {
     }
   }
   return out;
+}
+
+std::unique_ptr<TierChain> make_chain(const std::vector<std::string>& specs) {
+  std::vector<std::unique_ptr<Tier>> tiers;
+  for (const auto& s : specs) tiers.push_back(make_tier(s));
+  return std::make_unique<TierChain>(std::move(tiers));
 }
 
 }  // namespace ferry::xfer::store

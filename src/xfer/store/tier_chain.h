@@ -77,9 +77,9 @@
 #include <vector>
 
 #include "core/spin_mutex.h"
+#include "ferry/xfer/tier.h"
 #include "xfer/store/key_map.h"
 #include "xfer/store/storage.h"
-#include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
 
@@ -221,5 +221,9 @@ class TierChain final : public Storage {
   std::atomic<std::uint64_t> moved_objects_{0}, moved_bytes_{0}, failed_moves_{0}, dropped_corrupt_{0};
   std::atomic<std::uint64_t> dropped_shared_{0}, dropped_stale_{0};
 };
+
+// The chain of the tiers these specs name (ferry/xfer/tier_registry.h), top
+// first. Throws ferry::Error.
+std::unique_ptr<TierChain> make_chain(const std::vector<std::string>& specs);
 
 }  // namespace ferry::xfer::store

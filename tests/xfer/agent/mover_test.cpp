@@ -16,8 +16,8 @@
 #include <set>
 
 #include "core/sealed_memfd.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/agent/job_results.h"
-#include "xfer/checksum/checksum.h"
 #include "xfer/gpu/gpu.h"
 
 namespace ferry::xfer::agent {

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/store_test_util.h"
 
 namespace ferry::xfer::store {

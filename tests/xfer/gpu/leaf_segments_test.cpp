@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/store_test_util.h"
 
 namespace ferry::xfer::gpu {

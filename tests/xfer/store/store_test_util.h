@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "xfer/checksum/checksum.h"
-#include "xfer/store/tier.h"
+#include "ferry/xfer/checksum.h"
+#include "ferry/xfer/tier.h"
 
 namespace ferry::xfer::store::test {
 

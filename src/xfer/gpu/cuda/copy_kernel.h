@@ -26,7 +26,7 @@
 #include <span>
 #include <vector>
 
-#include "xfer/base/fault.h"
+#include "ferry/xfer/fault.h"
 #include "xfer/checksum/xxh3_parts.h"
 #include "xfer/gpu/gpu.h"
 

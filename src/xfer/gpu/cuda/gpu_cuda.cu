@@ -165,7 +165,7 @@ Lanes::~Lanes() {
 }
 
 namespace {
-// The text of a failed copy call, composed where it fails (base/fault.h).
+// The text of a failed copy call, composed where it fails (ferry/xfer/fault.h).
 std::string copy_error(const char* what, cudaError_t err) {
   return std::string(what) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
 }

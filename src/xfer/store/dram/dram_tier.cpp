@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ferry/core/status.h"
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/quote_key.h"
 #include "xfer/store/sizes.h"
 

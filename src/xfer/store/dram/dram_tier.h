@@ -27,10 +27,10 @@
 #include <vector>
 
 #include "core/spin_mutex.h"
-#include "xfer/store/key_map.h"
+#include "ferry/xfer/tier.h"
 #include "xfer/store/dram/recycling_allocator.h"
+#include "xfer/store/key_map.h"
 #include "xfer/store/reservable.h"
-#include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
 

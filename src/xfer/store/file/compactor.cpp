@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "core/log.h"
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/file/aligned_buffer.h"
 #include "xfer/store/file/file_names.h"
 #include "xfer/store/file/key_stripes.h"

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 
 namespace ferry::xfer::store {
 namespace {

@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
+#include "ferry/xfer/tier.h"
 #include "xfer/store/file/pack_accounting.h"
 #include "xfer/store/key_map.h"
-#include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
 

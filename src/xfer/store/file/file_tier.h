@@ -36,7 +36,7 @@
 // accounting (pack_accounting.h), one object's file I/O (object_io.h), pack
 // I/O (pack_io.h), the compactor (compactor.h) and the start-up scan.
 //
-// Errors per item (base/fault.h): a missing key -> NotFound, and a tier full to
+// Errors per item (ferry/xfer/fault.h): a missing key -> NotFound, and a tier full to
 // its capacity -> NoSpace, are answers, not raised. A write that fails with
 // ENOSPC, EDQUOT or EFBIG (the disk, not the capacity, is full) -> NoSpace,
 // raised with the errno's text (the temporary file is removed; for a pack,
@@ -52,13 +52,13 @@
 #include <mutex>
 #include <string>
 
+#include "ferry/xfer/tier.h"
 #include "xfer/store/file/file_index.h"
 #include "xfer/store/file/file_tier_options.h"
 #include "xfer/store/file/key_stripes.h"
 #include "xfer/store/file/object_io.h"
 #include "xfer/store/file/pack_fds.h"
 #include "xfer/store/streaming.h"
-#include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
 

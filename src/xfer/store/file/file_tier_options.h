@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "xfer/store/tier.h"
+#include "ferry/xfer/tier.h"
 
 namespace ferry::xfer::store {
 

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/file/aligned_buffer.h"
 #include "xfer/store/file/file_format.h"
 #include "xfer/store/file/file_tier.h"

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <utility>
 
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/file/file_names.h"
 #include "xfer/store/quote_key.h"
 

@@ -6,7 +6,7 @@
 // io_uring ring (uring_batch.h): each op below is one ring slot's state, laid
 // out here, submitted and completed there, settled here again.
 //
-// Errors follow base/fault.h: a function that fails composes the text once,
+// Errors follow ferry/xfer/fault.h: a function that fails composes the text once,
 // naming the key and the file, raises it into the call's Fault and returns its
 // status. What is an answer rather than a failure (a file that is gone,
 // NotFound) is returned without raising: the caller decides whether the key
@@ -23,11 +23,11 @@
 #include <string>
 #include <string_view>
 
+#include "ferry/xfer/tier.h"
 #include "xfer/store/file/aligned_buffer.h"
 #include "xfer/store/file/file_format.h"
 #include "xfer/store/file/pack_fds.h"
 #include "xfer/store/file/spare_files.h"
-#include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
 

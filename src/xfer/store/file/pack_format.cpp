@@ -4,8 +4,8 @@
 
 #include <cstring>
 
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/file/aligned_buffer.h"
-#include "xfer/checksum/checksum.h"
 #include "xfer/store/file/file_format.h"
 
 namespace ferry::xfer::store {

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "xfer/base/fault.h"
+#include "ferry/xfer/fault.h"
 
 namespace ferry::xfer::store {
 

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "ferry/xfer/tier.h"
 #include "xfer/store/key_map.h"
-#include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
 

@@ -43,10 +43,10 @@
 #include <string>
 #include <vector>
 
+#include "ferry/xfer/tier.h"
 #include "xfer/store/redis/cluster_slots.h"
 #include "xfer/store/redis/recent_keys.h"
 #include "xfer/store/redis/redis_pool.h"
-#include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
 
@@ -59,7 +59,7 @@ struct RedisClusterTierOptions {
   int retry_ms = 3000;         // how long an item may wait in backoffs, in all
   unsigned wait_replicas = 0;  // WAIT for this many replicas after each window of puts
   // Other agents write the same keys: the chain keeps the tiers above it
-  // coherent (tier.h, shared()). On by default: a cluster is what several
+  // coherent (ferry/xfer/tier.h, shared()). On by default: a cluster is what several
   // hosts share, and a tier above it that assumed otherwise would serve stale
   // copies. shared=0 for a cluster one agent has to itself (under its own prefix).
   bool shared = true;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "xfer/base/fault.h"
+#include "ferry/xfer/fault.h"
 #include "xfer/store/redis/redis_conn.h"
 
 namespace ferry::xfer::store {

@@ -4,7 +4,7 @@
 
 #include "core/log.h"
 #include "ferry/core/status.h"
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/quote_key.h"
 #include "xfer/store/redis/redis_info.h"
 #include "xfer/store/redis/redis_value.h"

@@ -21,7 +21,7 @@
 //
 // LRU and used(): recent_keys.h.
 //
-// Errors (base/fault.h): a lost connection is raised once per call (Unavailable,
+// Errors (ferry/xfer/fault.h): a lost connection is raised once per call (Unavailable,
 // naming the server and why), and every item it leaves unanswered is
 // Unavailable; an error reply, a value that is not ours or does not verify, is
 // raised for its key. A miss (NotFound) and a full Redis (NoSpace) are answers,
@@ -33,9 +33,9 @@
 #include <memory>
 #include <string>
 
+#include "ferry/xfer/tier.h"
 #include "xfer/store/redis/recent_keys.h"
 #include "xfer/store/redis/redis_pool.h"
-#include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
 
@@ -46,7 +46,7 @@ struct RedisTierOptions {
   std::string prefix = "ferry:";
   unsigned connections = 4;
   // Other agents write the same keys (one Redis for several hosts, one prefix):
-  // the chain keeps the tiers above it coherent (tier.h, shared()). Off by
+  // the chain keeps the tiers above it coherent (ferry/xfer/tier.h, shared()). Off by
   // default: a single Redis is usually one agent's, under its own prefix.
   bool shared = false;
   std::string spec;  // for describe(); made from the options when empty

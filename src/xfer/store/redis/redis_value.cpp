@@ -4,7 +4,7 @@
 #include <cstring>
 #include <new>
 
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/quote_key.h"
 
 namespace ferry::xfer::store {

@@ -24,10 +24,10 @@
 #include <utility>
 #include <vector>
 
-#include "xfer/base/fault.h"
+#include "ferry/xfer/fault.h"
+#include "ferry/xfer/tier.h"
 #include "xfer/store/redis/redis_conn.h"
 #include "xfer/store/redis/resp_io.h"
-#include "xfer/store/tier.h"
 
 namespace ferry::xfer::store {
 

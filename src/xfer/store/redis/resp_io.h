@@ -11,7 +11,7 @@
 // The connection may be TLS (redis_conn.h): RespSocket names the socket and, for
 // TLS, the OpenSSL session over it; every read and write goes through it.
 //
-// Errors (base/fault.h): these calls are noexcept and compose no text. They
+// Errors (ferry/xfer/fault.h): these calls are noexcept and compose no text. They
 // return a RespError, which names the failure with static words and an errno;
 // the tier, which knows the server's address and what it was doing, composes the
 // message once (describe()) and raises it.

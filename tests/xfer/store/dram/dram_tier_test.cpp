@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "ferry/core/status.h"
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/store_test_util.h"
 
 namespace ferry::xfer::store {

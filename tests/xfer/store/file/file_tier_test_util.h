@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "ferry/core/status.h"
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/file/aligned_buffer.h"
 #include "xfer/store/file/file_names.h"
 #include "xfer/store/file/file_tier.h"

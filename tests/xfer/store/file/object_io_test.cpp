@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "xfer/checksum/checksum.h"
+#include "ferry/xfer/checksum.h"
 #include "xfer/store/file/aligned_buffer.h"
 #include "xfer/store/file/file_format.h"
 #include "xfer/store/file/file_names.h"

@@ -12,10 +12,11 @@
 #include <memory>
 
 #include "ferry/core/status.h"
+#include "ferry/xfer/tier_registry.h"
 #include "support/redis_cluster.h"
 #include "support/redis_server.h"
 #include "xfer/store/store_test_util.h"
-#include "xfer/store/tier_spec.h"
+#include "xfer/store/tier_chain.h"
 
 namespace ferry::xfer::store {
 namespace {

@@ -12,7 +12,6 @@
 #include "xfer/store/store_stress.h"
 #include "xfer/store/store_test_util.h"
 #include "xfer/store/tier_chain.h"
-#include "xfer/store/tier_spec.h"
 
 namespace ferry::xfer::store {
 namespace {

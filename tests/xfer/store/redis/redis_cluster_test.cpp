@@ -13,10 +13,11 @@
 #include <set>
 #include <thread>
 
+#include "ferry/xfer/tier_registry.h"
 #include "support/redis_cluster.h"
 #include "xfer/store/redis/redis_cluster_tier.h"
 #include "xfer/store/store_test_util.h"
-#include "xfer/store/tier_spec.h"
+#include "xfer/store/tier_chain.h"
 
 namespace ferry::xfer::store {
 namespace {

@@ -62,8 +62,8 @@ class ChecksumStream {
   std::uint64_t digest() const noexcept;  // == checksum() of everything given to update()
 
  private:
-  void* state_;                     // an XXH3_state_t of the build in use: the open leaf
-  std::size_t in_leaf_ = 0;         // bytes of the open leaf so far
+  void* state_;                        // an XXH3_state_t of the build in use: the open leaf
+  std::size_t in_leaf_ = 0;            // bytes of the open leaf so far
   std::vector<std::uint64_t> leaves_;  // XXH3-64s of the full leaves so far
 };
 

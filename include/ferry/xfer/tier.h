@@ -8,10 +8,10 @@
 // - Thread-safe: the agent's copy threads call put/get/stat/remove concurrently.
 // - put replaces an object atomically: a reader sees the old object or the new
 //   one, never a mix (the file tier writes a temporary name, then renames).
-// - Every object is stored with its checksum (checksum/checksum.h's, computed by
+// - Every object is stored with its checksum (ferry/xfer/checksum.h's, computed by
 //   the caller) and get verifies it: a mismatch is ChecksumMismatch, and the
 //   bytes are not reported as data.
-// - Errors follow base/fault.h: the data path is noexcept; each item gets a
+// - Errors follow ferry/xfer/fault.h: the data path is noexcept; each item gets a
 //   status; the text that explains a failure (naming the key and the cause) is
 //   raised once into the call's Fault, where it starts. One bad item never fails
 //   the others in the batch, and the tier keeps working. NotFound (a miss) and
@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "ferry/core/bytes.h"
+#include "ferry/xfer/fault.h"
 #include "ferry/xfer/types.h"
-#include "xfer/base/fault.h"
 
 namespace ferry::xfer::store {
 
@@ -52,9 +52,9 @@ struct ObjectMeta {
 struct PutItem {
   std::string_view key;
   ByteView data;
-  std::uint64_t checksum = 0;  // checksum() of data (checksum.h)
+  std::uint64_t checksum = 0;                  // checksum() of data (checksum.h)
   XferStatus status = XferStatus::InProgress;  // set by the tier
-  int tier = -1;  // set by TierChain: the index of the tier that took it
+  int tier = -1;                               // set by TierChain: the index of the tier that took it
 };
 
 struct GetItem {
@@ -72,8 +72,8 @@ class Tier {
  public:
   virtual ~Tier() = default;
 
-  virtual std::string_view kind() const = 0;  // "dram", "file", "redis", "redis-cluster"
-  virtual std::string describe() const = 0;   // the spec it was made from, e.g. "dram:8GiB"
+  virtual std::string_view kind() const = 0;   // "dram", "file", "redis", "redis-cluster"
+  virtual std::string describe() const = 0;    // the spec it was made from, e.g. "dram:8GiB"
   virtual std::uint64_t capacity() const = 0;  // bytes, or kUnbounded
   virtual std::uint64_t used() const = 0;      // bytes of stored objects
   // What the tier can hold at most, for an application's accounting (LMCache's
