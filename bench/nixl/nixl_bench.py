@@ -249,7 +249,7 @@ def start_agent(args, mode, folder):
     tier = f"file:{os.path.join(folder, 'ferry')}" + (",direct" if mode == "direct" else "") + args.file_tier_options
     log = open(os.path.join(folder, "agent.log"), "w")
     proc = subprocess.Popen([args.ferry, "agent", "--endpoint", endpoint, "--gpu", "none", "--tier", tier,
-                             "--ready-file", ready, "--staging-mib", str(args.staging_mib)],
+                             "--ready-file", ready, "--staging-mib", str(args.staging_mib)] + args.agent_args.split(),
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 30
     while not os.path.exists(ready):
@@ -288,6 +288,8 @@ def main():
     p.add_argument("--staging-mib", type=int, default=256)
     p.add_argument("--file-tier-options", default="",
                    help="appended to the agent's file tier, e.g. ',piece=4MiB' (docs/xfer-tiers.md)")
+    p.add_argument("--agent-args", default="",
+                   help="more flags for `ferry agent`, space-separated, e.g. '--queue-depth 16'")
     p.add_argument("--json", dest="json_path")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--mode", help=argparse.SUPPRESS)
@@ -367,7 +369,8 @@ def main():
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump({"bench": "nixl", "rows": rows, "summary": summary, "total_mib": args.total_mib,
-                       "runs": args.runs, "warmup": args.warmup}, f, indent=1)
+                       "runs": args.runs, "warmup": args.warmup,
+                       "file_tier_options": args.file_tier_options, "agent_args": args.agent_args}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@
 #   .carry-nixl scripts/device/carry-nixl.sh          (nixl meta and nixl_cu13, cut down)
 # Each step's output is $OUT/<step>.log; summary.txt lists ok/FAILED; nixl_bench.json the numbers.
 # BENCH_ONLY=1 skips the suites and the example; BENCH_MODES=none the main benchmark;
-# DIRECT_TIER_OPTIONS="qd=64 threads=4" reruns the O_DIRECT benchmark with each file tier option.
+# DIRECT_TIER_OPTIONS="qd=64 threads=4" reruns the O_DIRECT benchmark with each file tier option;
+# DIRECT_AGENT_ARGS="--queue-depth 16;--queue-depth 32" with each set of agent flags.
 # Usage (from the device tool): bash scripts/device/check.sh nixl
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -82,6 +83,14 @@ for opts in ${DIRECT_TIER_OPTIONS:-}; do
   TAIL=16 step "nixl_bench_direct_$i" timeout 200 $PY bench/nixl/nixl_bench.py --ferry "$FERRY_BIN" \
     --plugin-dir "$FERRY_NIXL_PLUGIN_DIR" --dir /var/tmp/nixl-bench --modes direct --file-tier-options ",$opts" \
     ${BENCH_ARGS:-} --json "$OUT/nixl_bench_direct_$i.json"
+done
+# DIRECT_AGENT_ARGS="A;B": the O_DIRECT benchmark again with agent flags A, then B.
+IFS=';' read -ra agent_sets <<<"${DIRECT_AGENT_ARGS:-}"
+for flags in "${agent_sets[@]}"; do
+  i=$((i + 1))
+  TAIL=16 step "nixl_bench_direct_$i" timeout 200 $PY bench/nixl/nixl_bench.py --ferry "$FERRY_BIN" \
+    --plugin-dir "$FERRY_NIXL_PLUGIN_DIR" --dir /var/tmp/nixl-bench --modes direct --agent-args "$flags" \
+    ${DIRECT_BENCH_ARGS:-${BENCH_ARGS:-}} --json "$OUT/nixl_bench_direct_$i.json"
 done
 rm -rf /var/tmp/nixl-bench
 cat "$OUT/summary.txt"
