@@ -12,9 +12,13 @@ API and the same descriptors (docs/bench/nixl.md).
                the plugin's overhead measured against the API it wraps
   paired       the plugin and the API in one process, their runs taking turns, so that
                the drift between processes stays out of their ratio
+  paired-posix the plugin and POSIX (both queues) in one process, their runs taking
+               turns, for the same reason: the disk's own drift from one minute to
+               the next is larger than the differences measured under O_DIRECT
 
 Each backend runs in a process of its own (NIXL_PLUGIN_DIR replaces NIXL's plugin
-folder for a whole process), over the same folder on the same disk. For each
+folder for a whole process; the paired-posix process gets a folder of links to
+both plugins), over the same folder on the same disk. For each
 mode (buffered, direct), size and operation, a transfer of --total-mib MiB in
 descriptors of that size is made, posted and released --warmup + --runs times
 (NIXL's initialize_xfer to release_xfer_handle; Ferry's push or pull to its
@@ -234,6 +238,94 @@ def worker_paired(args, params):
     return rows
 
 
+def posix_files(agent, backend, folder, size, count, direct):
+    """count files of size bytes in folder, created and sized before the clock,
+    registered as FILE on backend: the registration, the descriptors and the fds."""
+    os.makedirs(folder, exist_ok=True)
+    flags = os.O_RDWR | os.O_CREAT | (os.O_DIRECT if direct else 0)
+    fds = [os.open(os.path.join(folder, str(i)), flags, 0o600) for i in range(count)]
+    for fd in fds:
+        os.ftruncate(fd, size)
+    reg = agent.register_memory([(0, size, fd, "") for fd in fds], "FILE", backends=[backend])
+    return reg, agent.get_xfer_descs([(0, size, fd) for fd in fds], "FILE"), fds
+
+
+def worker_paired_posix(args, params):
+    """The plugin, POSIX with its default queue and POSIX with io_uring in one
+    process, each on buffers and objects or files of its own, their runs taking
+    turns (the first of them rotating from run to run), so that the disk's drift
+    between processes does not enter their ratio."""
+    nixl = import_nixl()
+    name = f"bench-paired-posix-{uuid.uuid4().hex[:6]}"
+    agents = {"plugin": nixl.nixl_agent(name + "-plugin", nixl.nixl_agent_config(backends=[])),
+              "posix": nixl.nixl_agent(name + "-posix", nixl.nixl_agent_config(backends=[])),
+              "posix-uring": nixl.nixl_agent(name + "-uring", nixl.nixl_agent_config(backends=[]))}
+    agents["plugin"].create_backend(BACKEND, params)
+    agents["posix"].create_backend("POSIX", {})
+    agents["posix-uring"].create_backend("POSIX", {"use_uring": "true"})
+    backend = {"plugin": BACKEND, "posix": "POSIX", "posix-uring": "POSIX"}
+    rows = []
+    for size in args.sizes:
+        count = max(1, (args.total_mib << 20) // size)
+        side = {}
+        for kind, agent in agents.items():
+            buf = aligned(count * size)
+            if kind == "plugin":
+                mem, reg, local, remote = plugin_objects(agent, buf, size, count, "nixl-bench-paired-posix")
+                fds = []
+            else:
+                mem = agent.register_memory([(buf.ctypes.data, buf.nbytes, 0, "")], "DRAM", backends=["POSIX"])
+                local = agent.get_xfer_descs([(buf.ctypes.data + i * size, size, 0) for i in range(count)], "DRAM")
+                reg, remote, fds = posix_files(agent, "POSIX", os.path.join(args.dir, kind + "-paired", str(size)),
+                                               size, count, args.mode == "direct")
+            fill(buf, size)
+            side[kind] = {"buf": buf, "expect": buf.copy(), "mem": mem, "reg": reg, "local": local,
+                          "remote": remote, "fds": fds}
+        kinds = list(agents)
+        for op in ("WRITE", "READ"):
+            secs = {k: [] for k in kinds}
+            for run in range(args.warmup + args.runs):
+                for k in kinds[run % 3:] + kinds[:run % 3]:
+                    s = side[k]
+                    if op == "READ":
+                        s["buf"][:] = 0
+                    secs[k].append(nixl_transfer(agents[k], agents[k].name, backend[k], op, s["local"], s["remote"],
+                                                 args.poll_us))
+                    if op == "READ" and not np.array_equal(s["buf"], s["expect"]):
+                        sys.exit(f"nixl_bench: {k} (paired) read back different bytes at {size} bytes")
+            for k in kinds:
+                rows.append(row(k + "-with-posix", {}, args.mode, op, size, count, secs[k], args.warmup))
+        for kind, s in side.items():
+            agents[kind].deregister_memory(s["reg"], backends=[backend[kind]])
+            agents[kind].deregister_memory(s["mem"], backends=[backend[kind]])
+            for fd in s["fds"]:
+                os.close(fd)
+    return rows
+
+
+def both_plugins_folder(args):
+    """A folder of links to NIXL's own POSIX plugin and to DOCA_DMA_PROXY, for a
+    process that loads both (NIXL_PLUGIN_DIR names one folder), and the wheel's
+    library folders, which the POSIX plugin's $ORIGIN-relative RPATH no longer
+    reaches from the link."""
+    import importlib.util
+    for pkg in ("nixl_cu12", "nixl_cu13"):
+        spec = importlib.util.find_spec(pkg)
+        if spec is not None:
+            break
+    else:
+        sys.exit("nixl_bench: neither nixl_cu12 nor nixl_cu13 is installed")
+    site = os.path.dirname(os.path.dirname(spec.origin))
+    posix = os.path.join(site, f".{pkg}.mesonpy.libs", "plugins", "libplugin_POSIX.so")
+    folder = os.path.join(args.dir, "both-plugins")
+    os.makedirs(folder, exist_ok=True)
+    for target in (posix, os.path.join(args.plugin_dir, f"libplugin_{BACKEND}.so")):
+        link = os.path.join(folder, os.path.basename(target))
+        if not os.path.lexists(link):
+            os.symlink(target, link)
+    return folder, [os.path.dirname(os.path.dirname(posix)), os.path.join(site, f"{pkg}.libs")]
+
+
 def row(kind, params, mode, op, size, count, secs, warmup):
     """secs: every run's seconds, the warm-up runs first."""
     gbps = [size * count / s / 1e9 for s in secs]
@@ -266,9 +358,14 @@ def run_worker(args, kind, mode, endpoint, params):
     env = dict(os.environ)
     if kind in ("plugin", "paired"):
         env["NIXL_PLUGIN_DIR"] = args.plugin_dir
+    elif kind == "paired-posix":
+        env["NIXL_PLUGIN_DIR"], libs = both_plugins_folder(args)
+        env["LD_LIBRARY_PATH"] = ":".join(libs + [env.get("LD_LIBRARY_PATH", "")])
     else:
         env.pop("NIXL_PLUGIN_DIR", None)  # NIXL's own plugins, POSIX among them
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"nixl_bench: the {kind} worker ({mode}) failed, exit {out.returncode}:\n" + out.stderr[-4000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -303,6 +400,8 @@ def main():
             rows = worker_ferry_api(args)
         elif args.worker == "paired":
             rows = worker_paired(args, params)
+        elif args.worker == "paired-posix":
+            rows = worker_paired_posix(args, params)
         else:
             rows = worker_nixl(args, args.worker, params)
         print(json.dumps(rows))
@@ -322,7 +421,7 @@ def main():
             try:
                 args.dir, base = folder, args.dir
                 for kind, params in (("plugin", {"endpoint": endpoint}), ("ferry-api", {}),
-                                     ("paired", {"endpoint": endpoint}),
+                                     ("paired", {"endpoint": endpoint}), ("paired-posix", {"endpoint": endpoint}),
                                      ("posix", {}), ("posix", {"use_uring": "true"})):
                     got = run_worker(args, kind, mode, endpoint, params)
                     rows += got
@@ -339,11 +438,11 @@ def main():
         if own_dir:
             shutil.rmtree(args.dir, ignore_errors=True)
 
-    print("\nGB/s, medians of the timed runs; plugin / POSIX's best queue, plugin / Ferry's Python API, the same"
-          " from runs taking turns in one process (paired); and each object's first write (the first warm-up"
-          " run): plugin, POSIX's best, their ratio")
+    print("\nGB/s, medians of the timed runs; plugin / POSIX's best queue, from separate processes and from"
+          " runs taking turns in one process (paired); plugin / Ferry's Python API, the same two ways; and each"
+          " object's first write (the first warm-up run): plugin, POSIX's best, their ratio")
     print(f"{'mode':>8} {'op':>5} {'size':>9} {'plugin':>8} {'posix':>8} {'uring':>8} {'api':>8} "
-          f"{'/posix':>7} {'/api':>6} {'paired':>8} {'first':>7} {'posix':>7} {'ratio':>6}")
+          f"{'/posix':>7} {'paired':>7} {'/api':>6} {'paired':>8} {'first':>7} {'posix':>7} {'ratio':>6}")
     summary = []
     for mode in args.modes.split(","):
         for op in ("WRITE", "READ"):
@@ -357,14 +456,20 @@ def main():
                 paired = {r["backend"]: r["seconds"] for r in pick if r["backend"].endswith("-paired")}
                 # Each run's plugin against the API's run beside it: their GB/s ratio, the median of the runs.
                 pair_ratio = statistics.median(a / p for p, a in zip(paired["plugin-paired"], paired["ferry-api-paired"]))
+                # Each run's plugin against the faster POSIX queue of the runs beside it.
+                with_posix = {r["backend"]: r["seconds"] for r in pick if r["backend"].endswith("-with-posix")}
+                posix_pair = statistics.median(
+                    min(p, u) / x for x, p, u in zip(with_posix["plugin-with-posix"], with_posix["posix-with-posix"],
+                                                     with_posix["posix-uring-with-posix"]))
                 s = {"mode": mode, "op": op, "size": size, "plugin_gbps": plugin, "api_gbps": api,
                      "posix_gbps": posix[0], "posix_uring_gbps": posix[1], "plugin_over_posix": plugin / max(posix),
+                     "plugin_over_posix_paired": posix_pair,
                      "plugin_over_api": plugin / api, "plugin_over_api_paired": pair_ratio,
                      "first_plugin_gbps": first, "first_posix_gbps": posix_first,
                      "first_plugin_over_posix": first / posix_first}
                 summary.append(s)
                 print(f"{mode:>8} {op:>5} {size >> 10:>5} KiB {plugin:8.3f} {posix[0]:8.3f} {posix[1]:8.3f} "
-                      f"{api:8.3f} {s['plugin_over_posix']:6.2f}x {s['plugin_over_api']:5.2f}x {pair_ratio:7.3f}x "
+                      f"{api:8.3f} {s['plugin_over_posix']:6.2f}x {posix_pair:6.3f}x {s['plugin_over_api']:5.2f}x {pair_ratio:7.3f}x "
                       f"{first:7.3f} {posix_first:7.3f} {first / posix_first:5.2f}x")
     if args.json_path:
         with open(args.json_path, "w") as f:
