@@ -28,8 +28,10 @@ for f in "$FERRY_BIN" "$FERRY_NIXL_PLUGIN_DIR/libplugin_DOCA_DMA_PROXY.so" .carr
 done
 SITE=/tmp/ferry-site
 rm -rf "$SITE"
-$PY -m pip install -q --no-index --no-deps --target "$SITE" .carry-py/deps/*.whl .carry-py/lmcache-*.whl \
-  .carry-py/ferry-*.whl .carry-nixl/nixl-1.5.1-*.whl > "$OUT/pip.log" 2>&1 &&
+# BENCH_ONLY=1 needs only the ferry wheel and NIXL: .carry-py may then hold the ferry wheel alone.
+wheels=(.carry-py/ferry-*.whl .carry-nixl/nixl-1.5.1-*.whl)
+[ "${BENCH_ONLY:-0}" = 1 ] || wheels+=(.carry-py/deps/*.whl .carry-py/lmcache-*.whl)
+$PY -m pip install -q --no-index --no-deps --target "$SITE" "${wheels[@]}" > "$OUT/pip.log" 2>&1 &&
   tar -C "$SITE" -xJf .carry-nixl/nixl_cu13-1.5.1-min.tar.xz >> "$OUT/pip.log" 2>&1 ||
   { echo "install failed"; tail -20 "$OUT/pip.log"; exit 1; }
 # The machine's own packages win over the carried ones where both exist (torch, numpy ...).
@@ -47,7 +49,9 @@ nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader | te
 step ldd sh -c "ldd $FERRY_NIXL_PLUGIN_DIR/libplugin_DOCA_DMA_PROXY.so $SITE/.nixl_cu13.mesonpy.libs/libnixl.so \
   $SITE/.nixl_cu13.mesonpy.libs/plugins/libplugin_POSIX.so; ! ldd $FERRY_NIXL_PLUGIN_DIR/*.so $SITE/.nixl_cu13.mesonpy.libs/*.so \
   $SITE/.nixl_cu13.mesonpy.libs/plugins/*.so $SITE/nixl_cu13/*.so | grep 'not found'"
-step imports $PY -c "import torch, lmcache, ferry, nixl._api as n
+LMCACHE=lmcache,
+[ "${BENCH_ONLY:-0}" = 1 ] && LMCACHE=
+step imports $PY -c "import torch, $LMCACHE ferry, nixl._api as n
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpu', torch.cuda.is_available(), 'nixl', n.__name__)
 assert torch.cuda.is_available() and n.__name__ == 'nixl_cu13._api'"
 # BENCH_ONLY=1: straight to the benchmarks.
