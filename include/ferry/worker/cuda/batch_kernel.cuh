@@ -21,35 +21,44 @@ constexpr int kBatchThreads = 128;  // 4 warps: 4 messages per block
 constexpr int kMessagesPerBlock = kBatchThreads / 32;
 
 // graph and memops read their batch from mapped host memory. The dispatcher
-// copies the first requests' lengths and cookies in beside the descriptor, so
-// that one round trip over PCIe brings both, instead of the descriptor and then
-// each request's own.
+// copies the first requests' lengths, cookies and (up to kInlinePayload bytes)
+// payloads in beside the descriptor, so that one round trip over PCIe brings
+// them all, instead of the descriptor, then each request's length and then its
+// bytes: a short request's answer waits on one PCIe read, not two.
 constexpr std::uint32_t kInlineRequests = 32;
+constexpr std::uint32_t kInlinePayload = 64;
 struct PostedBatch {
   BatchDesc d;
   std::uint32_t lens[kInlineRequests];
   std::uint64_t cookies[kInlineRequests];
+  alignas(16) std::uint8_t payload[kInlineRequests][kInlinePayload];  // requests of at most kInlinePayload bytes
 };
 
-// lens/cookies: this block's messages' lengths and cookies (one per warp) where
-// they came inline, or null to read them from the ring.
+// What batch_kernel_by_ref brought of this block's messages (one per warp).
+struct InlineMessages {
+  const std::uint32_t* lens;
+  const std::uint64_t* cookies;
+  const std::uint8_t (*payload)[kInlinePayload];
+};
+
+// in: this block's messages as they came inline, or null to read them from the ring.
 template <typename Handler>
 __device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, std::uint32_t* error,
-                             const Handler& handler, const std::uint32_t* lens = nullptr,
-                             const std::uint64_t* cookies = nullptr) {
+                             const Handler& handler, const InlineMessages* in = nullptr) {
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const std::uint32_t i = blockIdx.x * kMessagesPerBlock + warp;
   if (i >= d.count) return;
   const DeviceChannel& ch = channels[d.channel];
   const std::uint32_t k = d.first + i;
-  const bool inline_request = lens != nullptr && i < kInlineRequests;
+  const bool inline_request = in != nullptr && i < kInlineRequests;
   const SlotDesc& req = ch.requests.desc(k);
-  const std::uint32_t len = inline_request ? lens[warp] : req.len;
+  const std::uint32_t len = inline_request ? in->lens[warp] : req.len;
   if (len > ch.requests.slot_size) {
     if (lane == 0) report_error_sys(error, kRequestLongerThanSlot);
     return;
   }
-  const std::uint32_t n = apply_warp(handler, ByteView{ch.requests.slot(k), len},
+  const std::uint8_t* bytes = inline_request && len <= kInlinePayload ? in->payload[warp] : ch.requests.slot(k);
+  const std::uint32_t n = apply_warp(handler, ByteView{bytes, len},
                                      MutableByteView{ch.responses.slot(k), ch.responses.slot_size}, lane);
   __syncwarp();  // every lane's response bytes, before lane 0's fence
   if (lane == 0) {
@@ -59,7 +68,7 @@ __device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, 
     }
     SlotDesc& resp = ch.responses.desc(k);
     resp.len = n;
-    resp.cookie = inline_request ? cookies[warp] : req.cookie;
+    resp.cookie = inline_request ? in->cookies[warp] : req.cookie;
     // R1 on the GPU: bytes, len and cookie, then seq; pairs with the server's
     // acquire (A1). The release is cumulative: it covers the other lanes' bytes,
     // which the warp barrier above ordered before it, so one fence does (a
@@ -78,22 +87,29 @@ __global__ void batch_kernel_by_value(const DeviceChannel* channels, BatchDesc d
 
 // graph and memops: captured or pre-posted once, so the batch is read from
 // mapped host memory that the dispatcher fills before releasing the launch:
-// the descriptor and this block's inline lengths and cookies at once, one
-// thread each (entries past the batch's count are read and never used).
+// the descriptor, and each of this block's messages' length, cookie and inline
+// bytes, all loads issued at once (entries past the batch's count, or bytes
+// past a message's length, are read and never used).
 template <typename Handler>
 __global__ void batch_kernel_by_ref(const DeviceChannel* channels, const PostedBatch* p, std::uint32_t* error,
                                     Handler handler) {
+  constexpr unsigned kChunks = kInlinePayload / sizeof(uint4);  // lanes that load one message's bytes
   __shared__ BatchDesc desc;
   __shared__ std::uint32_t lens[kMessagesPerBlock];
   __shared__ std::uint64_t cookies[kMessagesPerBlock];
+  __shared__ alignas(16) std::uint8_t payload[kMessagesPerBlock][kInlinePayload];
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const std::uint32_t mine = blockIdx.x * kMessagesPerBlock + warp;
   if (threadIdx.x == 0) desc = p->d;
-  const std::uint32_t mine = blockIdx.x * kMessagesPerBlock + threadIdx.x;
-  if (threadIdx.x < kMessagesPerBlock && mine < kInlineRequests) {
-    lens[threadIdx.x] = p->lens[mine];
-    cookies[threadIdx.x] = p->cookies[mine];
+  if (mine < kInlineRequests) {
+    if (lane == 0) lens[warp] = p->lens[mine];
+    if (lane == 1) cookies[warp] = p->cookies[mine];
+    if (lane < kChunks)
+      reinterpret_cast<uint4*>(payload[warp])[lane] = reinterpret_cast<const uint4*>(p->payload[mine])[lane];
   }
   __syncthreads();
-  handle_batch(channels, desc, error, handler, lens, cookies);
+  const InlineMessages in{lens, cookies, payload};
+  handle_batch(channels, desc, error, handler, &in);
 }
 
 }  // namespace ferry::worker::cuda

@@ -11,6 +11,11 @@
 // requests' slots to the server (the request tail) and counts progress; in
 // memops it also re-arms the batch's slot. Made for a handler type by
 // handler_backend.cuh.
+//
+// The streams, events, graph capture and stream waits are the packet path's
+// too (cuda_handles.h, driver_api.h); what is here is what differs: the
+// dispatch and completion loops over the request rings, and kernels that read
+// requests from one ring and publish responses in another.
 
 #include <cuda.h>
 
@@ -29,6 +34,7 @@
 #include "ferry/worker/backend.h"
 #include "ferry/worker/cuda/batch_kernel.cuh"
 #include "ferry/worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/cuda_handles.h"
 #include "ferry/worker/cuda/driver_api.h"
 #include "ferry/worker/cuda/gpu_context.h"
 #include "ferry/worker/cuda/stream_drain.h"
@@ -51,23 +57,22 @@ class BatchedBackend final : public Backend {
       stop();
     } catch (...) {
     }
-    for (auto& e : events_)
-      if (e != nullptr) cudaEventDestroy(e);
-    for (auto& g : graphs_)
-      if (g != nullptr) cudaGraphExecDestroy(g);
-    if (stream_busy_) return;  // leaked on purpose: process exit reclaims them after the GPU lets go
+    // The events and graphs are destroyed with the object in any case.
+    if (stream_busy_) {  // leaked on purpose: process exit reclaims them after the GPU lets go
+      stream_.release();
+      return;
+    }
     if (descs_h_ != nullptr) cudaFreeHost(descs_h_);
     if (flags_h_ != nullptr) cudaFreeHost(flags_h_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
   void prepare(Arena& arena) override {
     gpu_.register_arena(arena);
-    FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    stream_ = Stream::non_blocking();
     FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&descs_h_), sizeof(PostedBatch) * kSlots, cudaHostAllocMapped));
     FERRY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&descs_d_), descs_h_, 0));
-    events_.assign(kSlots, nullptr);
-    for (auto& e : events_) FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    events_.clear();
+    for (std::uint32_t s = 0; s < kSlots; ++s) events_.push_back(Event::without_timing());
     blocks_ = (options_.burst + kMessagesPerBlock - 1) / kMessagesPerBlock;
     next_.assign(arena.num_channels(), 0);
     first_seen_.assign(arena.num_channels(), {});
@@ -77,7 +82,7 @@ class BatchedBackend final : public Backend {
     if (options_.launch == LaunchMethod::Memops) prepare_memops();
     // Warm-up: an empty batch, so the first request does not pay module loading.
     launch_kernel_by_value({0, 0, 0, 0}, 1);
-    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   }
 
   void start() override {
@@ -93,8 +98,8 @@ class BatchedBackend final : public Backend {
     dispatcher_.join();
     completer_.join();
     if (options_.launch == LaunchMethod::Memops) release_posted_memops();
-    const StreamDrain d =
-        drain_streams({&stream_, 1}, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    const cudaStream_t stream = stream_.get();
+    const StreamDrain d = drain_streams({&stream, 1}, std::chrono::steady_clock::now() + std::chrono::seconds(5));
     if (d.timed_out) {
       set_failure("the GPU stream did not drain within 5 s of stopping");
       stream_busy_ = true;  // the GPU may still read the descriptors: never free them
@@ -120,29 +125,22 @@ class BatchedBackend final : public Backend {
 
  private:
   void launch_kernel_by_value(const BatchDesc& d, unsigned blocks) {
-    batch_kernel_by_value<<<blocks, kBatchThreads, 0, stream_>>>(gpu_.channels_d(), d, gpu_.error_d(), handler_);
+    batch_kernel_by_value<<<blocks, kBatchThreads, 0, stream_.get()>>>(gpu_.channels_d(), d, gpu_.error_d(), handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
   }
 
   void capture_graphs() {
-    cudaStream_t capture = nullptr;
-    FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
-    graphs_.assign(kSlots, nullptr);
-    for (std::uint32_t s = 0; s < kSlots; ++s) {
-      cudaGraph_t graph = nullptr;
-      FERRY_CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
-      batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, capture>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(),
-                                                                   handler_);
-      FERRY_CUDA_CHECK(cudaStreamEndCapture(capture, &graph));
-      FERRY_CUDA_CHECK(cudaGraphInstantiate(&graphs_[s], graph, 0));
-      cudaGraphDestroy(graph);
-    }
-    cudaStreamDestroy(capture);
+    const Stream capture = Stream::non_blocking();
+    graphs_.clear();
+    for (std::uint32_t s = 0; s < kSlots; ++s)
+      graphs_.push_back(capture_graph(capture.get(), [&](cudaStream_t stream) {
+        batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, stream>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(),
+                                                                    handler_);
+      }));
   }
 
   void prepare_memops() {
-    wait_value_ = driver_entry_point<StreamWaitValue32>("cuStreamWaitValue32");
-    write_value_ = driver_entry_point<StreamWriteValue32>("cuStreamWriteValue32");
+    memops_ = &StreamMemops::get();
     // Per slot: go (set by the dispatcher, waited on by the stream) and done
     // (written by the stream after the kernel, polled by the completer).
     FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flags_h_), sizeof(std::uint32_t) * 2 * kSlots,
@@ -161,13 +159,13 @@ class BatchedBackend final : public Backend {
   // kernel's writes visible first). Counting uses, rather than setting and
   // resetting a flag, saves the stream a write per batch.
   void post_memops_slot(std::uint32_t s, std::uint32_t use) {
-    auto stream = reinterpret_cast<CUstream>(stream_);
+    const cudaStream_t stream = stream_.get();
     armed_use_[s] = use;
-    check_driver(wait_value_(stream, go_d(s), use, CU_STREAM_WAIT_VALUE_EQ), "cuStreamWaitValue32");
-    batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, stream_>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(),
-                                                                handler_);
+    memops_->wait(stream, go_d(s), use, CU_STREAM_WAIT_VALUE_EQ);
+    batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, stream>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(),
+                                                               handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
-    check_driver(write_value_(stream, done_d(s), use, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+    memops_->write(stream, done_d(s), use, CU_STREAM_WRITE_VALUE_DEFAULT);
   }
 
   // At stop, every pre-posted slot still waits for its flag: release each with
@@ -179,7 +177,8 @@ class BatchedBackend final : public Backend {
     }
   }
 
-  // The batch and its first requests' lengths and cookies, for a kernel that reads them from slot s.
+  // The batch and its first requests' lengths, cookies and short payloads, for
+  // a kernel that reads them from slot s (batch_kernel.cuh, PostedBatch).
   void post_batch(std::uint32_t s, const BatchDesc& d) {
     PostedBatch& p = descs_h_[s];
     p.d = d;
@@ -188,6 +187,7 @@ class BatchedBackend final : public Backend {
       const SlotDesc* req = ch.requests.desc(d.first + i);  // published: available() acquired its seq
       p.lens[i] = req->len;
       p.cookies[i] = req->cookie;
+      if (req->len <= kInlinePayload) std::memcpy(p.payload[i], ch.requests.data(d.first + i), req->len);
     }
   }
 
@@ -197,12 +197,12 @@ class BatchedBackend final : public Backend {
     switch (options_.launch) {
       case LaunchMethod::Burst:
         launch_kernel_by_value(d, (d.count + kMessagesPerBlock - 1) / kMessagesPerBlock);
-        FERRY_CUDA_CHECK(cudaEventRecord(events_[s], stream_));
+        FERRY_CUDA_CHECK(cudaEventRecord(events_[s].get(), stream_.get()));
         break;
       case LaunchMethod::Graph:
         post_batch(s, d);
-        FERRY_CUDA_CHECK(cudaGraphLaunch(graphs_[s], stream_));
-        FERRY_CUDA_CHECK(cudaEventRecord(events_[s], stream_));
+        FERRY_CUDA_CHECK(cudaGraphLaunch(graphs_[s].get(), stream_.get()));
+        FERRY_CUDA_CHECK(cudaEventRecord(events_[s].get(), stream_.get()));
         break;
       case LaunchMethod::Memops:
         post_batch(s, d);
@@ -284,7 +284,7 @@ class BatchedBackend final : public Backend {
     if (options_.launch == LaunchMethod::Memops)
       // Acquire pairs with the stream's done write, which follows the kernel.
       return std::atomic_ref<std::uint32_t>(*done_h(s)).load(std::memory_order_acquire) == slot_use(n);
-    const cudaError_t st = cudaEventQuery(events_[s]);
+    const cudaError_t st = cudaEventQuery(events_[s].get());
     if (st == cudaErrorNotReady) return false;
     FERRY_CUDA_CHECK(st);
     return true;
@@ -347,7 +347,7 @@ class BatchedBackend final : public Backend {
   WorkerOptions options_;
   Handler handler_;
   GpuContext gpu_;
-  cudaStream_t stream_ = nullptr;
+  Stream stream_;            // released, not destroyed, when stream_busy_
   bool stream_busy_ = false;  // stop() timed out with work still on the stream
   unsigned blocks_ = 1;
   PostedBatch* descs_h_ = nullptr;
@@ -355,10 +355,9 @@ class BatchedBackend final : public Backend {
   std::uint32_t armed_use_[kSlots] = {};  // memops: the use each slot's posted wait expects
   std::uint32_t* flags_h_ = nullptr;
   std::uint32_t* flags_d_ = nullptr;
-  std::vector<cudaEvent_t> events_;
-  std::vector<cudaGraphExec_t> graphs_;
-  StreamWaitValue32 wait_value_ = nullptr;
-  StreamWriteValue32 write_value_ = nullptr;
+  std::vector<Event> events_;
+  std::vector<GraphExec> graphs_;
+  const StreamMemops* memops_ = nullptr;
 
   std::vector<std::uint32_t> next_;  // dispatcher only
   std::optional<std::pair<std::uint32_t, std::uint32_t>> last_response_;  // dispatcher only: channel, index
