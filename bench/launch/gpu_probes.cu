@@ -8,10 +8,11 @@
 
 #include "bench/launch/gpu_probes.h"
 #include "core/latency_histogram.h"
-#include "ferry/worker/handlers.h"
 #include "ferry/worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/cuda_handles.h"
 #include "ferry/worker/cuda/device_ring.cuh"
 #include "ferry/worker/cuda/gpu_context.h"
+#include "ferry/worker/handlers.h"
 
 namespace ferry::bench {
 namespace {
@@ -94,8 +95,8 @@ std::optional<FloorResult> measure_floor(const std::string& gpu, std::uint64_t r
   *pong_h = 0;
   std::uint32_t* flags_d = nullptr;
   FERRY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flags_d), flags_h, 0));
-  cudaStream_t stream;
-  FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const worker::cuda::Stream owned_stream = worker::cuda::Stream::non_blocking();
+  const cudaStream_t stream = owned_stream.get();
   const auto rounds = static_cast<std::uint32_t>(round_trips + 1000);
   if (order == PingPongOrder::Relaxed)
     ping_pong_kernel<PingPongOrder::Relaxed><<<1, 1, 0, stream>>>(flags_d, flags_d + 32, rounds);
@@ -112,7 +113,6 @@ std::optional<FloorResult> measure_floor(const std::string& gpu, std::uint64_t r
     if (i > 1000) hist.record(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
   }
   FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaStreamDestroy(stream);
   cudaFreeHost(flags_h);
   return FloorResult{hist.percentile_ns(50) / 1e3, hist.percentile_ns(99) / 1e3, hist.min_ns() / 1e3, hist.count()};
 }

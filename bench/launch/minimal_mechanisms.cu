@@ -11,6 +11,7 @@
 #include "bench/launch/gpu_probes.h"
 #include "core/latency_histogram.h"
 #include "ferry/worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/cuda_handles.h"
 #include "ferry/worker/cuda/device_ring.cuh"
 #include "ferry/worker/cuda/driver_api.h"
 #include "ferry/worker/cuda/gpu_context.h"
@@ -60,8 +61,8 @@ std::optional<MinimalMechanisms> measure_minimal_mechanisms(const std::string& g
   FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&w.h), 4 * 128, cudaHostAllocMapped));
   std::memset(w.h, 0, 4 * 128);
   FERRY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&w.d), w.h, 0));
-  cudaStream_t stream;
-  FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const worker::cuda::Stream owned_stream = worker::cuda::Stream::non_blocking();
+  const cudaStream_t stream = owned_stream.get();
   const std::uint64_t rounds = std::min<std::uint64_t>(round_trips, 20000);
   MinimalMechanisms r;
 
@@ -72,36 +73,24 @@ std::optional<MinimalMechanisms> measure_minimal_mechanisms(const std::string& g
     return since(t0);
   });
 
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  FERRY_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  empty_kernel<<<1, 1, 0, stream>>>();
-  FERRY_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  FERRY_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  r.graph_sync_us = p50_us(rounds, [&](std::uint32_t) {
-    const auto t0 = Clock::now();
-    FERRY_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return since(t0);
-  });
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+  {
+    const worker::cuda::GraphExec exec =
+        worker::cuda::capture_graph(stream, [](cudaStream_t s) { empty_kernel<<<1, 1, 0, s>>>(); });
+    r.graph_sync_us = p50_us(rounds, [&](std::uint32_t) {
+      const auto t0 = Clock::now();
+      FERRY_CUDA_CHECK(cudaGraphLaunch(exec.get(), stream));
+      FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
+      return since(t0);
+    });
+  }
 
   // memops: round i is posted before its clock starts (as memops pre-posts), so
   // the round trip is the flag, the stream's wait, the kernel and the write.
-  const auto wait_value =
-      worker::cuda::driver_entry_point<worker::cuda::StreamWaitValue32>("cuStreamWaitValue32");
-  const auto write_value =
-      worker::cuda::driver_entry_point<worker::cuda::StreamWriteValue32>("cuStreamWriteValue32");
+  const worker::cuda::StreamMemops& memops = worker::cuda::StreamMemops::get();
   auto post = [&](std::uint32_t i) {
-    auto s = reinterpret_cast<CUstream>(stream);
-    worker::cuda::check_driver(
-        wait_value(s, reinterpret_cast<CUdeviceptr>(w.dev(2)), i, CU_STREAM_WAIT_VALUE_EQ),
-        "cuStreamWaitValue32");
+    memops.wait(stream, reinterpret_cast<CUdeviceptr>(w.dev(2)), i, CU_STREAM_WAIT_VALUE_EQ);
     empty_kernel<<<1, 1, 0, stream>>>();
-    worker::cuda::check_driver(
-        write_value(s, reinterpret_cast<CUdeviceptr>(w.dev(3)), i, CU_STREAM_WRITE_VALUE_DEFAULT),
-        "cuStreamWriteValue32");
+    memops.write(stream, reinterpret_cast<CUdeviceptr>(w.dev(3)), i, CU_STREAM_WRITE_VALUE_DEFAULT);
   };
   post(1);
   r.memops_us = p50_us(rounds, [&](std::uint32_t i) {
@@ -117,7 +106,6 @@ std::optional<MinimalMechanisms> measure_minimal_mechanisms(const std::string& g
   });
   store(w.host(2), static_cast<std::uint32_t>(rounds + 201));  // releases the last posted round
   FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaStreamDestroy(stream);
   cudaFreeHost(w.h);
   return r;
 }

@@ -15,6 +15,7 @@
 #include "bench/launch/gpu_probes.h"
 #include "core/latency_histogram.h"
 #include "ferry/worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/cuda_handles.h"
 #include "ferry/worker/cuda/gpu_context.h"
 #include "ferry/worker/cuda/persistent.cuh"
 
@@ -152,8 +153,8 @@ std::optional<ServeSteps> measure_serve_steps(const std::string& gpu, std::uint6
   std::uint64_t* ref_d = nullptr;
   FERRY_CUDA_CHECK(cudaMalloc(&stamps_d, sizeof(std::uint32_t) * kStampGaps * rounds));
   FERRY_CUDA_CHECK(cudaMalloc(&ref_d, sizeof(std::uint64_t) * 4));
-  cudaStream_t stream;
-  FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const worker::cuda::Stream owned_stream = worker::cuda::Stream::non_blocking();
+  const cudaStream_t stream = owned_stream.get();
   auto& req = *reinterpret_cast<SlotDesc*>(w_h->request_desc.bytes);
   auto& resp = *reinterpret_cast<SlotDesc*>(w_h->response_desc.bytes);
   auto* payload = reinterpret_cast<std::uint32_t*>(w_h->request_payload.bytes);
@@ -205,7 +206,6 @@ std::optional<ServeSteps> measure_serve_steps(const std::string& gpu, std::uint6
     }
   }
   r.wrong_responses = wrong;
-  cudaStreamDestroy(stream);
   cudaFree(stamps_d);
   cudaFree(ref_d);
   cudaFreeHost(w_h);

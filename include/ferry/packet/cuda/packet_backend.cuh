@@ -22,9 +22,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,8 +33,10 @@
 #include "ferry/packet/cuda/packet_kernels.cuh"
 #include "ferry/packet/cuda_packet_worker.h"
 #include "ferry/worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/cuda_handles.h"
 #include "ferry/worker/cuda/driver_api.h"
 #include "ferry/worker/cuda/gpu_context.h"
+#include "ferry/worker/cuda/launch_limits.h"
 #include "ferry/worker/cuda/stream_drain.h"
 
 namespace ferry::packet::cuda {
@@ -43,21 +44,18 @@ namespace ferry::packet::cuda {
 // Memory for a GPU worker, and the driver's entry points; compiled once, in ferry_packet.
 WorkerMemory allocate_gpu_memory(std::size_t bytes, MemoryKind kind);
 
+// The streams, events, graphs, stream waits, residency check and hardware
+// queues are the request path's too (ferry/worker/cuda/cuda_handles.h,
+// driver_api.h, launch_limits.h); what is here is what differs: the dispatch
+// loops over comm lists, and kernels that handle each packet in place.
+//
 // Graph and memops keep work waiting on the GPU in every list's streams at
-// once: a kernel spinning on its item, or a stream wait. CUDA feeds streams to
-// the GPU through CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 unless the
-// environment says otherwise), streams beyond that sharing them, and waiting
-// work at the head of a queue holds back whatever follows it there: a list
-// with no traffic (or paused at the warm-up's end) could stall another list's
-// ready item for good. So a GPU worker asks for the most queues before the
-// process's context exists, unless the user chose a number, and graph and
-// memops refuse more waiting streams than there are queues.
-inline constexpr int kMostHardwareQueues = 32;
-inline int ask_for_hardware_queues() {
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(kMostHardwareQueues).c_str(), /*overwrite=*/0);
-  const int n = std::atoi(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
-  return n >= 1 && n <= kMostHardwareQueues ? n : 8;  // what CUDA takes for an unusable value
-}
+// once: a kernel spinning on its item, or a stream wait. A list with no
+// traffic (or paused at the warm-up's end) could then stall another list's
+// ready item for good if their streams shared a hardware queue. So a GPU
+// worker asks for the most queues before the process's context exists
+// (worker::cuda::ask_for_hardware_queues), and graph and memops refuse more
+// waiting streams than there are queues.
 
 template <typename Handler>
 class GpuPacketWorker final : public PacketWorker {
@@ -78,18 +76,15 @@ class GpuPacketWorker final : public PacketWorker {
   ~GpuPacketWorker() override {
     lists_.clear();
     stop(std::chrono::milliseconds(5000));
-    if (stuck_) return;  // the GPU may still read them: process exit reclaims them
-    for (auto& per_list : graphs_)
-      for (auto& g : per_list)
-        if (g != nullptr) cudaGraphExecDestroy(g);
-    for (auto& per_list : events_)
-      for (auto& e : per_list)
-        if (e != nullptr) cudaEventDestroy(e);
-    for (auto& e : fork_) cudaEventDestroy(e);
-    for (auto& per_list : join_)
-      for (auto& e : per_list) cudaEventDestroy(e);
-    for (auto& s : branches_) cudaStreamDestroy(s);
-    for (auto& s : streams_) cudaStreamDestroy(s);
+    if (stuck_) {  // the GPU may still use them: process exit reclaims them
+      for (auto& per_list : graphs_) worker::cuda::release_all(per_list);
+      for (auto& per_list : events_) worker::cuda::release_all(per_list);
+      worker::cuda::release_all(fork_);
+      for (auto& per_list : join_) worker::cuda::release_all(per_list);
+      worker::cuda::release_all(branches_);
+      worker::cuda::release_all(streams_);
+      return;
+    }
     if (list_array_d_ != nullptr) cudaFree(list_array_d_);
   }
 
@@ -113,11 +108,8 @@ class GpuPacketWorker final : public PacketWorker {
                     " items: give a power of two up to L2fwdOptions::items");
     }
     // Lane j of list p works in stream p * lanes + j.
-    for (std::size_t i = 0; i < lists_.size() * options_.gpu_lanes; ++i) {
-      cudaStream_t s = nullptr;
-      FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-      streams_.push_back(s);
-    }
+    for (std::size_t i = 0; i < lists_.size() * options_.gpu_lanes; ++i)
+      streams_.push_back(worker::cuda::Stream::non_blocking());
     switch (*options_.launch) {
       case worker::LaunchMethod::Persistent: start_persistent(); break;
       case worker::LaunchMethod::Burst:
@@ -140,8 +132,9 @@ class GpuPacketWorker final : public PacketWorker {
     if (dispatcher_.joinable()) dispatcher_.join();
     // Nothing more is posted: ERROR again, over any DONE a kernel wrote since.
     detail::mark_error(lists_);
-    std::vector<cudaStream_t> all = streams_;
-    all.insert(all.end(), branches_.begin(), branches_.end());
+    std::vector<cudaStream_t> all;
+    for (const auto& s : streams_) all.push_back(s.get());
+    for (const auto& s : branches_) all.push_back(s.get());
     const worker::cuda::StreamDrain d =
         worker::cuda::drain_streams(all, std::chrono::steady_clock::now() + timeout);
     if (d.timed_out) {
@@ -157,7 +150,7 @@ class GpuPacketWorker final : public PacketWorker {
   std::string failure() const override {
     // A kernel that faulted leaves a sticky error that any stream query returns.
     if (!streams_.empty() && !stuck_) {
-      const cudaError_t st = cudaStreamQuery(streams_[0]);
+      const cudaError_t st = cudaStreamQuery(streams_[0].get());
       if (st != cudaSuccess && st != cudaErrorNotReady)
         failure_.set(std::string("the GPU worker failed: ") + cudaGetErrorString(st));
     }
@@ -183,14 +176,9 @@ class GpuPacketWorker final : public PacketWorker {
   // be handled.
   template <typename Kernel>
   void check_resident(Kernel kernel, std::size_t blocks) const {
-    int per_sm = 0, sms = 0;
-    FERRY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kItemThreads, 0));
-    FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu_.device()));
-    if (blocks > std::size_t(per_sm) * sms)
-      throw Error(
-          std::to_string(blocks) +
-          " blocks (L2fwdOptions::pipelines x PacketWorkerOptions::gpu_lanes) must all be resident, and " +
-          gpu_.name() + " holds " + std::to_string(per_sm * sms) + ": give fewer lanes or pipelines");
+    worker::cuda::check_resident(kernel, blocks, kItemThreads, gpu_.device(),
+                                 "blocks (L2fwdOptions::pipelines x PacketWorkerOptions::gpu_lanes)",
+                                 "give fewer lanes or pipelines");
   }
 
   void start_persistent() {
@@ -199,7 +187,8 @@ class GpuPacketWorker final : public PacketWorker {
     FERRY_CUDA_CHECK(cudaMemcpy(list_array_d_, lists_d_.data(), sizeof(CommList) * lists_d_.size(),
                                 cudaMemcpyHostToDevice));
     persistent_packet_kernel<<<static_cast<unsigned>(lists_d_.size() * options_.gpu_lanes), kItemThreads, 0,
-                               streams_[0]>>>(list_array_d_, options_.gpu_lanes, options_.ns_per_packet, handler_);
+                               streams_[0].get()>>>(list_array_d_, options_.gpu_lanes, options_.ns_per_packet,
+                                                    handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -224,7 +213,7 @@ class GpuPacketWorker final : public PacketWorker {
           if (s != kCommReady) continue;
           const std::uint32_t seq = std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(item.sequence)).load(std::memory_order_relaxed);
           if (seq != next[p] || comm_status(item) != kCommReady) continue;
-          cudaStream_t stream = streams_[p * options_.gpu_lanes + next[p] % options_.gpu_lanes];
+          cudaStream_t stream = streams_[p * options_.gpu_lanes + next[p] % options_.gpu_lanes].get();
           burst_packet_kernel<<<1, kItemThreads, 0, stream>>>(lists_d_[p], next[p]++, options_.ns_per_packet,
                                                               handler_);
           FERRY_CUDA_CHECK(cudaGetLastError());
@@ -260,59 +249,38 @@ class GpuPacketWorker final : public PacketWorker {
                     std::to_string(g_items) + " items at a time: give it a multiple of " +
                     std::to_string(g_items) + ", at least " + std::to_string(kGroupsAhead * g_items));
     if (*options_.launch == worker::LaunchMethod::Memops) {
-      wait_value_ = worker::cuda::driver_entry_point<worker::cuda::StreamWaitValue32>("cuStreamWaitValue32");
+      memops_ = &worker::cuda::StreamMemops::get();
       memops_captured_ = true;
     }
-    cudaStream_t capture = nullptr;
-    FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
+    const worker::cuda::Stream capture = worker::cuda::Stream::non_blocking();
     for (std::size_t p = 0; p < lists_.size(); ++p) {
-      cudaEvent_t fork = nullptr;
-      FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-      fork_.push_back(fork);
+      fork_.push_back(worker::cuda::Event::without_timing());
       join_.emplace_back();
       for (std::uint32_t b = 0; b < options_.gpu_lanes; ++b) {
-        cudaEvent_t join = nullptr;
-        FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-        join_[p].push_back(join);
-        cudaStream_t s = nullptr;
-        FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-        branches_.push_back(s);
+        join_[p].push_back(worker::cuda::Event::without_timing());
+        branches_.push_back(worker::cuda::Stream::non_blocking());
       }
     }
     graphs_.resize(lists_.size());
     events_.resize(lists_.size());
     for (std::size_t p = 0; p < lists_.size(); ++p) {
-      for (std::uint32_t e = 0; e < kGroupsAhead; ++e) {
-        cudaEvent_t ev = nullptr;
-        FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-        events_[p].push_back(ev);
-      }
+      for (std::uint32_t e = 0; e < kGroupsAhead; ++e)
+        events_[p].push_back(worker::cuda::Event::without_timing());
       const std::uint32_t groups = lists_[p].capacity() / g_items;
-      graphs_[p].assign(groups, nullptr);
+      graphs_[p].resize(groups);
       for (std::uint32_t g = 0;
            g < groups && (*options_.launch == worker::LaunchMethod::Graph || memops_captured_); ++g) {
-        FERRY_CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
-        bool ok = true;
-        try {
-          post_group(capture, p, g);
-        } catch (const Error&) {
-          ok = false;  // this driver does not capture stream waits: post them directly
-        }
-        cudaGraph_t graph = nullptr;
-        const cudaError_t end = cudaStreamEndCapture(capture, &graph);
-        if (!ok || end != cudaSuccess) {
-          cudaGetLastError();
-          if (graph != nullptr) cudaGraphDestroy(graph);
+        std::optional<worker::cuda::GraphExec> exec =
+            worker::cuda::try_capture_graph(capture.get(), [&](cudaStream_t s) { post_group(s, p, g); });
+        if (!exec) {
           if (*options_.launch == worker::LaunchMethod::Graph)
             throw Error("capturing the graph mode's kernels failed");
-          memops_captured_ = false;
+          memops_captured_ = false;  // this driver does not capture stream waits: post them directly
           break;
         }
-        FERRY_CUDA_CHECK(cudaGraphInstantiate(&graphs_[p][g], graph, 0));
-        cudaGraphDestroy(graph);
+        graphs_[p][g] = std::move(*exec);
       }
     }
-    cudaStreamDestroy(capture);
   }
 
   // Group g of list p into `stream`: its items' kernels (each after its wait in
@@ -321,8 +289,9 @@ class GpuPacketWorker final : public PacketWorker {
   void post_group(cudaStream_t stream, std::size_t p, std::uint32_t g) {
     const CommList& l = lists_d_[p];
     const std::uint32_t lanes = std::min(options_.gpu_lanes, options_.graph_items);
-    FERRY_CUDA_CHECK(cudaEventRecord(fork_[p], stream));
-    for (std::uint32_t b = 0; b < lanes; ++b) FERRY_CUDA_CHECK(cudaStreamWaitEvent(branch(p, b), fork_[p], 0));
+    FERRY_CUDA_CHECK(cudaEventRecord(fork_[p].get(), stream));
+    for (std::uint32_t b = 0; b < lanes; ++b)
+      FERRY_CUDA_CHECK(cudaStreamWaitEvent(branch(p, b), fork_[p].get(), 0));
     for (std::uint32_t j = 0; j < options_.graph_items; ++j) {
       const std::uint32_t k = g * options_.graph_items + j;
       cudaStream_t s = branch(p, j % lanes);
@@ -331,21 +300,22 @@ class GpuPacketWorker final : public PacketWorker {
       } else {
         // Wakes for READY (1) or ERROR (3), never for DONE (2) left from the item's last turn.
         const auto status_d = reinterpret_cast<CUdeviceptr>(&l.item(k).status);
-        worker::cuda::check_driver(wait_value_(reinterpret_cast<CUstream>(s), status_d, 1, CU_STREAM_WAIT_VALUE_AND),
-                                   "cuStreamWaitValue32");
+        memops_->wait(s, status_d, 1, CU_STREAM_WAIT_VALUE_AND);
         released_packet_kernel<<<1, kItemThreads, 0, s>>>(l, k, options_.ns_per_packet, handler_);
       }
       FERRY_CUDA_CHECK(cudaGetLastError());
     }
     for (std::uint32_t b = 0; b < lanes; ++b) {
-      FERRY_CUDA_CHECK(cudaEventRecord(join_[p][b], branch(p, b)));
-      FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, join_[p][b], 0));
+      FERRY_CUDA_CHECK(cudaEventRecord(join_[p][b].get(), branch(p, b)));
+      FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, join_[p][b].get(), 0));
     }
   }
 
   // The branch streams of list p: its lanes' streams but the first, which the
   // group is launched into; branch 0 is a stream of its own per list.
-  cudaStream_t branch(std::size_t p, std::uint32_t b) const { return branches_[p * options_.gpu_lanes + b]; }
+  cudaStream_t branch(std::size_t p, std::uint32_t b) const {
+    return branches_[p * options_.gpu_lanes + b].get();
+  }
 
   void group_loop() {
     cudaSetDevice(gpu_.device());
@@ -357,19 +327,19 @@ class GpuPacketWorker final : public PacketWorker {
         bool progress = false;
         for (std::size_t p = 0; p < lists; ++p) {
           while (finished[p] < posted[p]) {
-            const cudaError_t st = cudaEventQuery(events_[p][finished[p] % kGroupsAhead]);
+            const cudaError_t st = cudaEventQuery(events_[p][finished[p] % kGroupsAhead].get());
             if (st == cudaErrorNotReady) break;
             FERRY_CUDA_CHECK(st);
             ++finished[p];
           }
           while (posted[p] - finished[p] < kGroupsAhead) {
             const auto g = static_cast<std::uint32_t>(posted[p] % graphs_[p].size());
-            cudaStream_t stream = streams_[p * options_.gpu_lanes];
-            if (graphs_[p][g] != nullptr)
-              FERRY_CUDA_CHECK(cudaGraphLaunch(graphs_[p][g], stream));
+            cudaStream_t stream = streams_[p * options_.gpu_lanes].get();
+            if (graphs_[p][g])
+              FERRY_CUDA_CHECK(cudaGraphLaunch(graphs_[p][g].get(), stream));
             else
               post_group(stream, p, g);
-            FERRY_CUDA_CHECK(cudaEventRecord(events_[p][posted[p] % kGroupsAhead], stream));
+            FERRY_CUDA_CHECK(cudaEventRecord(events_[p][posted[p] % kGroupsAhead].get(), stream));
             ++posted[p];
             progress = true;
           }
@@ -385,18 +355,19 @@ class GpuPacketWorker final : public PacketWorker {
 
   PacketWorkerOptions options_;
   Handler handler_;
-  int hardware_queues_ = ask_for_hardware_queues();  // before gpu_ makes the context
+  int hardware_queues_ = worker::cuda::ask_for_hardware_queues();  // before gpu_ makes the context
   worker::cuda::GpuContext gpu_;
   std::vector<CommList> lists_;    // host views
   std::vector<CommList> lists_d_;  // the same lists at the GPU's addresses
   CommList* list_array_d_ = nullptr;  // persistent: the lists, in device memory
-  std::vector<cudaStream_t> streams_;   // gpu_lanes per list
-  std::vector<cudaStream_t> branches_;  // graph and memops: gpu_lanes per list
-  std::vector<cudaEvent_t> fork_;       // per list
-  std::vector<std::vector<cudaEvent_t>> join_;
-  std::vector<std::vector<cudaGraphExec_t>> graphs_;
-  std::vector<std::vector<cudaEvent_t>> events_;
-  worker::cuda::StreamWaitValue32 wait_value_ = nullptr;
+  // The handles below are released, not destroyed, when the worker is stuck.
+  std::vector<worker::cuda::Stream> streams_;   // gpu_lanes per list
+  std::vector<worker::cuda::Stream> branches_;  // graph and memops: gpu_lanes per list
+  std::vector<worker::cuda::Event> fork_;       // per list
+  std::vector<std::vector<worker::cuda::Event>> join_;
+  std::vector<std::vector<worker::cuda::GraphExec>> graphs_;  // empty where memops posts directly
+  std::vector<std::vector<worker::cuda::Event>> events_;
+  const worker::cuda::StreamMemops* memops_ = nullptr;
   bool memops_captured_ = false;
   std::atomic<bool> running_{false};
   std::thread dispatcher_;

@@ -11,6 +11,7 @@
 #include "ferry/core/arena_control.h"
 #include "ferry/worker/backend.h"
 #include "ferry/worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/cuda_handles.h"
 #include "ferry/worker/cuda/gpu_context.h"
 #include "ferry/worker/cuda/persistent.cuh"
 #include "ferry/worker/cuda/stream_drain.h"
@@ -28,18 +29,18 @@ class PersistentBackend final : public Backend {
       stop();
     } catch (...) {
     }
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    // stream_ is destroyed even when stuck: CUDA frees a stream once its work is done.
   }
 
   void prepare(Arena& arena) override {
     gpu_.register_arena(arena);
-    FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    stream_ = Stream::non_blocking();
     // Warm-up: one launch that finds the stop flag set and returns, so module
     // loading and first-launch costs are paid before any request waits.
     auto* header = arena.header();
     arena_control::request_stop(*header);
     launch();
-    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     arena_control::clear_stop(*header);
   }
 
@@ -52,8 +53,9 @@ class PersistentBackend final : public Backend {
     if (!running_) return;
     running_ = false;
     arena_control::request_stop(*gpu_.arena()->header());  // S1; the kernel's polls are S2's device mirror
+    const cudaStream_t stream = stream_.get();
     const StreamDrain d =
-        drain_streams({&stream_, 1}, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+        drain_streams({&stream, 1}, std::chrono::steady_clock::now() + std::chrono::seconds(5));
     if (d.timed_out) {
       set_failure("persistent kernel did not stop within 5 s of the stop flag");
       stuck_ = true;
@@ -70,7 +72,7 @@ class PersistentBackend final : public Backend {
         !why.empty())
       return why;
     if (running_) {
-      const cudaError_t st = cudaStreamQuery(stream_);
+      const cudaError_t st = cudaStreamQuery(stream_.get());
       if (st == cudaSuccess) return "the persistent kernel exited while it should be running";
       if (st != cudaErrorNotReady) return std::string("persistent kernel failed: ") + cudaGetErrorString(st);
     }
@@ -87,8 +89,8 @@ class PersistentBackend final : public Backend {
  private:
   void launch() {
     const unsigned blocks = gpu_.arena()->num_channels();
-    persistent_kernel<<<blocks, kPersistentThreads, 0, stream_>>>(gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(),
-                                                                  options_.idle_sleep_max_us * 1000u, handler_);
+    persistent_kernel<<<blocks, kPersistentThreads, 0, stream_.get()>>>(
+        gpu_.channels_d(), gpu_.stop_d(), gpu_.error_d(), options_.idle_sleep_max_us * 1000u, handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -99,7 +101,7 @@ class PersistentBackend final : public Backend {
   WorkerOptions options_;
   Handler handler_;
   GpuContext gpu_;
-  cudaStream_t stream_ = nullptr;
+  Stream stream_;
   bool running_ = false;
   std::string failure_;  // set by stop() on the orchestrator's thread only
   bool stuck_ = false;   // likewise

@@ -37,8 +37,8 @@
 
 #include "ferry/infer/bert.h"
 #include "ferry/worker/cuda/cuda_check.h"
+#include "ferry/worker/cuda/cuda_handles.h"
 #include "infer/model/bert_weights.h"
-#include "infer/model/cuda/cuda_handles.h"
 #include "infer/model/cuda/device_memory.h"
 #include "infer/model/cuda/device_weights.cuh"
 #include "infer/model/cuda/element.cuh"
@@ -46,6 +46,9 @@
 #include "infer/model/cuda/products.h"
 
 namespace ferry::infer::cuda {
+
+using worker::cuda::GraphExec;
+using worker::cuda::Stream;
 
 // cuBLAS allocates its workspace on first use unless given one, and an
 // allocation cannot happen inside graph capture; 32 MiB is what NVIDIA
@@ -196,26 +199,8 @@ class BertLane {
   // calls from other threads (another lane, the GPU workers) neither join
   // this capture nor invalidate it.
   GraphExec capture(std::size_t rows, std::size_t sequences) {
-    FERRY_CUDA_CHECK(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue_batch(rows, rows, sequences, 0, Output::Pooled);
-    } catch (...) {
-      // End the capture so that the stream is usable again; the partial graph is dropped.
-      cudaGraph_t partial = nullptr;
-      cudaStreamEndCapture(stream_.get(), &partial);
-      if (partial) cudaGraphDestroy(partial);
-      throw;
-    }
-    cudaGraph_t graph = nullptr;
-    FERRY_CUDA_CHECK(cudaStreamEndCapture(stream_.get(), &graph));
-    try {
-      GraphExec exec(graph);
-      cudaGraphDestroy(graph);
-      return exec;
-    } catch (...) {
-      cudaGraphDestroy(graph);
-      throw;
-    }
+    return worker::cuda::capture_graph(
+        stream_.get(), [&](cudaStream_t) { enqueue_batch(rows, rows, sequences, 0, Output::Pooled); });
   }
 
   // Chooses every product's algorithm at every row count gemm_rows() gives
@@ -324,7 +309,7 @@ class BertLane {
 
   // Declaration order is construction order: the stream and handles exist
   // before anything enqueues, and are destroyed after the buffers' users end.
-  Stream stream_;
+  Stream stream_ = Stream::non_blocking();
   DeviceBuffer<std::byte> cublas_workspace_;  // outlives the handles that use it
   Products products_;                         // every product, on stream_ only
 
