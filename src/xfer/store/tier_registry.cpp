@@ -38,18 +38,17 @@ class Registry {
   std::unique_ptr<Tier> make(std::string_view spec) const {
     const std::size_t colon = spec.find(':');
     std::function<std::unique_ptr<Tier>(std::string_view)> make;
-    std::string forms;
     {
       std::lock_guard lock(mu_);
       if (colon != std::string_view::npos)
         if (const TierKind* k = find(spec.substr(0, colon))) make = k->make;
-      for (const TierKind& k : kinds_) forms += (forms.empty() ? "" : ", ") + k.usage;
     }
     if (!make)
       throw Error("tier '" + std::string(spec) + "': " +
-                  (colon == std::string_view::npos ? std::string("no tier kind")
-                                                   : "unknown tier kind '" + std::string(spec.substr(0, colon)) + "'") +
-                  " (accepted forms: " + forms + ")");
+                  (colon == std::string_view::npos
+                       ? std::string("no tier kind")
+                       : "unknown tier kind '" + std::string(spec.substr(0, colon)) + "'") +
+                  " (accepted forms: " + forms() + ")");
     // Outside the lock: opening a tier may take long (a directory scan), and
     // may register another kind.
     std::unique_ptr<Tier> tier = make(spec);
@@ -65,6 +64,14 @@ class Registry {
     if (s.empty() || s[0] < 'a' || s[0] > 'z' || !std::all_of(s.begin(), s.end(), ok))
       throw Error("tier kind '" + s +
                   "': a scheme is a lower-case letter, then lower-case letters, digits, '+', '-' or '.'");
+  }
+
+  // Every kind's usage, for the error of a spec of no kind.
+  std::string forms() const {
+    std::lock_guard lock(mu_);
+    std::string out;
+    for (const TierKind& k : kinds_) out += (out.empty() ? "" : ", ") + k.usage;
+    return out;
   }
 
   const TierKind* find(std::string_view scheme) const {
