@@ -15,6 +15,7 @@
 #include "xfer/store/file/key_stripes.h"
 #include "xfer/store/file/pack_fds.h"
 #include "xfer/store/file/pack_io.h"
+#include "xfer/store/file/spare_files.h"
 #include "xfer/store/file/tombstone_log.h"
 #include "xfer/store/file/uring.h"
 #include "xfer/store/quote_key.h"
@@ -22,10 +23,19 @@
 
 namespace ferry::xfer::store {
 
-void unlink_packs(int dir_fd, const std::string& dir, const EmptiedPacks& emptied) noexcept {
-  for (const auto& f : emptied)
+void retire_packs(int dir_fd, const std::string& dir, const EmptiedPacks& emptied,
+                  SpareFiles* spares) noexcept {
+  for (const auto& f : emptied) {
+    if (spares != nullptr) {
+      std::string spare = temp_file_name(f->name);
+      if (renameat(dir_fd, f->name.c_str(), dir_fd, spare.c_str()) == 0) {
+        spares->offer(std::move(spare), f->size, f);
+        continue;
+      }
+    }
     if (unlinkat(dir_fd, f->name.c_str(), 0) != 0 && errno != ENOENT)
       log::app().warn("file tier {}: cannot remove the empty pack {}: {}", dir, f->name, std::strerror(errno));
+  }
 }
 
 Compactor::Compactor(const CompactorContext& ctx, std::uint64_t tombstones_kept)
@@ -221,7 +231,8 @@ std::size_t Compactor::compact_once(Uring& ring) {
   EmptiedPacks emptied;
   if (!items.empty()) {
     const std::uint64_t seq = ctx_.next_seq->fetch_add(1, std::memory_order_relaxed);
-    PackWriteResult w = write_pack(ring, ctx_.dir_fd, opts.dir, seq, items, opts.direct, opts.fsync);
+    PackWriteResult w =
+        write_pack(ring, ctx_.dir_fd, opts.dir, seq, items, opts.direct, opts.fsync, ctx_.spares);
     if (w.fd < 0) {
       log::app().warn("file tier {}: compaction of {} pack(s) failed: {}", opts.dir, victims.size(), w.error);
       return 0;
@@ -246,7 +257,7 @@ std::size_t Compactor::compact_once(Uring& ring) {
     index.packs().unpin(seq, &emptied);
     index.packs().note_compacted(victims.size());
   }
-  unlink_packs(ctx_.dir_fd, opts.dir, emptied);
+  retire_packs(ctx_.dir_fd, opts.dir, emptied, nullptr);  // compaction is there to free the disk
   log::app().debug("file tier {}: compaction copied {} object(s) ({}) out of {} pack(s), removed {} pack(s)",
                    opts.dir, items.size(), format_size(image), victims.size(), emptied.size());
   return emptied.size();
@@ -272,7 +283,7 @@ void Compactor::drop_corrupt(const std::string& key, std::uint64_t generation,
     std::lock_guard lock(*ctx_.mu);
     ctx_.index->erase(key, &emptied);
   }
-  unlink_packs(ctx_.dir_fd, ctx_.opts->dir, emptied);
+  retire_packs(ctx_.dir_fd, ctx_.opts->dir, emptied, nullptr);
 }
 
 void Compactor::rewrite_tombstones() {

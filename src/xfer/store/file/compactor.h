@@ -31,6 +31,7 @@ namespace ferry::xfer::store {
 
 class KeyStripes;
 class PackFds;
+class SpareFiles;
 class TombstoneLog;
 class Uring;
 class UringPool;
@@ -46,6 +47,7 @@ struct CompactorContext {
   UringPool* rings = nullptr;
   TombstoneLog* tombstones = nullptr;
   std::atomic<std::uint64_t>* next_seq = nullptr;
+  SpareFiles* spares = nullptr;  // with O_DIRECT: a new pack may overwrite a spare file
 };
 
 class Compactor {
@@ -88,8 +90,13 @@ class Compactor {
   std::thread thread_;
 };
 
-// Unlinks packs the index emptied, logging what cannot be. Outside the index's
-// mutex: a pack's name is never reused, so nothing can race with this.
-void unlink_packs(int dir_fd, const std::string& dir, const EmptiedPacks& emptied) noexcept;
+// Takes the packs the index emptied out of the directory: renamed to a
+// temporary name and kept as spares while `spares` (O_DIRECT) keeps them, else
+// unlinked, logging what cannot be. Compaction passes none: it is there to
+// free the disk. Outside the index's mutex: a pack's name is
+// never reused, so nothing can race with this; a read that opens it by name
+// afterwards finds it gone, as after an unlink.
+void retire_packs(int dir_fd, const std::string& dir, const EmptiedPacks& emptied,
+                  SpareFiles* spares) noexcept;
 
 }  // namespace ferry::xfer::store

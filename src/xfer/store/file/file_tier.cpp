@@ -102,6 +102,7 @@ FileTier::FileTier(FileTierOptions options)
     ctx.rings = rings_.get();
     ctx.tombstones = tombstones_.get();
     ctx.next_seq = &next_seq_;
+    ctx.spares = files_.spares();
     compactor_ = std::make_unique<Compactor>(ctx, found.tombstones_kept);
   } catch (...) {
     index_.clear();
@@ -300,7 +301,7 @@ XferStatus FileTier::remove(std::string_view key, Fault& fault) noexcept {
     std::lock_guard lock(mu_);
     index_.erase(key, &emptied);
   }
-  unlink_packs(dir_fd_, opts_.dir, emptied);
+  retire_packs(dir_fd_, opts_.dir, emptied, files_.spares());
   if (packed) compactor_->wake_if_due();
   return XferStatus::Ok;
 }

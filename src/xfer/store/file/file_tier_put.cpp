@@ -104,7 +104,8 @@ void FileTier::put_packed(Uring& ring, std::span<PutItem*> items, unsigned depth
     if (group.empty()) continue;
     const std::uint64_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
     for (auto& p : pack_items) p.seq = seq;
-    PackWriteResult w = write_pack(ring, dir_fd_, opts_.dir, seq, pack_items, opts_.direct, opts_.fsync, depth);
+    PackWriteResult w = write_pack(ring, dir_fd_, opts_.dir, seq, pack_items, opts_.direct, opts_.fsync,
+                                   files_.spares(), depth);
     if (w.fd < 0) {
       // Nothing of this pack was published: exactly its items fail, with one
       // message for the pack.
@@ -152,7 +153,7 @@ void FileTier::put_packed(Uring& ring, std::span<PutItem*> items, unsigned depth
       std::lock_guard lock(mu_);
       index_.packs().unpin(seq, &emptied);
     }
-    unlink_packs(dir_fd_, opts_.dir, emptied);
+    retire_packs(dir_fd_, opts_.dir, emptied, files_.spares());
     emptied.clear();
   }
 }
@@ -242,7 +243,7 @@ void FileTier::finish_put(ObjectWrite& op, Fault& fault) noexcept {
     bool unused = false;
     index_.install(item.key, nullptr, 0, size, item.checksum, op.seq, &unused, &emptied);
   }
-  unlink_packs(dir_fd_, opts_.dir, emptied);
+  retire_packs(dir_fd_, opts_.dir, emptied, files_.spares());
   item.status = files_.sync_dir_after(op, fault);
   if (op.bounce.size() > kKeepBounce) op.bounce.reset();
 }

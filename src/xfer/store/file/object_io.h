@@ -137,6 +137,8 @@ class ObjectIo {
   // Closes op's file, or gives its pack's descriptor back.
   void release(ObjectRead& op) noexcept;
 
+  // The pool of spare files, which packs share (nullptr without O_DIRECT).
+  SpareFiles* spares() noexcept { return spares_.get(); }
   // Spare files kept for reuse (0 without O_DIRECT).
   std::size_t spare_files() const { return spares_ ? spares_->count() : 0; }
   std::uint64_t spare_files_reused() const { return spares_ ? spares_->reused() : 0; }

@@ -10,6 +10,7 @@
 
 #include "xfer/store/file/aligned_buffer.h"
 #include "xfer/store/file/file_names.h"
+#include "xfer/store/file/spare_files.h"
 #include "xfer/store/file/uring_batch.h"
 
 namespace ferry::xfer::store {
@@ -71,7 +72,8 @@ void cut(const std::vector<iovec>& segs, std::uint64_t chunk, std::vector<iovec>
 }  // namespace
 
 PackWriteResult write_pack(Uring& ring, int dir_fd, const std::string& dir, std::uint64_t seq,
-                           std::span<PackItem> items, bool direct, bool fsync, unsigned depth) {
+                           std::span<PackItem> items, bool direct, bool fsync, SpareFiles* spares,
+                           unsigned depth) {
   PackWriteResult r;
   // Layout and index first: every byte's place is known before anything is written.
   std::uint64_t at = kPackHeaderSize;
@@ -138,28 +140,44 @@ PackWriteResult write_pack(Uring& ring, int dir_fd, const std::string& dir, std:
   cut(segs, chunk, &iovs, &chunks);
 
   const std::string name = pack_file_name(seq);
-  const std::string tmp = temp_file_name(name);
+  std::string tmp;
+  std::uint64_t spare_size = 0;
   const auto fail = [&](int err, const std::string& what) {
     r.err = err;
     r.error = "file tier " + dir + ": " + what + " " + tmp + ": " + std::strerror(err);
     if (err == EMFILE || err == ENFILE)
       r.error += " (every pack holds an open file; raise the open files limit, ulimit -n)";
   };
-  r.fd = openat(dir_fd, tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0), 0644);
+  if (spares != nullptr && direct) {
+    if (auto spare = spares->take(r.file_size)) {
+      r.fd = openat(dir_fd, spare->name.c_str(), O_RDWR | O_CLOEXEC | O_DIRECT);
+      if (r.fd >= 0) {
+        tmp = std::move(spare->name);
+        spare_size = spare->size;
+      } else {
+        unlinkat(dir_fd, spare->name.c_str(), 0);
+      }
+    }
+  }
+  if (r.fd < 0) {
+    tmp = temp_file_name(name);
+    r.fd = openat(dir_fd, tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0), 0644);
+  }
   if (r.fd < 0) {
     fail(errno, "cannot create");
     if (staging.size() > kKeepStaging) staging.reset();
     return r;
   }
 
-  // Allocate the whole file first. Without it every write extends the file,
-  // and ext4 serialises extending (and hole-filling) O_DIRECT writes under the
-  // inode's lock: the pack's writes in flight would run one at a time. Within
-  // i_size, into allocated (unwritten) blocks, they run in parallel, as fio's do
-  // in its laid-out file. It also fails a pack on a full disk before anything
-  // is written.
+  // Allocate the whole file first (a spare's blocks already are). Without it
+  // every write extends the file, and ext4 serialises extending (and
+  // hole-filling) O_DIRECT writes under the inode's lock: the pack's writes in
+  // flight would run one at a time. Within i_size, into allocated (unwritten)
+  // blocks, they run in parallel, as fio's do in its laid-out file. It also
+  // fails a pack on a full disk before anything is written.
   int first_err = 0;
-  if (fallocate(r.fd, 0, 0, static_cast<off_t>(r.file_size)) != 0 && errno != EOPNOTSUPP) first_err = errno;
+  if (spare_size == 0 && fallocate(r.fd, 0, 0, static_cast<off_t>(r.file_size)) != 0 && errno != EOPNOTSUPP)
+    first_err = errno;
   std::vector<WriteOp> slots(std::min<std::size_t>(chunks.size(), qd));
   for (std::size_t s = 0; s < slots.size(); ++s) slots[s].slot = s;
   const auto queue = [&](WriteOp& op) {
@@ -192,6 +210,8 @@ PackWriteResult write_pack(Uring& ring, int dir_fd, const std::string& dir, std:
       });
   if (staging.size() > kKeepStaging) staging.reset();
 
+  if (first_err == 0 && spare_size > r.file_size && ftruncate(r.fd, static_cast<off_t>(r.file_size)) != 0)
+    first_err = errno;
   if (first_err == 0 && fsync && ::fsync(r.fd) != 0) first_err = errno;
   if (first_err == 0 && renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
     fail(errno, "renaming");

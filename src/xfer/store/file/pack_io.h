@@ -13,6 +13,7 @@
 
 namespace ferry::xfer::store {
 
+class SpareFiles;
 class Uring;
 
 struct PackItem {
@@ -37,9 +38,12 @@ struct PackWriteResult {
 // removed. With direct, every write is whole pages from page-aligned memory:
 // page-aligned item data is written in place (only a partial last page is
 // copied), other data through a bounce buffer; buffered writes take the data in
-// place and pad it from a page of zeros.
+// place and pad it from a page of zeros. With spares (O_DIRECT), a spare file
+// of the pack's size or a little more is overwritten in place and cut to size
+// instead of a new file (spare_files.h says why).
 PackWriteResult write_pack(Uring& ring, int dir_fd, const std::string& dir, std::uint64_t seq,
-                           std::span<PackItem> items, bool direct, bool fsync, unsigned depth = 0);
+                           std::span<PackItem> items, bool direct, bool fsync, SpareFiles* spares,
+                           unsigned depth = 0);
 
 // Reads and checks a pack's header and index through fd (which may be
 // O_DIRECT). Returns "" or why the pack is unusable.

@@ -13,11 +13,15 @@ void SpareFiles::reader_closed() noexcept {
   if (readers_.fetch_sub(1, std::memory_order_seq_cst) == 1) quiet_epochs_.fetch_add(1, std::memory_order_seq_cst);
 }
 
-void SpareFiles::offer(std::string name, std::uint64_t size) noexcept {
-  // The epoch first: if the count is zero at any moment after this load, every
-  // reader that opened the old file before the swap has closed it.
-  Kept k{{std::move(name), size}, false, quiet_epochs_.load(std::memory_order_seq_cst)};
-  k.readers_at_swap = readers_.load(std::memory_order_seq_cst) > 0;
+void SpareFiles::offer(std::string name, std::uint64_t size, std::weak_ptr<const void> in_use) noexcept {
+  Kept k{{std::move(name), size}, false, 0, std::move(in_use)};
+  if (k.in_use.expired()) {
+    // An object file. The epoch first: if the count is zero at any moment
+    // after this load, every reader that opened the old file before the swap
+    // has closed it. (A pack's readers are not counted: they hold the pack.)
+    k.epoch = quiet_epochs_.load(std::memory_order_seq_cst);
+    k.readers_at_swap = readers_.load(std::memory_order_seq_cst) > 0;
+  }
   {
     std::lock_guard lock(mu_);
     if (kept_.size() < kMaxFiles && kept_bytes_ + size <= kMaxBytes) {
@@ -36,6 +40,7 @@ std::optional<SpareFiles::Spare> SpareFiles::take(std::uint64_t size) noexcept {
   for (std::size_t i = 0; i < kept_.size(); ++i) {
     const Kept& k = kept_[i];
     if (k.readers_at_swap && epoch <= k.epoch) continue;  // a reader of it may still be open
+    if (!k.in_use.expired()) continue;                    // a read still holds the pack
     if (k.spare.size < size || k.spare.size / 2 > size) continue;
     if (best == kept_.size() || k.spare.size < kept_[best].spare.size) best = i;
   }

@@ -1,16 +1,19 @@
 #pragma once
-// Object files kept for reuse by O_DIRECT puts. A put that replaces an object
-// swaps its new file in with renameat2(RENAME_EXCHANGE), which leaves the old
-// file under the new one's temporary name instead of freeing it; a later put
-// overwrites such a spare in place instead of allocating a new file: freeing
-// a file's blocks and allocating new ones was most of what a replacing put
-// cost on the disks measured (docs/bench/nixl.md).
+// Files kept for reuse by O_DIRECT puts. A put that replaces an object swaps
+// its new file in with renameat2(RENAME_EXCHANGE), which leaves the old file
+// under the new one's temporary name instead of freeing it; a pack whose every
+// record died is renamed to a temporary name instead of being unlinked. A
+// later put overwrites such a spare in place, as an object file or a pack,
+// instead of allocating a new file: freeing a file's blocks and allocating
+// new ones, whose first write also converts them from unwritten extents, was
+// most of what a replacing put cost on the disks measured (docs/bench/nixl.md).
 //
 // A spare may still be open in a reader that opened the object before the
 // swap. It is handed out only once no such reader can remain: when no object
 // file was open for reading at the swap, or when the count of open readers has
 // been zero at some moment since (readers are counted before their open, so a
-// reader of the old file is counted by the time of the swap).
+// reader of the old file is counted by the time of the swap). A retired pack is
+// handed out once no read holds its PackFile any more.
 //
 // Spares keep their temporary names, so a restart's scan removes them as it
 // removes any writer's leftovers. They take disk space the tier does not
@@ -20,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -42,9 +46,10 @@ class SpareFiles {
   void reader_opening() noexcept { readers_.fetch_add(1, std::memory_order_seq_cst); }
   void reader_closed() noexcept;
 
-  // `name` (size bytes) was just swapped out from under an object's name:
-  // kept, or unlinked when the pool is full.
-  void offer(std::string name, std::uint64_t size) noexcept;
+  // `name` (size bytes) was just swapped out from under an object's name, or
+  // is a retired pack that stays in use until `in_use` expires (the reads that
+  // hold the pack): kept, or unlinked when the pool is full.
+  void offer(std::string name, std::uint64_t size, std::weak_ptr<const void> in_use = {}) noexcept;
 
   struct Spare {
     std::string name;
@@ -62,6 +67,7 @@ class SpareFiles {
     Spare spare;
     bool readers_at_swap = false;  // a reader was open when it was swapped out
     std::uint64_t epoch = 0;       // quiet_epochs_ before that check
+    std::weak_ptr<const void> in_use;  // a retired pack: whatever still reads it
   };
   int dir_fd_;
   std::atomic<std::uint64_t> readers_{0};

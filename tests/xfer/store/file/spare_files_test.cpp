@@ -1,6 +1,6 @@
 // Spare files (spare_files.h): the pool's rules on its own, then the file
-// tier with O_DIRECT reusing replaced objects' files, and readers racing the
-// replacements of what they read.
+// tier with O_DIRECT reusing replaced objects' files and emptied packs, and
+// readers racing the replacements of what they read.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -84,6 +84,18 @@ TEST(SpareFiles, ASpareSwappedWhileAReaderWasOpenWaitsUntilNoReaderIs) {
   EXPECT_TRUE(p.spares().take(4096)) << "no reader was open at the swap";
 }
 
+TEST(SpareFiles, ARetiredPackWaitsUntilNoReadHoldsIt) {
+  Pool p;
+  make_file(p.dir(), "pack", 8192);
+  auto read_in_flight = std::make_shared<int>(0);
+  p.spares().offer("pack", 8192, read_in_flight);
+  p.spares().reader_opening();  // a reader of some object file does not matter to a pack
+  EXPECT_FALSE(p.spares().take(8192)) << "a read still holds the pack";
+  read_in_flight.reset();
+  EXPECT_TRUE(p.spares().take(8192)) << "no read holds it any more";
+  p.spares().reader_closed();
+}
+
 TEST(SpareFiles, APoolThatIsFullUnlinksWhatItIsOfferedAndItsDestructorTheRest) {
   Pool p;
   for (std::size_t i = 0; i <= SpareFiles::kMaxFiles; ++i) {
@@ -102,9 +114,16 @@ TEST(SpareFiles, APoolThatIsFullUnlinksWhatItIsOfferedAndItsDestructorTheRest) {
   EXPECT_EQ(files_in(p.dir()), std::vector<std::string>{taken->name}) << "only the one taken out stays";
 }
 
-std::unique_ptr<FileTier> direct_tier(const std::string& dir) {
+std::size_t packs_in(const std::string& dir) {
+  std::size_t n = 0;
+  for (const auto& name : files_in(dir)) n += name.ends_with(".fpk");
+  return n;
+}
+
+// pack: FileTierOptions::pack_threshold (0: a file per object).
+std::unique_ptr<FileTier> direct_tier(const std::string& dir, std::uint64_t pack = 0) {
   FileTierOptions o = opts(dir, true);
-  o.pack_threshold = 0;
+  o.pack_threshold = pack;
   try {
     return std::make_unique<FileTier>(o);
   } catch (const Error& e) {
@@ -141,14 +160,40 @@ TEST(FileTierSpares, AReplacedObjectsFileIsOverwrittenByTheNextPut) {
   EXPECT_EQ(get_one(*t, "b", 2 << 20).data, v1);
 }
 
-TEST(FileTierSpares, ReadersRacingReplacementsReadOneWholeVersion) {
+TEST(FileTierSpares, AnEmptiedPackIsOverwrittenByTheNextPack) {
   test::TempDir dir;
-  auto t = direct_tier(dir.path());
+  auto t = direct_tier(dir.path(), 1 << 20);
   if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
-  constexpr std::size_t kSize = 256 << 10;
-  const std::vector<std::vector<std::uint8_t>> versions{random_bytes(kSize, 10), random_bytes(kSize, 11),
-                                                        random_bytes(kSize, 12)};
-  ASSERT_EQ(put_one(*t, "hot", versions[0]), XferStatus::Ok);
+  const auto v1 = random_bytes(512 << 10, 1), v2 = random_bytes(512 << 10, 2), b = random_bytes(500 << 10, 3);
+  ASSERT_EQ(put_one(*t, "a", v1), XferStatus::Ok);  // a pack of one object
+  ASSERT_EQ(put_one(*t, "a", v2), XferStatus::Ok);  // a second pack; the first is empty
+  EXPECT_EQ(t->stats().packs, 1u);
+  EXPECT_EQ(t->spare_files(), 1u) << "the emptied pack is kept";
+  EXPECT_EQ(packs_in(dir.path()), 1u) << "and is out of the packs' names";
+  EXPECT_EQ(temp_files_in(dir.path()), 1u);
+  // b's pack is a little smaller: it overwrites the spare, cut to its size.
+  ASSERT_EQ(put_one(*t, "b", b), XferStatus::Ok);
+  EXPECT_EQ(t->spare_files(), 0u) << "b's pack took the spare";
+  EXPECT_EQ(t->spare_files_reused(), 1u);
+  EXPECT_EQ(temp_files_in(dir.path()), 0u);
+  EXPECT_EQ(packs_in(dir.path()), 2u);
+  EXPECT_EQ(get_one(*t, "a", 1 << 20).data, v2);
+  EXPECT_EQ(get_one(*t, "b", 1 << 20).data, b);
+  // A restart reads both from their packs.
+  t.reset();
+  EXPECT_EQ(temp_files_in(dir.path()), 0u);
+  t = direct_tier(dir.path(), 1 << 20);
+  EXPECT_EQ(get_one(*t, "a", 1 << 20).data, v2);
+  EXPECT_EQ(get_one(*t, "b", 1 << 20).data, b);
+}
+
+// Readers of a hot key and a writer replacing it and other keys of its size,
+// which take the spares the hot key's replacements leave (object files or
+// emptied packs): every read gets one whole version.
+void race_readers_and_replacements(FileTier& t, std::size_t size) {
+  const std::vector<std::vector<std::uint8_t>> versions{random_bytes(size, 10), random_bytes(size, 11),
+                                                        random_bytes(size, 12)};
+  ASSERT_EQ(put_one(t, "hot", versions[0]), XferStatus::Ok);
   std::atomic<bool> stop{false};
   std::atomic<int> reads{0}, wrong{0};
   std::vector<std::string> errors;
@@ -158,7 +203,7 @@ TEST(FileTierSpares, ReadersRacingReplacementsReadOneWholeVersion) {
     readers.emplace_back([&] {
       while (!stop.load()) {
         std::this_thread::yield();  // moments with no reader, when spares may be reused
-        const auto got = get_one(*t, "hot", kSize);
+        const auto got = get_one(t, "hot", size);
         ++reads;
         bool known = false;
         for (const auto& v : versions) known |= got.data == v;
@@ -170,18 +215,31 @@ TEST(FileTierSpares, ReadersRacingReplacementsReadOneWholeVersion) {
       }
     });
   }
-  // The writer replaces the hot key and other keys of its size, which take
-  // the spares the hot key's replacements leave.
   for (int i = 0; i < 100; ++i) {
-    ASSERT_EQ(put_one(*t, "hot", versions[i % versions.size()]), XferStatus::Ok);
-    ASSERT_EQ(put_one(*t, "cold" + std::to_string(i % 4), versions[(i + 1) % versions.size()]),
+    ASSERT_EQ(put_one(t, "hot", versions[i % versions.size()]), XferStatus::Ok);
+    ASSERT_EQ(put_one(t, "cold" + std::to_string(i % 4), versions[(i + 1) % versions.size()]),
               XferStatus::Ok);
   }
   stop = true;
   for (auto& th : readers) th.join();
   EXPECT_GT(reads.load(), 0);
   EXPECT_EQ(wrong.load(), 0) << (errors.empty() ? "" : errors.front());
-  EXPECT_GT(t->spare_files_reused(), 0u) << "no put reused a spare: the race was not run";
+  EXPECT_GT(t.spare_files_reused(), 0u) << "no put reused a spare: the race was not run";
+}
+
+TEST(FileTierSpares, ReadersRacingReplacementsReadOneWholeVersion) {
+  test::TempDir dir;
+  auto t = direct_tier(dir.path());
+  if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+  race_readers_and_replacements(*t, 256 << 10);
+}
+
+TEST(FileTierSpares, ReadersRacingPackReplacementsReadOneWholeVersion) {
+  test::TempDir dir;
+  auto t = direct_tier(dir.path(), 1 << 20);
+  if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+  race_readers_and_replacements(*t, 256 << 10);
+  EXPECT_EQ(t->stats().packed_objects, 5u) << "every object lives in a pack";
 }
 
 }  // namespace
