@@ -67,7 +67,7 @@ SlotRing SlotRing::attach(void* mem, std::size_t bytes) {
     throw Error("ring version " + std::to_string(h.version) + ", this build speaks " +
                 std::to_string(kRingVersion));
   if (h.header_size != sizeof(RingLayout)) throw Error("ring header size mismatch");
-  if (h.features != 0) throw Error("ring uses feature bits this build does not know");
+  if ((h.features & ~kRingKnownFeatures) != 0) throw Error("ring uses feature bits this build does not know");
   if (h.total_size != memsize(h.capacity, h.slot_size) || h.total_size > bytes)
     throw Error("ring size fields are inconsistent or exceed its region");
   if (h.descs_offset != descs_offset() || h.data_offset != data_offset(h.capacity))

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -113,8 +114,83 @@ TEST(SlotRing, AttachValidatesTheHeader) {
   m.ring.layout()->header.version = 99;
   EXPECT_THROW(SlotRing::attach(m.mem.get(), m.bytes), Error);
   m.ring.layout()->header.version = kRingVersion;
+  m.ring.ask_for_check_words();
+  EXPECT_NO_THROW(SlotRing::attach(m.mem.get(), m.bytes)) << "a known feature bit";
+  m.ring.layout()->header.features |= 1u << 31;
+  EXPECT_THROW(SlotRing::attach(m.mem.get(), m.bytes), Error) << "an unknown feature bit";
+  m.ring.layout()->header.features = 0;
   m.ring.layout()->header.magic = 0;
   EXPECT_THROW(SlotRing::attach(m.mem.get(), m.bytes), Error);
+}
+
+// The word after the payload of the slot `index` was published into.
+std::uint64_t word_after(const SlotRing& ring, std::uint32_t index, std::uint32_t len) {
+  std::uint64_t w = 0;
+  std::memcpy(&w, ring.data(index) + check_word_offset(len), sizeof w);
+  return w;
+}
+
+TEST(SlotRingCheckWords, WrittenOnlyWhenTheConsumerAsks) {
+  RingMemory m(4, 64);
+  RingProducer p(m.ring);
+  std::memset(m.ring.data(0), 0xAB, 64);
+  ASSERT_EQ(p.try_push(view("twelve bytes"), 7), Status::Ok);
+  EXPECT_EQ(word_after(m.ring, 0, 12), 0xABABABABABABABABull) << "no word unless asked";
+  m.ring.ask_for_check_words();
+  EXPECT_TRUE(m.ring.check_words_asked());
+  ASSERT_EQ(p.try_push(view("twelve bytes"), 7), Status::Ok);
+  EXPECT_EQ(word_after(m.ring, 1, 12), compute_check_word(m.ring.data(1), 12, 2, 7));
+}
+
+TEST(SlotRingCheckWords, TheWordVouchesForSeqLenCookieAndEveryByte) {
+  RingMemory m(4, 128, 0xfffffffeu);  // wraps: seq 0xffffffff, then 0
+  m.ring.ask_for_check_words();
+  RingProducer p(m.ring);
+  RingConsumer c(m.ring);
+  SlotMessage msg;
+  std::string payload(kCheckedPayloadMax, 'x');
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 37 + 11);
+  for (std::uint32_t len : {0u, 1u, 7u, 8u, 9u, 64u, kCheckedPayloadMax}) {
+    const std::uint32_t k = p.head();
+    ASSERT_EQ(p.try_push(view(payload.substr(0, len)), 1000 + len), Status::Ok);
+    std::uint8_t* slot = m.ring.data(k);
+    const std::uint64_t stored = word_after(m.ring, k, len);
+    EXPECT_EQ(stored, compute_check_word(slot, len, k + 1, 1000 + len)) << len;
+    // What a consumer that read too early, or a mix of two messages, would see.
+    EXPECT_NE(stored, compute_check_word(slot, len, k + 1 - 4, 1000 + len)) << "the slot's message a lap ago";
+    EXPECT_NE(stored, compute_check_word(slot, len, k + 1, 999 + len)) << "another cookie";
+    if (len > 0) {
+      EXPECT_NE(stored, compute_check_word(slot, len - 1, k + 1, 1000 + len)) << "another length";
+      for (std::uint32_t b = 0; b < len; ++b) {
+        slot[b] ^= 0x10;
+        EXPECT_NE(stored, compute_check_word(slot, len, k + 1, 1000 + len)) << "byte " << b << " of " << len;
+        slot[b] ^= 0x10;
+      }
+    }
+    // Bytes past the payload do not count.
+    if (len % 8 != 0) {
+      slot[len] ^= 0xff;
+      EXPECT_EQ(stored, compute_check_word(slot, len, k + 1, 1000 + len));
+      slot[len] ^= 0xff;
+    }
+    ASSERT_TRUE(c.try_peek(&msg));
+    EXPECT_EQ(text(msg.payload), payload.substr(0, len));
+    c.advance();
+    c.release();
+  }
+}
+
+TEST(SlotRingCheckWords, NoneWhereThePayloadLeavesNoRoomOrIsLong) {
+  EXPECT_TRUE(has_check_word(56, 64));
+  EXPECT_FALSE(has_check_word(57, 64)) << "the word would end past the slot";
+  EXPECT_TRUE(has_check_word(kCheckedPayloadMax, 4096));
+  EXPECT_FALSE(has_check_word(kCheckedPayloadMax + 1, 4096)) << "past what a warp reads at once";
+  RingMemory m(2, 64);
+  m.ring.ask_for_check_words();
+  RingProducer p(m.ring);
+  const std::string full(64, 'f');
+  ASSERT_EQ(p.try_push(view(full), 1), Status::Ok);
+  EXPECT_EQ(text({m.ring.data(0), 64}), full) << "nothing written past a full slot";
 }
 
 }  // namespace

@@ -17,6 +17,11 @@
 // shared head index (and a GPU consumer never needs a read-modify-write across
 // PCIe). The consumer publishes `tail` (release) after it has finished with a
 // slot; the producer caches tail and re-reads it only when the ring looks full.
+//
+// Feature bits (RingHeader::features): kRingCheckWords, set by a consumer that
+// reads payloads across PCIe, asks the producer to write a check word after
+// each short payload (slot_check.h), so that the consumer can read a slot with
+// its poll instead of after it.
 
 #include <atomic>
 #include <cstddef>
@@ -24,6 +29,7 @@
 #include <cstring>
 
 #include "ferry/core/bytes.h"
+#include "ferry/core/slot_check.h"
 #include "ferry/core/status.h"
 
 namespace ferry {
@@ -31,12 +37,17 @@ namespace ferry {
 inline constexpr std::uint32_t kRingMagic = 0x474e5246;  // "FRNG" little-endian
 inline constexpr std::uint16_t kRingVersion = 1;
 inline constexpr std::size_t kCacheLine = 64;
+// The consumer asks for check words (slot_check.h). It may set the bit at any
+// time: the producer reads it on every publish, and until it does, the consumer
+// finds no word that matches and reads slots the usual way.
+inline constexpr std::uint32_t kRingCheckWords = 1u << 0;
+inline constexpr std::uint32_t kRingKnownFeatures = kRingCheckWords;
 
 struct RingHeader {
   std::uint32_t magic;
   std::uint16_t version;
   std::uint16_t header_size;   // sizeof(RingHeader) + the two index lines
-  std::uint32_t features;      // none defined yet; must be 0
+  std::uint32_t features;      // kRing* bits; unknown ones make attach() refuse the ring
   std::uint32_t capacity;      // n, a power of two
   std::uint32_t slot_size;     // payload bytes per slot, a multiple of 16
   std::uint32_t start_index;   // the first index (tests start near 2^32 to wrap early)
@@ -102,6 +113,15 @@ class SlotRing {
   std::uint32_t mask() const noexcept { return layout_->header.capacity - 1; }
   std::uint32_t slot_size() const noexcept { return layout_->header.slot_size; }
   std::uint32_t start_index() const noexcept { return layout_->header.start_index; }
+  // The consumer's request for check words after short payloads (slot_check.h).
+  void ask_for_check_words() const noexcept {
+    std::atomic_ref<std::uint32_t>(layout_->header.features)
+        .fetch_or(kRingCheckWords, std::memory_order_relaxed);
+  }
+  bool check_words_asked() const noexcept {
+    return (std::atomic_ref<std::uint32_t>(layout_->header.features).load(std::memory_order_relaxed) &
+            kRingCheckWords) != 0;
+  }
   SlotDesc* desc(std::uint32_t index) const noexcept { return descs_ + (index & mask()); }
   std::uint8_t* data(std::uint32_t index) const noexcept {
     return data_ + std::size_t(index & mask()) * slot_size();
@@ -139,9 +159,14 @@ class RingProducer {
   // Publishes the slot returned by the last successful try_claim().
   void publish(std::uint32_t len, std::uint64_t cookie) noexcept {
     SlotDesc* d = ring_.desc(head_);
+    if (has_check_word(len, ring_.slot_size()) && ring_.check_words_asked()) {
+      std::uint8_t* slot = ring_.data(head_);
+      const std::uint64_t word = compute_check_word(slot, len, head_ + 1, cookie);
+      std::memcpy(slot + check_word_offset(len), &word, sizeof word);
+    }
     d->len = len;
     d->cookie = cookie;
-    // R1: release publishes the payload and len/cookie written above; pairs with
+    // R1: release publishes the payload, its check word and len/cookie written above; pairs with
     // the consumer's acquire load of seq (A1).
     std::atomic_ref<std::uint32_t>(d->seq).store(head_ + 1, std::memory_order_release);
     ++head_;

@@ -17,12 +17,17 @@
 // A lone request costs the pipeline three steps and two hand-offs between warps,
 // more than one warp doing all three (docs/bench/launch.md, the one-warp fast path).
 // So when the pipeline is empty and a poll finds exactly one request, the poller
-// handles and publishes it itself, with no barrier.
+// handles and publishes it itself, with no barrier. The idle poller reads the
+// next slot's first 128 bytes and its cookie with each poll, and when the
+// request it then finds is short and its check word (slot_check.h; the backend
+// asks the server's producer for them) matches, it answers from that copy: one
+// PCIe round trip instead of a poll and then a payload read.
 //
 // Flags that end the loop are written in one step and read after its barrier;
 // each lives in a slot of its own per step (mod 3), so a warp that runs ahead
 // into the next step never writes what a slower one is still reading.
 
+#include "ferry/core/slot_check.h"
 #include "ferry/worker/cuda/device_ring.cuh"
 
 namespace ferry::worker::cuda {
@@ -59,7 +64,42 @@ struct PersistentShared {
   std::uint32_t stop_in[kStages];   // the publisher saw the stop flag under load; ends the loop
   std::uint32_t published_step;     // step + 1 once the publisher is done with it
   std::uint64_t handled;            // answered so far; one warp at a time publishes
+  std::uint64_t lone_request[kCheckedPayloadMax / 8];  // the poller's checked copy of a lone request
 };
+
+// The poller's words read ahead of a poll: lane j < 16 holds the next slot's
+// 8-byte word j (as far as the slot goes), lane kCookieLane its cookie.
+inline constexpr unsigned kSlotWordLanes = 16;
+inline constexpr unsigned kCookieLane = 16;
+static_assert(kCheckedPayloadMax + 8 <= 8 * kSlotWordLanes);
+
+__device__ inline std::uint64_t read_ahead(const DeviceRing& r, std::uint32_t k, unsigned lane) {
+  if (lane < kSlotWordLanes && 8 * (lane + 1) <= r.slot_size)
+    return load_relaxed_sys(reinterpret_cast<const std::uint64_t*>(r.slot(k)) + lane);
+  if (lane == kCookieLane) return load_relaxed_sys(&r.desc(k).cookie);
+  return 0;
+}
+
+// Whether the words read ahead (read_ahead) are request k, published with len
+// bytes: its check word, made by the producer from seq k + 1, len, the cookie
+// and the payload, matches what the warp read. If so, the payload is copied to
+// `out` and *cookie set. Whatever the reads saw (a slot half written, an older
+// message of the slot, a producer that writes no check words), a mismatch only
+// sends the request the usual way. Uniform across the warp.
+__device__ inline bool take_checked(const DeviceRing& r, std::uint32_t k, std::uint32_t len,
+                                    std::uint64_t word, std::uint64_t* out, std::uint64_t* cookie,
+                                    unsigned lane) {
+  if (!has_check_word(len, r.slot_size)) return false;
+  const unsigned at = check_word_offset(len) / 8;  // the lane that holds the check word
+  std::uint64_t sum = lane < at ? check_term(word, lane, len) : 0;
+  for (unsigned o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  const std::uint64_t stored = __shfl_sync(0xffffffffu, word, at);
+  *cookie = __shfl_sync(0xffffffffu, word, kCookieLane);
+  if (check_word(sum, k + 1, len, *cookie) != stored) return false;
+  if (lane < at) out[lane] = word;
+  __syncwarp();
+  return true;
+}
 
 // {seq, len} of a slot in one 8-byte acquire load. seq is the low word (both
 // sides are little-endian); the producer writes len before its release of seq
@@ -112,11 +152,14 @@ __device__ inline void publish_batch(const DeviceChannel& ch, const PersistentBa
   if (lane == 0) finish_publish(ch, b.start + b.count, b.count, handled);
 }
 
-// The poller's fast path: handles and publishes request k in this warp alone.
-// Returns false on a fault (recorded in `fault`).
+// The poller's fast path: handles and publishes request k in this warp alone,
+// from `checked` (its payload, checked by take_checked, and `checked_cookie`)
+// or else from its slot. Returns false on a fault (recorded in `fault`).
 template <typename Handler>
 __device__ inline bool serve_alone(const DeviceChannel& ch, const Handler& handler, std::uint32_t k,
-                                   std::uint32_t len, std::uint32_t& fault, std::uint64_t& handled, unsigned lane) {
+                                   std::uint32_t len, const std::uint64_t* checked,
+                                   std::uint64_t checked_cookie, std::uint32_t& fault, std::uint64_t& handled,
+                                   unsigned lane) {
   if (len > ch.requests.slot_size) {
     if (lane == 0) atomicCAS(&fault, kNoError, kRequestLongerThanSlot);
     return false;
@@ -125,8 +168,10 @@ __device__ inline bool serve_alone(const DeviceChannel& ch, const Handler& handl
   // lanes' reads of its payload after that acquire, as the block barrier does
   // for the handler warps.
   __syncwarp();
-  const std::uint64_t cookie = ch.requests.desc(k).cookie;  // overlaps with the payload reads
-  const std::uint32_t n = apply_warp(handler, ByteView{ch.requests.slot(k), len},
+  const std::uint64_t cookie =
+      checked != nullptr ? checked_cookie : ch.requests.desc(k).cookie;  // overlaps with the payload reads
+  const auto* in = checked != nullptr ? reinterpret_cast<const std::uint8_t*>(checked) : ch.requests.slot(k);
+  const std::uint32_t n = apply_warp(handler, ByteView{in, len},
                                      MutableByteView{ch.responses.slot(k), ch.responses.slot_size}, lane);
   if (n > ch.responses.slot_size) {
     if (lane == 0) atomicCAS(&fault, kNoError, kResponseLongerThanSlot);
@@ -181,6 +226,9 @@ __device__ inline void poll_batch(const DeviceChannel& ch, const Handler& handle
   for (;;) {
     const std::uint32_t k = next + lane;
     std::uint32_t seq = 0;
+    // Read before the acquire below, so that they travel beside it rather than
+    // after it; kept only if take_checked vouches for them.
+    const std::uint64_t ahead = busy == 0 ? read_ahead(ch.requests, next, lane) : 0;
     // A1 (device side): acquire pairs with the server's release of seq (R1):
     // the payload and cookie of slot k are visible to this lane, and to the
     // block's other warps after the step's barrier.
@@ -201,8 +249,11 @@ __device__ inline void poll_batch(const DeviceChannel& ch, const Handler& handle
       continue;
     }
     if (m == 1) {
-      if (!serve_alone(ch, handler, next, __shfl_sync(0xffffffffu, len, 0), sh.fault_in[step % kStages], sh.handled,
-                       lane)) {
+      const std::uint32_t len0 = __shfl_sync(0xffffffffu, len, 0);
+      std::uint64_t cookie = 0;
+      const bool checked = take_checked(ch.requests, next, len0, ahead, sh.lone_request, &cookie, lane);
+      if (!serve_alone(ch, handler, next, len0, checked ? sh.lone_request : nullptr, cookie,
+                       sh.fault_in[step % kStages], sh.handled, lane)) {
         m = 0;
         break;
       }
