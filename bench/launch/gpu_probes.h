@@ -50,17 +50,21 @@ enum class PingPongOrder { Relaxed, AcquireRelease };
 //   3 the handler (Reverse) writes the response into host memory;
 //   4 the response's len and cookie, a release fence, then its seq, the request
 //     tail and the progress count, relaxed (persistent.cuh publishes so);
-//   5 as 4, with the tail stored by a release of its own: a second fence.
+//   5 as 4, with the tail stored by a release of its own: a second fence;
+//   6 as 5, with the cookie and payload read in the poll's own load instruction
+//     and kept when their check word matches (slot_check.h), as the persistent
+//     kernel's idle poll does; else read after it as in 2.
 // A variant's round trip less the one before is what its step costs. The
 // variants from 2 on also stamp the SM clock: payload read, handler, publish
 // fence, and the stores after it (the seq, the tail, the count).
 struct ServeSteps {
-  static constexpr int kSteps = 6;
+  static constexpr int kSteps = 7;
   static constexpr int kGaps = 4;
   double round_trip_p50_us[kSteps] = {};
   double gpu_ns[kSteps][kGaps] = {};  // medians, per variant
   double sm_clock_ghz = 0;            // measured against the global timer over the run
-  std::uint64_t wrong_responses = 0;  // variants 4 and 5 check every answer
+  std::uint64_t wrong_responses = 0;  // variants 4 to 6 check every answer
+  double checked_taken = 0;           // variant 6: the share of requests answered from the poll's own read
 };
 
 std::optional<FloorResult> measure_floor(const std::string& gpu, std::uint64_t round_trips,

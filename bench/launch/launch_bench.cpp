@@ -100,6 +100,7 @@ LatencyResult measure_latency(Setup& s, std::uint64_t round_trips) {
     if (!reversed_ok(m.payload, 64, i) || m.cookie != i) throw Error("wrong response in the latency test");
     resp.advance();
     resp.release();
+    req.observe_consumed(resp.next_index());  // as the server does: response k frees request slot k
     if (i >= warm) hist.record(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
   }
   return {hist.percentile_ns(50) / 1e3, hist.percentile_ns(99) / 1e3};
@@ -147,6 +148,7 @@ double measure_throughput(Setup& s, std::uint32_t size, std::uint32_t burst, dou
           resp.advance();
         }
         resp.release();
+        req.observe_consumed(resp.next_index());
         done += burst;
       }
       total.fetch_add(done);
@@ -171,9 +173,10 @@ bool print_serve_steps(const ServeSteps& s, nlohmann::json& out) {
                                                              "+ cookie and payload read",
                                                              "+ handler writes the response",
                                                              "+ descriptor, release fence, seq, tail",
-                                                             "+ tail by a second release"};
-  static constexpr const char* kKeys[ServeSteps::kSteps] = {"relaxed", "acquire_poll", "payload",
-                                                            "handler", "publish",      "tail_release"};
+                                                             "+ tail by a second release",
+                                                             "payload read with the poll, checked"};
+  static constexpr const char* kKeys[ServeSteps::kSteps] = {"relaxed", "acquire_poll", "payload", "handler",
+                                                            "publish", "tail_release", "checked"};
   std::printf("\nthe persistent kernel's lone request, step by step (64 B; SM clock %.2f GHz):\n",
               s.sm_clock_ghz);
   std::printf("  %-42s %9s %9s   %s\n", "variant", "rtt p50", "step",
@@ -190,6 +193,8 @@ bool print_serve_steps(const ServeSteps& s, nlohmann::json& out) {
         {"gpu_payload_read_ns", s.gpu_ns[i][0]},  {"gpu_handler_ns", s.gpu_ns[i][1]},
         {"gpu_publish_fence_ns", s.gpu_ns[i][2]}, {"gpu_stores_after_fence_ns", s.gpu_ns[i][3]}};
   }
+  std::printf("  (the last: %.1f%% of requests answered from the poll's own read)\n", 100 * s.checked_taken);
+  out["serve_steps"]["checked_taken"] = s.checked_taken;
   out["serve_steps"]["sm_clock_ghz"] = s.sm_clock_ghz;
   out["serve_steps"]["wrong_responses"] = s.wrong_responses;
   if (s.wrong_responses != 0)

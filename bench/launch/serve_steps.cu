@@ -38,6 +38,8 @@ enum Step : int {
   kHandler,          // Reverse into the response slot
   kPublish,          // the response's len and cookie, a release fence, its seq; then the tail, relaxed
   kTailRelease,      // as kPublish, with the tail stored by a release of its own (a second fence)
+  kChecked,  // as kTailRelease, the payload and cookie read with a relaxed poll, kept if their check word
+             // matches
   kSteps
 };
 
@@ -52,7 +54,17 @@ struct Words {
 template <int kStep>
 __global__ void serve_steps_kernel(Words* w, std::uint32_t rounds, std::uint32_t* stamps,
                                    std::uint64_t* clock_ref) {
+  __shared__ std::uint64_t copy[kCheckedPayloadMax / 8];
   const unsigned lane = threadIdx.x;
+  // The request as the persistent kernel's idle poll sees a ring of one slot.
+  const worker::cuda::DeviceRing ring{reinterpret_cast<SlotDesc*>(w->request_desc.bytes),
+                                      w->request_payload.bytes,
+                                      nullptr,
+                                      0,
+                                      sizeof(Line),
+                                      0,
+                                      0};
+  std::uint64_t taken = 0;
   auto& req = *reinterpret_cast<SlotDesc*>(w->request_desc.bytes);
   auto& resp = *reinterpret_cast<SlotDesc*>(w->response_desc.bytes);
   const auto* in = reinterpret_cast<const std::uint32_t*>(w->request_payload.bytes);
@@ -65,7 +77,13 @@ __global__ void serve_steps_kernel(Words* w, std::uint32_t rounds, std::uint32_t
   }
   for (std::uint32_t i = 1; i <= rounds; ++i) {
     std::uint32_t len = 0;
-    if (lane == 0) {
+    std::uint64_t polled = 0;
+    if constexpr (kStep == kChecked) {
+      do {
+        polled = worker::cuda::idle_poll(ring, i - 1, lane);
+      } while (__shfl_sync(0xffffffffu, static_cast<std::uint32_t>(polled), 0) != i);
+      len = static_cast<std::uint32_t>(__shfl_sync(0xffffffffu, polled, 0) >> 32);
+    } else if (lane == 0) {
       if constexpr (kStep == kRelaxedPoll) {
         while (load_relaxed_sys(&req.seq) != i) {
         }
@@ -82,8 +100,15 @@ __global__ void serve_steps_kernel(Words* w, std::uint32_t rounds, std::uint32_t
     }
     const long long t0 = clock64();
     __syncwarp();  // lane 0's acquire orders the other lanes' reads (as in serve_alone)
-    const std::uint64_t cookie = req.cookie;
-    const std::uint32_t word = lane < kPayloadWords ? in[lane] : 0;
+    std::uint64_t cookie = 0;
+    std::uint32_t word = 0;
+    if (kStep == kChecked && worker::cuda::take_checked(ring, i - 1, len, polled, copy, &cookie, lane)) {
+      word = lane < kPayloadWords ? reinterpret_cast<const std::uint32_t*>(copy)[lane] : 0;
+      ++taken;
+    } else {
+      cookie = req.cookie;
+      word = lane < kPayloadWords ? in[lane] : 0;
+    }
     // The sum waits for every lane's load, so t1 follows the payload's arrival.
     const std::uint32_t sum = __reduce_add_sync(0xffffffffu, word);
     asm volatile("" ::"r"(sum));  // computed here in every variant, even where unused
@@ -101,7 +126,7 @@ __global__ void serve_steps_kernel(Words* w, std::uint32_t rounds, std::uint32_t
         ::cuda::atomic_thread_fence(::cuda::memory_order_release, ::cuda::thread_scope_system);
         t3 = clock64();
         store_relaxed_sys(&resp.seq, i);
-        if constexpr (kStep == kTailRelease)
+        if constexpr (kStep >= kTailRelease)
           store_release_sys(tail, i);
         else
           store_relaxed_sys(tail, i);
@@ -121,6 +146,7 @@ __global__ void serve_steps_kernel(Words* w, std::uint32_t rounds, std::uint32_t
   if (lane == 0) {
     clock_ref[2] = clock64();
     clock_ref[3] = worker::cuda::globaltimer_ns();
+    clock_ref[4] = taken;
   }
 }
 
@@ -131,9 +157,9 @@ void launch_step(cudaStream_t stream, Words* w, std::uint32_t rounds, std::uint3
 }
 
 using Launcher = void (*)(cudaStream_t, Words*, std::uint32_t, std::uint32_t*, std::uint64_t*);
-constexpr Launcher kLaunchers[kSteps] = {launch_step<kRelaxedPoll>, launch_step<kAcquirePoll>,
-                                         launch_step<kPayload>,     launch_step<kHandler>,
-                                         launch_step<kPublish>,     launch_step<kTailRelease>};
+constexpr Launcher kLaunchers[kSteps] = {
+    launch_step<kRelaxedPoll>, launch_step<kAcquirePoll>, launch_step<kPayload>, launch_step<kHandler>,
+    launch_step<kPublish>,     launch_step<kTailRelease>, launch_step<kChecked>};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -152,7 +178,7 @@ std::optional<ServeSteps> measure_serve_steps(const std::string& gpu, std::uint6
   std::uint32_t* stamps_d = nullptr;
   std::uint64_t* ref_d = nullptr;
   FERRY_CUDA_CHECK(cudaMalloc(&stamps_d, sizeof(std::uint32_t) * kStampGaps * rounds));
-  FERRY_CUDA_CHECK(cudaMalloc(&ref_d, sizeof(std::uint64_t) * 4));
+  FERRY_CUDA_CHECK(cudaMalloc(&ref_d, sizeof(std::uint64_t) * 5));
   const worker::cuda::Stream owned_stream = worker::cuda::Stream::non_blocking();
   const cudaStream_t stream = owned_stream.get();
   auto& req = *reinterpret_cast<SlotDesc*>(w_h->request_desc.bytes);
@@ -170,6 +196,10 @@ std::optional<ServeSteps> measure_serve_steps(const std::string& gpu, std::uint6
     for (std::uint32_t i = 1; i <= rounds; ++i) {
       for (std::uint32_t k = 0; k < kPayloadWords; ++k) payload[k] = i * 2654435761u + k;
       req.cookie = i;
+      // The check word after the payload, as a producer asked for them writes it (slot_check.h).
+      const std::uint64_t check =
+          compute_check_word(reinterpret_cast<const std::uint8_t*>(payload), kPayloadBytes, i, i);
+      std::memcpy(w_h->request_payload.bytes + check_word_offset(kPayloadBytes), &check, sizeof check);
       const auto t0 = std::chrono::steady_clock::now();
       // seq and len in one release store, as the ring's producer publishes (R1).
       std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(&req))
@@ -192,11 +222,12 @@ std::optional<ServeSteps> measure_serve_steps(const std::string& gpu, std::uint6
     r.round_trip_p50_us[step] = hist.percentile_ns(50) / 1e3;
     if (step >= kPayload) {
       std::vector<std::uint32_t> stamps(std::size_t(kStampGaps) * rounds);
-      std::uint64_t ref[4];
+      std::uint64_t ref[5];
       FERRY_CUDA_CHECK(cudaMemcpy(stamps.data(), stamps_d, stamps.size() * 4, cudaMemcpyDeviceToHost));
       FERRY_CUDA_CHECK(cudaMemcpy(ref, ref_d, sizeof(ref), cudaMemcpyDeviceToHost));
       const double cycles_per_ns = double(ref[2] - ref[0]) / double(ref[3] - ref[1]);
       r.sm_clock_ghz = cycles_per_ns;
+      if (step == kChecked) r.checked_taken = static_cast<double>(ref[4]) / rounds;
       for (unsigned g = 0; g < kStampGaps; ++g) {
         std::vector<double> ns;
         for (std::uint32_t i = 1000; i < rounds; ++i)

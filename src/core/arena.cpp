@@ -1,5 +1,7 @@
 #include "ferry/core/arena.h"
 
+#include "ferry/core/slot_check.h"
+
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,7 +36,12 @@ std::uint32_t Arena::slot_size_for(std::uint32_t max_message_length) {
     throw Error("ArenaParams::max_message_length " + std::to_string(max_message_length) +
                 " leaves no room for the 4-byte length prefix");
   const std::uint32_t payload = max_message_length - wire::kLengthPrefixSize;
-  return std::max<std::uint32_t>(16, static_cast<std::uint32_t>(align_up(payload, 16)));
+  // Room for a check word after every payload short enough to have one
+  // (slot_check.h), so that a GPU worker reads a lone request with its poll
+  // whatever the arena's message length: 16 bytes more a slot at most, and
+  // only in arenas of short messages.
+  const std::uint32_t need = payload <= kCheckedPayloadMax ? check_word_offset(payload) + 8 : payload;
+  return std::max<std::uint32_t>(16, static_cast<std::uint32_t>(align_up(need, 16)));
 }
 
 std::uint32_t Arena::ring_capacity_for(std::uint32_t max_concurrent_messages) {

@@ -21,7 +21,9 @@ TEST(Arena, GeometryFollowsTheFlags) {
   EXPECT_EQ(a.num_channels(), 3u);
   EXPECT_EQ(a.header()->ring_capacity, 128u);
   EXPECT_EQ(a.header()->slot_size, 256u) << "252 payload bytes, rounded up to 16";
-  EXPECT_EQ(Arena::slot_size_for(4), 16u);
+  EXPECT_EQ(Arena::slot_size_for(4), 16u) << "an empty payload and its check word";
+  EXPECT_EQ(Arena::slot_size_for(68), 80u) << "64 bytes and a check word after them";
+  EXPECT_EQ(Arena::slot_size_for(4 + kCheckedPayloadMax + 1), 128u) << "too long for a check word";
   EXPECT_THROW(Arena::slot_size_for(3), Error);
   EXPECT_THROW(Arena::ring_capacity_for(0), Error);
   EXPECT_THROW(Arena::create(params(0), "test"), Error);

@@ -134,8 +134,14 @@ TEST(SlotRingCheckWords, WrittenOnlyWhenTheConsumerAsks) {
   RingMemory m(4, 64);
   RingProducer p(m.ring);
   std::memset(m.ring.data(0), 0xAB, 64);
+  RingConsumer c(m.ring);
   ASSERT_EQ(p.try_push(view("twelve bytes"), 7), Status::Ok);
   EXPECT_EQ(word_after(m.ring, 0, 12), 0xABABABABABABABABull) << "no word unless asked";
+  SlotMessage msg;
+  ASSERT_TRUE(c.try_peek(&msg));
+  c.advance();
+  c.release();
+  p.observe_consumed(c.next_index());
   m.ring.ask_for_check_words();
   EXPECT_TRUE(m.ring.check_words_asked());
   ASSERT_EQ(p.try_push(view("twelve bytes"), 7), Status::Ok);
@@ -177,7 +183,29 @@ TEST(SlotRingCheckWords, TheWordVouchesForSeqLenCookieAndEveryByte) {
     EXPECT_EQ(text(msg.payload), payload.substr(0, len));
     c.advance();
     c.release();
+    p.observe_consumed(c.next_index());
   }
+}
+
+TEST(SlotRingCheckWords, OnlyForARequestBehindNoOther) {
+  RingMemory m(8, 64);
+  m.ring.ask_for_check_words();
+  RingProducer p(m.ring);
+  RingConsumer c(m.ring);
+  ASSERT_EQ(p.try_push(view("first"), 1), Status::Ok);
+  std::memset(m.ring.data(1), 0xAB, 64);
+  ASSERT_EQ(p.try_push(view("second"), 2), Status::Ok);
+  EXPECT_EQ(word_after(m.ring, 0, 5), compute_check_word(m.ring.data(0), 5, 1, 1)) << "the ring was empty";
+  EXPECT_EQ(word_after(m.ring, 1, 6), 0xABABABABABABABABull) << "behind one not yet consumed: no word";
+  SlotMessage msg;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(c.try_peek(&msg));
+    c.advance();
+  }
+  c.release();
+  p.observe_consumed(c.next_index());  // as the server learns it from the responses
+  ASSERT_EQ(p.try_push(view("third"), 3), Status::Ok);
+  EXPECT_EQ(word_after(m.ring, 2, 5), compute_check_word(m.ring.data(2), 5, 3, 3)) << "empty again";
 }
 
 TEST(SlotRingCheckWords, NoneWhereThePayloadLeavesNoRoomOrIsLong) {

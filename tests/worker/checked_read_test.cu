@@ -1,5 +1,5 @@
 // The persistent kernel's read of a lone request ahead of its poll
-// (persistent.cuh: read_ahead, take_checked) on the GPU, over a real ring in
+// (persistent.cuh: idle_poll, take_checked) on the GPU, over a real ring in
 // mapped host memory written by the real producer: what it must take (short
 // requests with their check word) and what it must leave to the usual read
 // (a stale message of the slot, a byte changed after publishing, a producer
@@ -30,11 +30,12 @@ struct Taken {
 __global__ void take_kernel(DeviceRing ring, std::uint32_t k, std::uint32_t len, Taken* out) {
   __shared__ std::uint64_t copy[kCheckedPayloadMax / 8];
   const unsigned lane = threadIdx.x;
-  const std::uint64_t ahead = read_ahead(ring, k, lane);
+  const std::uint64_t polled = idle_poll(ring, k, lane);
   std::uint64_t cookie = 0;
-  const bool ok = take_checked(ring, k, len, ahead, copy, &cookie, lane);
+  const bool ok = take_checked(ring, k, len, polled, copy, &cookie, lane);
+  const std::uint64_t seq_len = __shfl_sync(0xffffffffu, polled, 0);
   if (lane == 0) {
-    out->accepted = ok ? 1 : 0;
+    out->accepted = ok && static_cast<std::uint32_t>(seq_len) == k + 1 && (seq_len >> 32) == len ? 1 : 0;
     out->len = len;
     out->cookie = cookie;
     if (ok) std::memcpy(out->payload, copy, len);
@@ -50,6 +51,7 @@ class MappedRing {
     ring_ = SlotRing::init(mem_, 4, slot_size);
     if (ask) ring_.ask_for_check_words();
     producer_ = RingProducer(ring_);
+    consumer_ = RingConsumer(ring_);
     FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&taken_), sizeof(Taken), cudaHostAllocMapped));
   }
   ~MappedRing() {
@@ -57,8 +59,13 @@ class MappedRing {
     cudaFreeHost(mem_);
   }
 
-  // Publishes payload with cookie; returns its index.
+  // Publishes payload with cookie into a ring emptied first (as a lone
+  // request, which is what gets a check word); returns its index.
   std::uint32_t push(const std::string& payload, std::uint64_t cookie) {
+    SlotMessage m;
+    while (consumer_.try_peek(&m)) consumer_.advance();
+    consumer_.release();
+    producer_.observe_consumed(consumer_.next_index());
     const std::uint32_t k = producer_.head();
     EXPECT_EQ(producer_.try_push({reinterpret_cast<const std::uint8_t*>(payload.data()), payload.size()}, cookie),
               Status::Ok);
@@ -92,6 +99,7 @@ class MappedRing {
   std::size_t bytes_ = 0;
   SlotRing ring_;
   RingProducer producer_;
+  RingConsumer consumer_;
   Taken* taken_ = nullptr;
 };
 

@@ -97,7 +97,8 @@ class Arena {
   static Arena attach(int fd);
 
   // Payload bytes a slot needs for --max-message-length (the 4-byte length
-  // prefix counts against that length, so a payload is at most length - 4).
+  // prefix counts against that length, so a payload is at most length - 4),
+  // with room for a check word after a short one (slot_check.h).
   static std::uint32_t slot_size_for(std::uint32_t max_message_length);
   static std::uint32_t ring_capacity_for(std::uint32_t max_concurrent_messages);
 

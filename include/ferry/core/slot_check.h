@@ -65,12 +65,16 @@ FERRY_HOST_DEVICE inline std::uint64_t check_word(std::uint64_t term_sum, std::u
 inline std::uint64_t compute_check_word(const std::uint8_t* p, std::uint32_t len, std::uint32_t seq,
                                         std::uint64_t cookie) {
   std::uint64_t sum = 0;
-  const std::uint32_t words = check_word_offset(len) / 8u;
-  for (std::uint32_t j = 0; j < words; ++j) {
-    std::uint64_t w = 0;
-    const std::uint32_t n = len - 8u * j < 8u ? len - 8u * j : 8u;
-    std::memcpy(&w, p + 8u * j, n);
+  const std::uint32_t whole = len / 8u;
+  for (std::uint32_t j = 0; j < whole; ++j) {  // fixed-size copies: plain loads
+    std::uint64_t w;
+    std::memcpy(&w, p + 8u * j, 8);
     sum += check_term(w, j, len);
+  }
+  if (len % 8u != 0) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, p + 8u * whole, len % 8u);
+    sum += check_term(w, whole, len);
   }
   return check_word(sum, seq, len, cookie);
 }

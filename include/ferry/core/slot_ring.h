@@ -19,9 +19,9 @@
 // slot; the producer caches tail and re-reads it only when the ring looks full.
 //
 // Feature bits (RingHeader::features): kRingCheckWords, set by a consumer that
-// reads payloads across PCIe, asks the producer to write a check word after
-// each short payload (slot_check.h), so that the consumer can read a slot with
-// its poll instead of after it.
+// reads payloads across PCIe, asks the producer to write a check word after a
+// short payload published into an empty ring (slot_check.h), so that the
+// consumer can read a lone request with its poll instead of after it.
 
 #include <atomic>
 #include <cstddef>
@@ -159,7 +159,11 @@ class RingProducer {
   // Publishes the slot returned by the last successful try_claim().
   void publish(std::uint32_t len, std::uint64_t cookie) noexcept {
     SlotDesc* d = ring_.desc(head_);
-    if (has_check_word(len, ring_.slot_size()) && ring_.check_words_asked()) {
+    // Only for a request behind no other the producer knows of (every earlier
+    // one consumed, by tail or observe_consumed): one the consumer is likely
+    // idle for, the case the word is for. Under load the hash would cost every
+    // request and serve none.
+    if (head_ == cached_tail_ && has_check_word(len, ring_.slot_size()) && ring_.check_words_asked()) {
       std::uint8_t* slot = ring_.data(head_);
       const std::uint64_t word = compute_check_word(slot, len, head_ + 1, cookie);
       std::memcpy(slot + check_word_offset(len), &word, sizeof word);

@@ -39,9 +39,9 @@ __device__ inline std::uint32_t load_acquire_sys(std::uint32_t* p) {
 __device__ inline std::uint32_t load_relaxed_sys(std::uint32_t* p) {
   return ::cuda::atomic_ref<std::uint32_t, ::cuda::thread_scope_system>(*p).load(::cuda::memory_order_relaxed);
 }
-__device__ inline std::uint64_t load_relaxed_sys(const std::uint64_t* p) {
+__device__ inline std::uint64_t load_acquire_sys(const std::uint64_t* p) {
   return ::cuda::atomic_ref<std::uint64_t, ::cuda::thread_scope_system>(*const_cast<std::uint64_t*>(p))
-      .load(::cuda::memory_order_relaxed);
+      .load(::cuda::memory_order_acquire);
 }
 __device__ inline void store_relaxed_sys(std::uint32_t* p, std::uint32_t v) {
   ::cuda::atomic_ref<std::uint32_t, ::cuda::thread_scope_system>(*p).store(v, ::cuda::memory_order_relaxed);

@@ -18,10 +18,10 @@
 // more than one warp doing all three (docs/bench/launch.md, the one-warp fast path).
 // So when the pipeline is empty and a poll finds exactly one request, the poller
 // handles and publishes it itself, with no barrier. The idle poller reads the
-// next slot's first 128 bytes and its cookie with each poll, and when the
-// request it then finds is short and its check word (slot_check.h; the backend
-// asks the server's producer for them) matches, it answers from that copy: one
-// PCIe round trip instead of a poll and then a payload read.
+// next slot's first 128 bytes and its cookie with each poll (idle_poll), and
+// when the request it then finds is short and its check word (slot_check.h;
+// the backend asks the server's producer for them) matches, it answers from
+// that copy: one PCIe round trip instead of a poll and then a payload read.
 //
 // Flags that end the loop are written in one step and read after its barrier;
 // each lives in a slot of its own per step (mod 3), so a warp that runs ahead
@@ -67,36 +67,50 @@ struct PersistentShared {
   std::uint64_t lone_request[kCheckedPayloadMax / 8];  // the poller's checked copy of a lone request
 };
 
-// The poller's words read ahead of a poll: lane j < 16 holds the next slot's
-// 8-byte word j (as far as the slot goes), lane kCookieLane its cookie.
-inline constexpr unsigned kSlotWordLanes = 16;
-inline constexpr unsigned kCookieLane = 16;
-static_assert(kCheckedPayloadMax + 8 <= 8 * kSlotWordLanes);
+// An idle poll, in one load instruction: lanes below kIdleDescs read the
+// {seq, len} words of slots next.., lane kCookieLane slot next's cookie, and
+// the lanes from kFirstWordLane its first 128 bytes (as far as the slot goes).
+// One instruction because a second one, even relaxed, was measured to cost a
+// round trip of its own: the payload travels with the poll only inside it
+// (docs/bench/launch.md). Every lane's load is an acquire (A1, as the busy
+// poll's), so that a request the bytes read with it will not do for
+// (take_checked) is read after it the usual way, with no fence.
+inline constexpr unsigned kIdleDescs = 15;
+inline constexpr unsigned kCookieLane = 15;
+inline constexpr unsigned kFirstWordLane = 16;
+inline constexpr unsigned kSlotWords = 16;
+static_assert(kCheckedPayloadMax + 8 <= 8 * kSlotWords && kFirstWordLane + kSlotWords == 32);
 
-__device__ inline std::uint64_t read_ahead(const DeviceRing& r, std::uint32_t k, unsigned lane) {
-  if (lane < kSlotWordLanes && 8 * (lane + 1) <= r.slot_size)
-    return load_relaxed_sys(reinterpret_cast<const std::uint64_t*>(r.slot(k)) + lane);
-  if (lane == kCookieLane) return load_relaxed_sys(&r.desc(k).cookie);
-  return 0;
+__device__ inline std::uint64_t idle_poll(const DeviceRing& r, std::uint32_t next, unsigned lane) {
+  const std::uint64_t* p = nullptr;
+  const unsigned word = lane - kFirstWordLane;  // wraps below kFirstWordLane
+  if (lane < kIdleDescs)
+    p = reinterpret_cast<const std::uint64_t*>(&r.desc(next + lane));
+  else if (lane == kCookieLane)
+    p = &r.desc(next).cookie;
+  else if (word < kSlotWords && 8 * (word + 1) <= r.slot_size)
+    p = reinterpret_cast<const std::uint64_t*>(r.slot(next)) + word;
+  return p != nullptr ? load_acquire_sys(p) : 0;
 }
 
-// Whether the words read ahead (read_ahead) are request k, published with len
+// Whether an idle poll's words (idle_poll) hold request k, published with len
 // bytes: its check word, made by the producer from seq k + 1, len, the cookie
 // and the payload, matches what the warp read. If so, the payload is copied to
 // `out` and *cookie set. Whatever the reads saw (a slot half written, an older
 // message of the slot, a producer that writes no check words), a mismatch only
 // sends the request the usual way. Uniform across the warp.
 __device__ inline bool take_checked(const DeviceRing& r, std::uint32_t k, std::uint32_t len,
-                                    std::uint64_t word, std::uint64_t* out, std::uint64_t* cookie,
+                                    std::uint64_t polled, std::uint64_t* out, std::uint64_t* cookie,
                                     unsigned lane) {
   if (!has_check_word(len, r.slot_size)) return false;
-  const unsigned at = check_word_offset(len) / 8;  // the lane that holds the check word
-  std::uint64_t sum = lane < at ? check_term(word, lane, len) : 0;
+  const unsigned at = check_word_offset(len) / 8;  // the check word's place among the slot's words
+  const unsigned word = lane - kFirstWordLane;     // wraps below kFirstWordLane
+  std::uint64_t sum = word < at ? check_term(polled, word, len) : 0;
   for (unsigned o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  const std::uint64_t stored = __shfl_sync(0xffffffffu, word, at);
-  *cookie = __shfl_sync(0xffffffffu, word, kCookieLane);
+  const std::uint64_t stored = __shfl_sync(0xffffffffu, polled, kFirstWordLane + at);
+  *cookie = __shfl_sync(0xffffffffu, polled, kCookieLane);
   if (check_word(sum, k + 1, len, *cookie) != stored) return false;
-  if (lane < at) out[lane] = word;
+  if (word < at) out[word] = polled;
   __syncwarp();
   return true;
 }
@@ -106,9 +120,9 @@ __device__ inline bool take_checked(const DeviceRing& r, std::uint32_t k, std::u
 // (R1), so a load that sees the new seq sees the new len too.
 __device__ inline void load_seq_len(SlotDesc& d, std::uint32_t* seq, std::uint32_t* len) {
   static_assert(offsetof(SlotDesc, seq) == 0 && offsetof(SlotDesc, len) == 4);
-  const std::uint64_t v = ::cuda::atomic_ref<std::uint64_t, ::cuda::thread_scope_system>(
-                              *reinterpret_cast<std::uint64_t*>(&d))
-                              .load(::cuda::memory_order_acquire);
+  const std::uint64_t v =
+      ::cuda::atomic_ref<std::uint64_t, ::cuda::thread_scope_system>(*reinterpret_cast<std::uint64_t*>(&d))
+          .load(::cuda::memory_order_acquire);
   *seq = static_cast<std::uint32_t>(v);
   *len = static_cast<std::uint32_t>(v >> 32);
 }
@@ -216,9 +230,10 @@ __device__ inline void poll_batch(const DeviceChannel& ch, const Handler& handle
   std::uint32_t m = 0;
   std::uint32_t len = 0;
   std::uint32_t stop_seen = 0;
-  // Wide polls (32 slots in one coalesced read) while busy, after an answer, or
-  // until the first empty one; then only lane 0 polls, so an idle channel costs
-  // one small PCIe read per poll and a lone request is seen sooner.
+  // Wide polls (32 slots' {seq, len} in one coalesced read) while busy, and
+  // the first time the pipeline runs empty, to gather a batch; then idle polls
+  // (idle_poll: 15 slots, and the next one's cookie and bytes), also after a
+  // lone request, which makes the next request likely lone too.
   bool wide = true;
   unsigned idle_polls = 0;   // since the last answer: when to start sleeping
   unsigned empty_polls = 0;  // never reset: when to read the stop flag, even between lone requests
@@ -226,14 +241,21 @@ __device__ inline void poll_batch(const DeviceChannel& ch, const Handler& handle
   for (;;) {
     const std::uint32_t k = next + lane;
     std::uint32_t seq = 0;
-    // Read before the acquire below, so that they travel beside it rather than
-    // after it; kept only if take_checked vouches for them.
-    const std::uint64_t ahead = busy == 0 ? read_ahead(ch.requests, next, lane) : 0;
+    const bool idle = busy == 0 && !wide;
+    const bool polled = !idle || lane < kIdleDescs;
+    std::uint64_t idle_words = 0;
     // A1 (device side): acquire pairs with the server's release of seq (R1):
     // the payload and cookie of slot k are visible to this lane, and to the
     // block's other warps after the step's barrier.
-    const bool polled = wide || lane == 0;
-    if (polled) load_seq_len(ch.requests.desc(k), &seq, &len);
+    if (idle) {
+      idle_words = idle_poll(ch.requests, next, lane);
+      if (polled) {
+        seq = static_cast<std::uint32_t>(idle_words);
+        len = static_cast<std::uint32_t>(idle_words >> 32);
+      }
+    } else {
+      load_seq_len(ch.requests.desc(k), &seq, &len);
+    }
     // `polled` matters: an unread seq of 0 would match k + 1 when k wraps.
     const unsigned published = __ballot_sync(0xffffffffu, polled && seq == k + 1);
     m = published == 0xffffffffu ? 32u : static_cast<std::uint32_t>(__ffs(~published) - 1);
@@ -251,7 +273,8 @@ __device__ inline void poll_batch(const DeviceChannel& ch, const Handler& handle
     if (m == 1) {
       const std::uint32_t len0 = __shfl_sync(0xffffffffu, len, 0);
       std::uint64_t cookie = 0;
-      const bool checked = take_checked(ch.requests, next, len0, ahead, sh.lone_request, &cookie, lane);
+      const bool checked =
+          idle && take_checked(ch.requests, next, len0, idle_words, sh.lone_request, &cookie, lane);
       if (!serve_alone(ch, handler, next, len0, checked ? sh.lone_request : nullptr, cookie,
                        sh.fault_in[step % kStages], sh.handled, lane)) {
         m = 0;
@@ -259,7 +282,7 @@ __device__ inline void poll_batch(const DeviceChannel& ch, const Handler& handle
       }
       ++next;
       m = 0;
-      wide = true;  // more may be waiting behind it: the next poll looks for a batch
+      wide = false;
       idle_polls = 0;
       sleep_ns = kIdleSleepNs;
       continue;
