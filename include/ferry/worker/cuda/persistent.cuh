@@ -70,16 +70,20 @@ struct PersistentShared {
 // An idle poll, in one load instruction: lanes below kIdleDescs read the
 // {seq, len} words of slots next.., lane kCookieLane slot next's cookie, and
 // the lanes from kFirstWordLane its first 128 bytes (as far as the slot goes).
+// Why 4 slots: a lone request was answered 0.1 us later with 15 (more lines
+// to read), and with 1 a stream of requests was served one at a time, at a
+// twentieth of the rate (docs/bench/launch.md).
 // One instruction because a second one, even relaxed, was measured to cost a
 // round trip of its own: the payload travels with the poll only inside it
 // (docs/bench/launch.md). Every lane's load is an acquire (A1, as the busy
 // poll's), so that a request the bytes read with it will not do for
 // (take_checked) is read after it the usual way, with no fence.
-inline constexpr unsigned kIdleDescs = 15;
+inline constexpr unsigned kIdleDescs = 4;
 inline constexpr unsigned kCookieLane = 15;
 inline constexpr unsigned kFirstWordLane = 16;
 inline constexpr unsigned kSlotWords = 16;
-static_assert(kCheckedPayloadMax + 8 <= 8 * kSlotWords && kFirstWordLane + kSlotWords == 32);
+static_assert(kIdleDescs <= kCookieLane && kCheckedPayloadMax + 8 <= 8 * kSlotWords &&
+              kFirstWordLane + kSlotWords == 32);
 
 __device__ inline std::uint64_t idle_poll(const DeviceRing& r, std::uint32_t next, unsigned lane) {
   const std::uint64_t* p = nullptr;
@@ -232,7 +236,7 @@ __device__ inline void poll_batch(const DeviceChannel& ch, const Handler& handle
   std::uint32_t stop_seen = 0;
   // Wide polls (32 slots' {seq, len} in one coalesced read) while busy, and
   // the first time the pipeline runs empty, to gather a batch; then idle polls
-  // (idle_poll: 15 slots, and the next one's cookie and bytes), also after a
+  // (idle_poll: 4 slots, and the next one's cookie and bytes), also after a
   // lone request, which makes the next request likely lone too.
   bool wide = true;
   unsigned idle_polls = 0;   // since the last answer: when to start sleeping
