@@ -70,14 +70,15 @@ struct PersistentShared {
 // An idle poll, in one load instruction: lanes below kIdleDescs read the
 // {seq, len} words of slots next.., lane kCookieLane slot next's cookie, and
 // the lanes from kFirstWordLane its first 128 bytes (as far as the slot goes).
-// Why 4 slots: a lone request was answered 0.1 us later with 15 (more lines
-// to read), and with 1 a stream of requests was served one at a time, at a
-// twentieth of the rate (docs/bench/launch.md).
-// One instruction because a second one, even relaxed, was measured to cost a
-// round trip of its own: the payload travels with the poll only inside it
-// (docs/bench/launch.md). Every lane's load is an acquire (A1, as the busy
-// poll's), so that a request the bytes read with it will not do for
-// (take_checked) is read after it the usual way, with no fence.
+// - One instruction, because a second one, even relaxed, was measured to cost
+//   a round trip of its own: the payload travels with the poll only inside it.
+// - Every lane's load is an acquire (A1, as the busy poll's), so that a request
+//   the bytes read with it will not do for (take_checked) is read after it the
+//   usual way, with no fence.
+// - Four slots: with 15 a lone request was answered 0.1 us later (more lines
+//   to read); with 1 a stream of requests was served one at a time, at a
+//   thirtieth of the rate.
+// The measurements are in docs/bench/launch.md.
 inline constexpr unsigned kIdleDescs = 4;
 inline constexpr unsigned kCookieLane = 15;
 inline constexpr unsigned kFirstWordLane = 16;
