@@ -45,6 +45,8 @@
 // pack); any other errno -> IoError with strerror. Each is raised once, where
 // it starts, into the call's Fault.
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -63,6 +65,7 @@
 namespace ferry::xfer::store {
 
 class Compactor;
+struct DecodedHeader;
 class HelperThreads;
 class TombstoneLog;
 class Uring;
@@ -186,14 +189,46 @@ class FileTier final : public Tier, public Streamable {
   // A lent object copied and hashed by this thread alone.
   XferStatus write_lent(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
                         std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
-  std::optional<XferStatus> read_hashed_behind(const Piecewise& r, std::string_view key, const PieceSink& sink,
-                                               std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
-  XferStatus write_pieces_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
-                                 std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
+  std::optional<XferStatus> read_hashed_behind(const Piecewise& r, std::string_view key,
+                                               const PieceSink& sink, std::vector<std::uint64_t>& leaves,
+                                               Fault& fault) noexcept;
   XferStatus read_pieces(const Piecewise& r, std::string_view key, const PieceSink& sink,
                          std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
-  XferStatus read_pieces_direct(const Piecewise& r, std::string_view key, const PieceSink& sink,
-                                std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
+  // O_DIRECT (file_tier_direct.cpp): the object's pieces, then its header
+  // (seal_header), in one io_uring batch.
+  XferStatus write_file_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
+                               std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
+  // What an O_DIRECT read of an object file's header and data found. The
+  // data's own failures (the disk, the sink) are raised; a file that ends
+  // short of the data is not, since its header may name another version.
+  static constexpr std::uint64_t kNotShort = ~std::uint64_t{0};
+  struct DirectFileRead {
+    XferStatus data = XferStatus::Ok;
+    ssize_t header_got = 0;              // bytes of the header read, or -errno
+    std::uint64_t ended_at = kNotShort;  // where the file ended short of the data
+  };
+  // The file's header into `header` (kFileHeaderSize, page aligned) and r.size
+  // bytes of data into the sink, in one io_uring batch.
+  DirectFileRead read_file_direct(const Piecewise& r, std::string_view key, const PieceSink& sink,
+                                  std::vector<std::uint64_t>& leaves, std::byte* header,
+                                  Fault& fault) noexcept;
+  // get_streamed of an unpacked object under O_DIRECT, with op's file open:
+  // the header and the data laid out for the index's size read at once; a
+  // header that gives another size (the file was replaced since the lookup)
+  // reads again for that. Releases op. nullopt: get() must read it (whole_sum).
+  std::optional<XferStatus> get_file_direct(ObjectRead& op, std::string_view key, std::uint64_t capacity,
+                                            const PieceSink& sink, std::uint64_t* size,
+                                            const std::string& where, Fault& fault) noexcept;
+  // Checks an object file's header, of which `got` bytes (or -errno) are in
+  // op.header, into *h. nullopt: whole, valid, and the key's. Else the error,
+  // raised, with op released.
+  std::optional<XferStatus> check_file_header(ObjectRead& op, std::string_view key, ssize_t got,
+                                              const std::string& where, DecodedHeader* h,
+                                              Fault& fault) noexcept;
+  XferStatus corrupt(std::string_view key, const std::string& where, const std::string& why,
+                     Fault& fault) noexcept;
+  XferStatus too_large(std::string_view key, std::uint64_t size, std::uint64_t capacity,
+                       Fault& fault) noexcept;
   XferStatus read_error(const Piecewise& r, std::string_view key, int err, Fault& fault) noexcept;
   XferStatus truncated(const Piecewise& r, std::string_view key, std::uint64_t there, Fault& fault) noexcept;
   // A lent source or sink whose pages went away under a kernel copy (EFAULT).

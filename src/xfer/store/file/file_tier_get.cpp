@@ -126,10 +126,7 @@ bool FileTier::start_get(ObjectRead& op, Fault& fault) noexcept {
   ++op.attempts;
   item.size = op.hint;
   if (item.out.size < op.hint) {
-    item.status = fault.raise(XferStatus::TooLarge,
-                              "file tier: object " + quote_key(item.key) + " has " + std::to_string(op.hint) +
-                                  " bytes, the buffer holds " + std::to_string(item.out.size),
-                              item.key);
+    item.status = too_large(item.key, op.hint, item.out.size, fault);
     return false;
   }
   if (pack && op.hint == 0) {  // nothing to read

@@ -12,9 +12,7 @@
 //     of a file at a time);
 //   - a write of copied pieces has up to two threads, each reading, hashing
 //     and writing its half.
-// - O_DIRECT: through io_uring, a few pieces in flight, so that the disk
-//   writes (or reads) one piece while the next is filled (or checked). Whole
-//   pages of lent memory go to and from the disk in place.
+// - O_DIRECT: file_tier_direct.cpp.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -31,19 +29,11 @@
 #include "xfer/store/file/file_format.h"
 #include "xfer/store/file/file_tier.h"
 #include "xfer/store/file/helper_threads.h"
-#include "xfer/store/file/uring.h"
-#include "xfer/store/file/uring_batch.h"
+#include "xfer/store/file/stream_pieces.h"
 #include "xfer/store/quote_key.h"
 
 namespace ferry::xfer::store {
 namespace {
-
-// O_DIRECT pieces, and buffered ones where two threads write one file: a
-// buffered writer takes the file's lock once per piece, and smaller pieces
-// spend the gain of a second thread on lock hand-offs (ferry-stream-probe
-// measures both sizes).
-constexpr std::size_t kPiece = std::size_t{1} << 20;
-static_assert(kPiece % kChecksumLeafBytes == 0 && kPiece % kIoAlign == 0);
 
 // Buffered pieces otherwise. A piece is hashed where the copy left it (or
 // found it), and the copy passes both its source's lines and its
@@ -100,84 +90,6 @@ constexpr unsigned kPutParts = 2;
 // An object is split across threads only in parts of at least this much, and
 // a lent one is hashed beside its writer only from this size.
 constexpr std::uint64_t kMinPartBytes = std::uint64_t{8} << 20;
-
-// O_DIRECT pieces in flight per object: enough that one object keeps tens of
-// MiB outstanding, which a virtio disk needs to reach its rate (a single 32 MiB
-// write(2) gets there alone; four pieces of 1 MiB did not: docs/bench/lmcache.md).
-constexpr unsigned kDirectInFlight = 16;
-
-// This thread's piece buffer number k, of at least `bytes`.
-std::byte* piece_buffer(std::size_t bytes, unsigned k = 0) {
-  thread_local std::vector<AlignedBuffer> buffers;
-  if (buffers.size() <= k) buffers.resize(k + 1);
-  if (buffers[k].size() < bytes) buffers[k].resize(bytes);
-  return buffers[k].data();
-}
-
-// One O_DIRECT piece in flight: where it goes in the object, and how much of
-// it the ring has moved.
-struct DirectPiece {
-  std::size_t slot = 0;
-  std::byte* buf = nullptr;  // the slot's buffer, once one was needed (buffer())
-  std::byte* io = nullptr;   // where the piece moves to or from: buf, or lent memory
-  std::uint64_t at = 0;      // in the object
-  std::size_t n = 0;         // the object's bytes in it
-  std::size_t len = 0;       // bytes to move: n, padded to a page
-  std::size_t done = 0;
-};
-
-// A slot's buffer is taken only for a piece that is not lent (the first call
-// of buffer()), so an agent's lanes, which stream lent memory, keep none.
-std::vector<DirectPiece> direct_slots(std::uint64_t size, unsigned ring_entries) {
-  const std::uint64_t pieces = (size + kPiece - 1) / kPiece;
-  std::vector<DirectPiece> slots(
-      std::max<std::uint64_t>(1, std::min<std::uint64_t>({kDirectInFlight, pieces, ring_entries})));
-  for (std::size_t s = 0; s < slots.size(); ++s) slots[s].slot = s;
-  return slots;
-}
-
-std::byte* buffer(DirectPiece& p) {
-  if (p.buf == nullptr) p.buf = piece_buffer(kPiece, static_cast<unsigned>(p.slot));
-  return p.buf;
-}
-
-// The leaves of bytes [at, at + n) of an object, into their places in `leaves`.
-void hash_leaves(const std::byte* piece, std::uint64_t at, std::size_t n,
-                 std::vector<std::uint64_t>& leaves) {
-  leaf_checksums({reinterpret_cast<const std::uint8_t*>(piece), n}, &leaves[at / kChecksumLeafBytes]);
-}
-
-std::uint64_t sum_of_leaves(std::uint64_t size, const std::vector<std::uint64_t>& leaves) {
-  if (size == 0) return checksum({});
-  return leaves.size() == 1 ? leaves[0] : combine_leaf_sums(leaves);
-}
-
-// 0, or the errno of the first failed write.
-int pwrite_all(int fd, const std::byte* data, std::size_t len, std::uint64_t at) {
-  while (len > 0) {
-    const ssize_t n = ::pwrite(fd, data, len, static_cast<off_t>(at));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return EIO;
-    data += n;
-    len -= static_cast<std::size_t>(n);
-    at += static_cast<std::uint64_t>(n);
-  }
-  return 0;
-}
-
-// Bytes read (fewer than len only at the end of the file), or -errno.
-ssize_t pread_all(int fd, std::byte* data, std::size_t len, std::uint64_t at) {
-  std::size_t got = 0;
-  while (got < len) {
-    const ssize_t n = ::pread(fd, data + got, len - got, static_cast<off_t>(at + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return -errno;
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  return static_cast<ssize_t>(got);
-}
 
 // The first failure of an object's parts; the others stop at their next piece.
 class FirstFailure {
@@ -353,58 +265,6 @@ std::optional<XferStatus> FileTier::write_hashed_behind(ObjectWrite& op, std::ui
       });
 }
 
-XferStatus FileTier::write_pieces_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
-                                         std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
-  auto ring = rings_->take_or_raise(spec_, fault);
-  if (!ring) return XferStatus::IoError;
-  std::vector<DirectPiece> slots = direct_slots(size, (*ring)->entries());
-  const std::uint64_t pieces = (size + kPiece - 1) / kPiece;
-  XferStatus status = XferStatus::Ok;
-  const auto queue = [&](DirectPiece& p) {
-    io_uring_sqe* sqe = next_sqe(**ring);
-    io_uring_prep_write(sqe, op.fd, p.io + p.done, static_cast<unsigned>(p.len - p.done),
-                        kFileHeaderSize + p.at + p.done);
-    io_uring_sqe_set_data64(sqe, p.slot);
-  };
-  run_batch(
-      **ring, slots, pieces,
-      [&](std::size_t i, DirectPiece& p) {
-        if (status != XferStatus::Ok) return false;
-        p.at = i * kPiece;
-        p.n = static_cast<std::size_t>(std::min<std::uint64_t>(kPiece, size - p.at));
-        p.len = io_round_up(p.n);
-        p.done = 0;
-        // Whole pages of lent memory go to the disk from where they are
-        // (after hashing them there); the rest through the slot's buffer.
-        const auto* lent = reinterpret_cast<const std::byte*>(source.in_place(p.at, p.n));
-        if (lent != nullptr && io_aligned(lent) && p.n == p.len) {
-          p.io = const_cast<std::byte*>(lent);
-          status = source.leaf_sums(p.at, p.n, &leaves[p.at / kChecksumLeafBytes], fault);
-        } else {
-          p.io = buffer(p);
-          status = source.read(p.at, {reinterpret_cast<std::uint8_t*>(p.buf), p.n}, fault);
-          hash_leaves(p.buf, p.at, p.n, leaves);
-          std::memset(p.buf + p.n, 0, p.len - p.n);  // the last page whole; cut off at close
-        }
-        if (status != XferStatus::Ok) return false;
-        queue(p);
-        return true;
-      },
-      [&](DirectPiece& p, int res) {
-        if (res <= 0) {
-          if (status == XferStatus::Ok)
-            status = res == -EFAULT && p.io != p.buf ? source_gone(op.item->key, p.at, p.n, fault)
-                                                     : files_.write_failed(op, res, fault);
-          return false;
-        }
-        p.done += static_cast<std::size_t>(res);
-        if (p.done >= p.len) return false;
-        queue(p);  // a short write: the rest
-        return true;
-      });
-  return status;
-}
-
 std::optional<XferStatus> FileTier::read_hashed_behind(const Piecewise& r, std::string_view key,
                                                        const PieceSink& sink,
                                                        std::vector<std::uint64_t>& leaves,
@@ -479,61 +339,6 @@ XferStatus FileTier::read_pieces(const Piecewise& r, std::string_view key, const
   return failure.status();
 }
 
-XferStatus FileTier::read_pieces_direct(const Piecewise& r, std::string_view key, const PieceSink& sink,
-                                        std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
-  auto ring = rings_->take_or_raise(spec_, fault);
-  if (!ring) return XferStatus::IoError;
-  std::vector<DirectPiece> slots = direct_slots(r.size, (*ring)->entries());
-  const std::uint64_t pieces = (r.size + kPiece - 1) / kPiece;
-  XferStatus status = XferStatus::Ok;
-  // Whole pages: the last one comes back short at the file's end.
-  const auto queue = [&](DirectPiece& p) {
-    io_uring_sqe* sqe = next_sqe(**ring);
-    io_uring_prep_read(sqe, r.fd, p.io + p.done, static_cast<unsigned>(p.len - p.done),
-                       r.data_at + p.at + p.done);
-    io_uring_sqe_set_data64(sqe, p.slot);
-  };
-  run_batch(
-      **ring, slots, pieces,
-      [&](std::size_t i, DirectPiece& p) {
-        if (status != XferStatus::Ok) return false;
-        p.at = i * kPiece;
-        p.n = static_cast<std::size_t>(std::min<std::uint64_t>(kPiece, r.size - p.at));
-        p.len = io_round_up(p.n);
-        p.done = 0;
-        // Whole pages straight into lent memory; the rest through the slot's buffer.
-        auto* lent = reinterpret_cast<std::byte*>(sink.in_place(p.at, p.n));
-        p.io = lent != nullptr && io_aligned(lent) && p.n == p.len ? lent : buffer(p);
-        queue(p);
-        return true;
-      },
-      [&](DirectPiece& p, int res) {
-        if (status != XferStatus::Ok) return false;
-        if (res < 0) {
-          status = res == -EFAULT && p.io != p.buf ? sink_gone(key, p.at, p.n, fault)
-                                                   : read_error(r, key, -res, fault);
-          return false;
-        }
-        p.done += static_cast<std::size_t>(res);
-        if (res > 0 && p.done < p.n) {
-          queue(p);  // a short read: the rest
-          return true;
-        }
-        if (p.done < p.n) {
-          status = truncated(r, key, p.at + p.done, fault);
-          return false;
-        }
-        if (p.io != p.buf) {
-          status = sink.leaf_sums(p.at, p.n, &leaves[p.at / kChecksumLeafBytes], fault);
-        } else {
-          hash_leaves(p.buf, p.at, p.n, leaves);
-          status = sink.write(p.at, {reinterpret_cast<const std::uint8_t*>(p.buf), p.n}, fault);
-        }
-        return false;
-      });
-  return status;
-}
-
 XferStatus FileTier::read_error(const Piecewise& r, std::string_view key, int err, Fault& fault) noexcept {
   return fault.raise(
       XferStatus::IoError,
@@ -590,18 +395,17 @@ XferStatus FileTier::put_streamed(std::string_view key, std::uint64_t size, cons
   op.truncate = opts_.direct && io_round_up(size) != size;  // O_DIRECT writes the last page whole
 
   std::vector<std::uint64_t> leaves((size + kChecksumLeafBytes - 1) / kChecksumLeafBytes);
-  const XferStatus written = opts_.direct ? write_pieces_direct(op, size, source, leaves, fault)
-                                          : write_pieces(op, size, source, leaves, fault);
+  XferStatus written = XferStatus::Ok;
+  if (opts_.direct) {
+    written = write_file_direct(op, size, source, leaves, fault);  // the header in the same batch
+  } else if (written = write_pieces(op, size, source, leaves, fault); written == XferStatus::Ok) {
+    seal_header(op, size, leaves);
+    if (const int err = pwrite_all(op.fd, op.header.data(), kFileHeaderSize, 0); err != 0)
+      written = files_.write_failed(op, -err, fault);
+  }
   if (written != XferStatus::Ok) {
     fail_put(op, written);
     return written;
-  }
-  item.checksum = sum_of_leaves(size, leaves);
-  encode_file_header(key, size, item.checksum, op.seq, op.header.data());
-  if (const int err = pwrite_all(op.fd, op.header.data(), kFileHeaderSize, 0); err != 0) {
-    const XferStatus s = files_.write_failed(op, -err, fault);
-    fail_put(op, s);
-    return s;
   }
   finish_put(op, fault);
   *checksum_out = item.checksum;
@@ -629,10 +433,7 @@ std::optional<XferStatus> FileTier::get_streamed(std::string_view key, std::uint
   }
   const std::string where =
       op.pack ? "pack " + opts_.dir + "/" + op.pack->name : "file " + opts_.dir + "/" + op.name;
-  const auto corrupt = [&](const std::string& why) {
-    return fault.raise(XferStatus::ChecksumMismatch,
-                       "file tier: key " + quote_key(key) + " in " + where + ": " + why, key);
-  };
+  if (!op.pack && opts_.direct) return get_file_direct(op, key, capacity, sink, size, where, fault);
   std::uint64_t n = op.hint, sum = op.sum, data_at = op.base;
   bool whole_sum = op.whole_sum;
   if (!op.pack) {
@@ -640,26 +441,7 @@ std::optional<XferStatus> FileTier::get_streamed(std::string_view key, std::uint
     // lookup): its header gives the size and the checksum.
     const ssize_t got = pread_all(op.fd, op.header.data(), kFileHeaderSize, 0);
     DecodedHeader h;
-    std::string why;
-    if (got < 0) {
-      const XferStatus s = files_.read_failed(op, static_cast<int>(got), fault);
-      return s;
-    }
-    if (static_cast<std::size_t>(got) < kFileHeaderSize) {
-      why = "truncated (" + std::to_string(got) + " bytes)";
-    } else if (why = decode_file_header(op.header.data(), &h); !why.empty()) {
-      why = "bad header: " + why;
-    }
-    if (!why.empty()) {
-      files_.release(op);
-      return corrupt(why);
-    }
-    if (h.key != key) {
-      files_.release(op);
-      return fault.raise(XferStatus::IoError,
-                         "file tier: " + where + " holds key " + quote_key(h.key) + ", not " + quote_key(key),
-                         key);
-    }
+    if (const auto failed = check_file_header(op, key, got, where, &h, fault)) return failed;
     n = h.size;
     sum = h.checksum;
     whole_sum = h.whole_sum;
@@ -672,22 +454,56 @@ std::optional<XferStatus> FileTier::get_streamed(std::string_view key, std::uint
   *size = n;
   if (n > capacity) {
     files_.release(op);
-    return fault.raise(XferStatus::TooLarge,
-                       "file tier: object " + quote_key(key) + " has " + std::to_string(n) +
-                           " bytes, the buffer holds " + std::to_string(capacity),
-                       key);
+    return too_large(key, n, capacity, fault);
   }
 
   std::vector<std::uint64_t> leaves((n + kChecksumLeafBytes - 1) / kChecksumLeafBytes);
   const Piecewise read{op.fd, data_at, n, where};
-  const XferStatus s = opts_.direct ? read_pieces_direct(read, key, sink, leaves, fault)
-                                    : read_pieces(read, key, sink, leaves, fault);
+  const XferStatus s = read_pieces(read, key, sink, leaves, fault);
   files_.release(op);
   if (s != XferStatus::Ok) return s;
   if (const std::uint64_t got = sum_of_leaves(n, leaves); got != sum)
-    return corrupt("checksum mismatch (stored " + checksum_hex(sum) + ", computed " + checksum_hex(got) +
-                   ")");
+    return corrupt(key, where,
+                   "checksum mismatch (stored " + checksum_hex(sum) + ", computed " + checksum_hex(got) + ")",
+                   fault);
   return XferStatus::Ok;
+}
+
+std::optional<XferStatus> FileTier::check_file_header(ObjectRead& op, std::string_view key, ssize_t got,
+                                                      const std::string& where, DecodedHeader* h,
+                                                      Fault& fault) noexcept {
+  if (got < 0) return files_.read_failed(op, static_cast<int>(got), fault);
+  std::string why;
+  if (static_cast<std::size_t>(got) < kFileHeaderSize) {
+    why = "truncated (" + std::to_string(got) + " bytes)";
+  } else if (why = decode_file_header(op.header.data(), h); !why.empty()) {
+    why = "bad header: " + why;
+  }
+  if (!why.empty()) {
+    files_.release(op);
+    return corrupt(key, where, why, fault);
+  }
+  if (h->key != key) {
+    files_.release(op);
+    return fault.raise(XferStatus::IoError,
+                       "file tier: " + where + " holds key " + quote_key(h->key) + ", not " + quote_key(key),
+                       key);
+  }
+  return std::nullopt;
+}
+
+XferStatus FileTier::corrupt(std::string_view key, const std::string& where, const std::string& why,
+                             Fault& fault) noexcept {
+  return fault.raise(XferStatus::ChecksumMismatch,
+                     "file tier: key " + quote_key(key) + " in " + where + ": " + why, key);
+}
+
+XferStatus FileTier::too_large(std::string_view key, std::uint64_t size, std::uint64_t capacity,
+                               Fault& fault) noexcept {
+  return fault.raise(XferStatus::TooLarge,
+                     "file tier: object " + quote_key(key) + " has " + std::to_string(size) +
+                         " bytes, the buffer holds " + std::to_string(capacity),
+                     key);
 }
 
 }  // namespace ferry::xfer::store

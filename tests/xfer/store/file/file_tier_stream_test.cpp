@@ -239,6 +239,36 @@ TEST_P(FileTierStream, DamageIsAChecksumMismatchNamingTheFile) {
   EXPECT_NE(back.error.find("truncated"), std::string::npos) << back.error;
 }
 
+// The index gives the size a read is laid out for (O_DIRECT reads the header
+// beside the data); the file's header is the authority. A file replaced by
+// a version of another size, behind the tier's back, reads as that version.
+TEST_P(FileTierStream, AFileReplacedBehindTheIndexReadsAsItsHeaderSays) {
+  TempDir dir, other;
+  auto t = make(dir.path());
+  if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
+  const auto indexed = random_bytes((3 << 20) + 11, 21);
+  for (const std::uint64_t replaced_size : {std::uint64_t{(1 << 20) + 4097}, std::uint64_t{(5 << 20) + 3}}) {
+    const auto replacement = random_bytes(replaced_size, 22);
+    {
+      auto writer = make(other.path());
+      ASSERT_EQ(put_streamed(*writer, "k", replacement), XferStatus::Ok);
+    }
+    ASSERT_EQ(put_streamed(*t, "k", indexed), XferStatus::Ok);
+    ASSERT_EQ(rename(other.sub(object_file_name("k")).c_str(), dir.sub(object_file_name("k")).c_str()), 0);
+
+    // The buffer must hold what the index says (start_get checks that first).
+    const auto back = get_streamed(*t, "k", std::max<std::uint64_t>(replaced_size, indexed.size()));
+    ASSERT_EQ(back.status, XferStatus::Ok) << back.error;
+    EXPECT_EQ(back.size, replaced_size);
+    EXPECT_EQ(back.data, replacement);
+    if (replaced_size > indexed.size()) {
+      const auto small = get_streamed(*t, "k", indexed.size());
+      EXPECT_EQ(small.status, XferStatus::TooLarge) << small.error;
+      EXPECT_EQ(small.size, replaced_size);
+    }
+  }
+}
+
 TEST_P(FileTierStream, ASourceThatFailsLeavesTheOlderVersionAndNoTemporary) {
   TempDir dir;
   auto t = make(dir.path());
