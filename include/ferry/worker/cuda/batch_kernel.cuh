@@ -85,6 +85,29 @@ __global__ void batch_kernel_by_value(const DeviceChannel* channels, BatchDesc d
   handle_batch(channels, d, error, handler);
 }
 
+// burst, a batch that one block handles: its messages' lengths, cookies and
+// short payloads travel in the kernel's parameters with the descriptor, so
+// that the kernel reads nothing of the request over PCIe (from the ring it
+// would read each length and cookie, then the bytes: two round trips before
+// the handler starts). 320 bytes of parameters, where a launch carries 4 KiB.
+struct LaunchedBatch {
+  BatchDesc d;
+  std::uint32_t lens[kMessagesPerBlock];
+  std::uint64_t cookies[kMessagesPerBlock];
+  // Requests of at most kInlinePayload bytes; longer ones are read from the ring.
+  alignas(16) std::uint8_t payload[kMessagesPerBlock][kInlinePayload];
+};
+static_assert(sizeof(LaunchedBatch) == 320);
+
+// __grid_constant__: the handler reads the parameters where they are, without
+// a copy into local memory.
+template <typename Handler>
+__global__ void batch_kernel_launched(const DeviceChannel* channels, const __grid_constant__ LaunchedBatch b,
+                                      std::uint32_t* error, Handler handler) {
+  const InlineMessages in{b.lens, b.cookies, b.payload};
+  handle_batch(channels, b.d, error, handler, &in);
+}
+
 // graph and memops: captured or pre-posted once, so the batch is read from
 // mapped host memory that the dispatcher fills before releasing the launch:
 // the descriptor, and each of this block's messages' length, cookie and inline

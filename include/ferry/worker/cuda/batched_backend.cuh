@@ -82,6 +82,7 @@ class BatchedBackend final : public Backend {
     if (options_.launch == LaunchMethod::Memops) prepare_memops();
     // Warm-up: an empty batch, so the first request does not pay module loading.
     launch_kernel_by_value({0, 0, 0, 0}, 1);
+    if (options_.launch == LaunchMethod::Burst) launch_kernel_with_messages({0, 0, 0, 0});
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   }
 
@@ -126,6 +127,22 @@ class BatchedBackend final : public Backend {
  private:
   void launch_kernel_by_value(const BatchDesc& d, unsigned blocks) {
     batch_kernel_by_value<<<blocks, kBatchThreads, 0, stream_.get()>>>(gpu_.channels_d(), d, gpu_.error_d(), handler_);
+    FERRY_CUDA_CHECK(cudaGetLastError());
+  }
+
+  // A batch of one block's messages, launched with them (LaunchedBatch).
+  void launch_kernel_with_messages(const BatchDesc& d) {
+    LaunchedBatch b{};
+    b.d = d;
+    const Channel ch = gpu_.arena()->channel(d.channel);
+    for (std::uint32_t i = 0; i < d.count; ++i) {
+      const SlotDesc* req = ch.requests.desc(d.first + i);  // published: available() acquired its seq
+      b.lens[i] = req->len;
+      b.cookies[i] = req->cookie;
+      if (req->len <= kInlinePayload) std::memcpy(b.payload[i], ch.requests.data(d.first + i), req->len);
+    }
+    batch_kernel_launched<<<1, kBatchThreads, 0, stream_.get()>>>(gpu_.channels_d(), b, gpu_.error_d(),
+                                                                  handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -196,7 +213,10 @@ class BatchedBackend final : public Backend {
     const auto s = static_cast<std::uint32_t>(n % kSlots);
     switch (options_.launch) {
       case LaunchMethod::Burst:
-        launch_kernel_by_value(d, (d.count + kMessagesPerBlock - 1) / kMessagesPerBlock);
+        if (d.count <= kMessagesPerBlock)
+          launch_kernel_with_messages(d);
+        else
+          launch_kernel_by_value(d, (d.count + kMessagesPerBlock - 1) / kMessagesPerBlock);
         FERRY_CUDA_CHECK(cudaEventRecord(events_[s].get(), stream_.get()));
         break;
       case LaunchMethod::Graph:
