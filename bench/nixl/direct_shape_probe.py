@@ -14,7 +14,8 @@ that the disk's drift between rounds falls on all of them alike:
 - lanes=N, whole: N threads take the objects in turn, one request per object (the
   agent's lanes stream one object at a time);
 - lanes=N, whole+header: the same, each object after a 4 KiB header, which is
-  read or written beside it (the file tier's layout);
+  read or written beside it (the file tier's layout); header+whole in one: the
+  header and the data in one vectored request;
 - lanes=N, pieces: each object in 1 MiB pieces, all in flight, the next object
   after the last completes; pieces+header: after a header, as the file tier did
   with 1 MiB pieces.
@@ -75,13 +76,18 @@ class Probe:
 
         list(self.pool.map(one, range(self.n)))
 
-    def in_lanes(self, op, lanes, pieces, header=True):
+    def in_lanes(self, op, lanes, pieces, header=True, one_request=False):
         paths = self.sets["h" if header else "a"]
         data_at = HEADER if header else 0
 
         def one_object(i):
             fd = os.open(paths[i], os.O_RDWR | os.O_DIRECT)
             view = memoryview(self.bufs[i])
+            if one_request:  # header and data in one vectored request
+                vec = [memoryview(self.header), view]
+                os.pwritev(fd, vec, 0) if op == "WRITE" else os.preadv(fd, vec, 0)
+                os.close(fd)
+                return
             step = MiB if pieces else self.size
             parts = [(view[o:o + step], data_at + o) for o in range(0, self.size, step)]
             if header:
@@ -124,6 +130,7 @@ def main():
     for lanes in (int(x) for x in args.lanes.split(",")):
         cases[f"lanes={lanes}, whole"] = lambda op, n=lanes: probe.in_lanes(op, n, pieces=False, header=False)
         cases[f"lanes={lanes}, whole+header"] = lambda op, n=lanes: probe.in_lanes(op, n, pieces=False)
+        cases[f"lanes={lanes}, header+whole in one"] = lambda op, n=lanes: probe.in_lanes(op, n, False, one_request=True)
         cases[f"lanes={lanes}, pieces"] = lambda op, n=lanes: probe.in_lanes(op, n, pieces=True, header=False)
         cases[f"lanes={lanes}, pieces+header"] = lambda op, n=lanes: probe.in_lanes(op, n, pieces=True)
     rates = {(c, op): [] for c in cases for op in ("WRITE", "READ")}
@@ -140,14 +147,14 @@ def main():
         print(f"round {r + 1}/{args.rounds} done", flush=True)
     rows = []
     print(f"\n{args.objects} objects of {args.size_mib} MiB, O_DIRECT, {args.rounds} rounds in turns")
-    print(f"{'op':6s} {'case':26s} {'GB/s':>6s} {'paired / posix':>15s}")
+    print(f"{'op':6s} {'case':30s} {'GB/s':>6s} {'paired / posix':>15s}")
     for op in ("WRITE", "READ"):
         for c in cases:
             v = rates[(c, op)]
             ratio = statistics.median(x / y for x, y in zip(v, rates[("posix", op)]))
             rows.append({"op": op, "case": c, "gbps": v, "gbps_median": statistics.median(v),
                          "paired_over_posix": ratio})
-            print(f"{op:6s} {c:26s} {statistics.median(v):6.2f} {ratio:14.2f}x")
+            print(f"{op:6s} {c:30s} {statistics.median(v):6.2f} {ratio:14.2f}x")
     for paths in probe.sets.values():
         for p in paths:
             os.unlink(p)

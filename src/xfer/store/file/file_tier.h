@@ -198,6 +198,10 @@ class FileTier final : public Tier, public Streamable {
   // (seal_header), in one io_uring batch.
   XferStatus write_file_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
                                std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
+  // O_DIRECT, an object of up to 16 MiB: its header page and its data in one
+  // pwritev, after it is all hashed.
+  XferStatus write_whole_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
+                                std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
   // What an O_DIRECT read of an object file's header and data found. The
   // data's own failures (the disk, the sink) are raised; a file that ends
   // short of the data is not, since its header may name another version.
@@ -212,6 +216,10 @@ class FileTier final : public Tier, public Streamable {
   DirectFileRead read_file_direct(const Piecewise& r, std::string_view key, const PieceSink& sink,
                                   std::vector<std::uint64_t>& leaves, std::byte* header,
                                   Fault& fault) noexcept;
+  // The same for an object of up to 16 MiB: header and data in one preadv.
+  DirectFileRead read_whole_direct(const Piecewise& r, std::string_view key, const PieceSink& sink,
+                                   std::vector<std::uint64_t>& leaves, std::byte* header,
+                                   Fault& fault) noexcept;
   // get_streamed of an unpacked object under O_DIRECT, with op's file open:
   // the header and the data laid out for the index's size read at once; a
   // header that gives another size (the file was replaced since the lookup)

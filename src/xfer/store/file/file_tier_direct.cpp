@@ -1,18 +1,22 @@
-// The file tier's O_DIRECT streaming (streaming.h): an object file's header
-// and data through io_uring in one batch, up to kDirectInFlight pieces in
-// flight, so that the disk writes (or reads) one piece while the next is
-// filled (or checked). Whole pages of lent memory go to and from the disk in
-// place; the rest passes through the lane's piece buffers.
-// - A put submits each piece as soon as it is filled, not once the batch is
-//   full: filling a piece (a copy out of the application and its hash) takes
-//   as long as the disk needs to start on the one before. Its header, which
-//   holds the sum of every piece, is the batch's last write.
-// - A get reads the header beside the data, which it lays out for the
-//   index's size, and checks the header once all is in: the disk sees the
-//   object's reads at once, not the header's first and the data's after it.
+// The file tier's O_DIRECT streaming (streaming.h). Whole pages of lent
+// memory go to and from the disk in place; the rest passes through the
+// lane's buffers.
+// - An object of up to kWholeMax bytes moves in one request, its header page
+//   and its data together: one request per object is what the disk serves
+//   best (a header request beside the data's cost a virtio disk 6-11%, and
+//   1 MiB pieces 6-8%, against one: direct_shape_probe.py, docs/bench/nixl.md).
+// - A larger one goes through io_uring in pieces, up to kDirectInFlight in
+//   flight, so that the disk writes (or reads) one piece while the next is
+//   filled (or checked). A put submits each piece as soon as it is filled and
+//   queues its header, which holds the sum of every piece, last. A get reads
+//   the header beside the data, which it lays out for the index's size, and
+//   checks the header once all is in.
 #include <fcntl.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -31,6 +35,11 @@ namespace {
 // MiB outstanding, which a virtio disk needs to reach its rate (a single 32 MiB
 // write(2) gets there alone; four pieces of 1 MiB did not: docs/bench/lmcache.md).
 constexpr unsigned kDirectInFlight = 16;
+
+// Objects up to this size move in one request, through a buffer of this size
+// per lane where they are not lent: as much as a larger one's pieces keep in
+// flight.
+constexpr std::uint64_t kWholeMax = std::uint64_t{kDirectInFlight} * kPiece;
 
 // One transfer in flight: a piece of the object, or its header.
 struct DirectPiece {
@@ -83,6 +92,7 @@ void lay_out_header(DirectPiece& p, std::byte* header) {
 
 XferStatus FileTier::write_file_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
                                        std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
+  if (size <= kWholeMax) return write_whole_direct(op, size, source, leaves, fault);
   auto ring = rings_->take_or_raise(spec_, fault);
   if (!ring) return XferStatus::IoError;
   const std::uint64_t pieces = piece_count(size);
@@ -136,6 +146,117 @@ XferStatus FileTier::write_file_direct(ObjectWrite& op, std::uint64_t size, cons
         return true;
       });
   return status;
+}
+
+XferStatus FileTier::write_whole_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
+                                        std::vector<std::uint64_t>& leaves, Fault& fault) noexcept {
+  const auto n = static_cast<std::size_t>(size);
+  const std::size_t padded = io_round_up(n);
+  // Whole pages of lent memory go from where they are, hashed there, and a
+  // last partial page through a padded page of this lane's; memory that is
+  // not lent is copied after the header page in this lane's buffer.
+  const auto* lent = reinterpret_cast<const std::byte*>(source.in_place(0, n));
+  const bool in_place = lent != nullptr && io_aligned(lent);
+  const std::size_t body = in_place ? n & ~(kIoAlign - 1) : 0;
+  std::byte* buf = piece_buffer(in_place ? kIoAlign : kFileHeaderSize + kWholeMax);
+  XferStatus status = XferStatus::Ok;
+  if (in_place) {
+    status = source.leaf_sums(0, n, leaves.data(), fault);
+    if (status == XferStatus::Ok && body < n) {
+      status = source.read(body, {reinterpret_cast<std::uint8_t*>(buf), n - body}, fault);
+      std::memset(buf + (n - body), 0, kIoAlign - (n - body));  // cut off at close
+    }
+  } else if (n > 0) {
+    std::byte* data = buf + kFileHeaderSize;
+    status = source.read(0, {reinterpret_cast<std::uint8_t*>(data), n}, fault);
+    if (status == XferStatus::Ok) hash_leaves(data, 0, n, leaves);
+    std::memset(data + n, 0, padded - n);  // the last page whole; cut off at close
+  }
+  if (status != XferStatus::Ok) return status;
+  seal_header(op, size, leaves);
+  iovec iov[3];
+  int count = 1;
+  if (in_place) {
+    iov[0] = {op.header.data(), kFileHeaderSize};
+    if (body > 0) iov[count++] = {const_cast<std::byte*>(lent), body};
+    if (body < n) iov[count++] = {buf, kIoAlign};
+  } else {
+    std::memcpy(buf, op.header.data(), kFileHeaderSize);
+    iov[0] = {buf, kFileHeaderSize + padded};
+  }
+  for (std::size_t at = 0, total = kFileHeaderSize + padded; at < total;) {
+    const ssize_t done = ::pwritev(op.fd, iov, count, static_cast<off_t>(at));
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) {
+      const int res = done < 0 ? -errno : 0;
+      return res == -EFAULT && in_place ? source_gone(op.item->key, 0, n, fault)
+                                        : files_.write_failed(op, res, fault);
+    }
+    at += static_cast<std::size_t>(done);
+    advance_iov(iov, &count, static_cast<std::size_t>(done));
+  }
+  return XferStatus::Ok;
+}
+
+FileTier::DirectFileRead FileTier::read_whole_direct(const Piecewise& r, std::string_view key,
+                                                     const PieceSink& sink,
+                                                     std::vector<std::uint64_t>& leaves, std::byte* header,
+                                                     Fault& fault) noexcept {
+  DirectFileRead out;
+  const auto n = static_cast<std::size_t>(r.size);
+  const std::size_t padded = io_round_up(n);
+  // Whole pages straight into lent memory, a last partial page through a page
+  // of this lane's; memory that is not lent through this lane's buffer.
+  auto* lent = reinterpret_cast<std::byte*>(sink.in_place(0, n));
+  const bool in_place = lent != nullptr && io_aligned(lent);
+  const std::size_t body = in_place ? n & ~(kIoAlign - 1) : 0;
+  std::byte* buf = piece_buffer(in_place ? kIoAlign : kFileHeaderSize + kWholeMax);
+  iovec iov[3];
+  int count = 1;
+  if (in_place) {
+    iov[0] = {header, kFileHeaderSize};
+    if (body > 0) iov[count++] = {lent, body};
+    if (body < n) iov[count++] = {buf, kIoAlign};
+  } else {
+    iov[0] = {buf, kFileHeaderSize + padded};
+  }
+  // Whole pages: the last one comes back short at the file's end.
+  std::size_t got = 0;
+  int err = 0;
+  for (const std::size_t total = kFileHeaderSize + padded; got < total;) {
+    const ssize_t done = ::preadv(r.fd, iov, count, static_cast<off_t>(got));
+    if (done < 0 && errno == EINTR) continue;
+    if (done < 0) err = errno;
+    if (done <= 0) break;
+    got += static_cast<std::size_t>(done);
+    advance_iov(iov, &count, static_cast<std::size_t>(done));
+  }
+  if (!in_place) std::memcpy(header, buf, std::min(got, kFileHeaderSize));
+  out.header_got =
+      got < kFileHeaderSize && err != 0 ? -err : static_cast<ssize_t>(std::min(got, kFileHeaderSize));
+  if (err == EFAULT && in_place) {
+    // The application's pages went away: the whole request failed, the
+    // header with it, which the caller checks first. Read that alone.
+    out.data = sink_gone(key, 0, n, fault);
+    if (got < kFileHeaderSize) out.header_got = pread_all(r.fd, header, kFileHeaderSize, 0);
+    return out;
+  }
+  if (err != 0) {
+    if (got >= kFileHeaderSize) out.data = read_error(r, key, err, fault);
+    return out;
+  }
+  if (got < kFileHeaderSize + n) {  // the header tells whether the file is short or another version
+    out.ended_at = got > kFileHeaderSize ? got - kFileHeaderSize : 0;
+    return out;
+  }
+  if (in_place) {
+    if (body < n) out.data = sink.write(body, {reinterpret_cast<const std::uint8_t*>(buf), n - body}, fault);
+    if (out.data == XferStatus::Ok) out.data = sink.leaf_sums(0, n, leaves.data(), fault);
+  } else if (n > 0) {
+    hash_leaves(buf + kFileHeaderSize, 0, n, leaves);
+    out.data = sink.write(0, {reinterpret_cast<const std::uint8_t*>(buf + kFileHeaderSize), n}, fault);
+  }
+  return out;
 }
 
 FileTier::DirectFileRead FileTier::read_file_direct(const Piecewise& r, std::string_view key,
@@ -219,8 +340,10 @@ std::optional<XferStatus> FileTier::get_file_direct(ObjectRead& op, std::string_
   std::uint64_t n = op.hint;
   for (bool again = false;; again = true) {
     std::vector<std::uint64_t> leaves((n + kChecksumLeafBytes - 1) / kChecksumLeafBytes);
-    const DirectFileRead got =
-        read_file_direct({op.fd, kFileHeaderSize, n, where}, key, sink, leaves, op.header.data(), fault);
+    const Piecewise r{op.fd, kFileHeaderSize, n, where};
+    const DirectFileRead got = n <= kWholeMax
+                                   ? read_whole_direct(r, key, sink, leaves, op.header.data(), fault)
+                                   : read_file_direct(r, key, sink, leaves, op.header.data(), fault);
     DecodedHeader h;
     if (const auto failed = check_file_header(op, key, got.header_got, where, &h, fault)) return failed;
     if (h.whole_sum) {  // of a build before leaf sums: get() verifies those

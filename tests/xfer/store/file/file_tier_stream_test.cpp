@@ -155,8 +155,9 @@ TEST_P(FileTierStream, RoundTripsAndInterchangesWithPutAndGet) {
   auto t = make(dir.path());
   if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
   // Above the pack threshold: within a piece, several pieces with a tail that
-  // is no whole page, and no whole leaf; and more O_DIRECT pieces than the
-  // tier keeps in flight, so that its slots are used again.
+  // is no whole page, and no whole leaf; with O_DIRECT, objects of up to
+  // 16 MiB go in one request, and a larger one in more pieces than the tier
+  // keeps in flight, so that its slots are used again.
   // Sources and sinks that lend their memory (written and read in place) and
   // ones that do not (copied through the tier's buffer).
   for (const bool lend : {false, true})
@@ -310,10 +311,6 @@ TEST_P(FileTierStream, PageAlignedLentMemoryMovesInPlace) {
   TempDir dir;
   auto t = make(dir.path());
   if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
-  const std::size_t n = (5 << 20) + 1000;
-  const auto data = random_bytes(n, 12);
-  AlignedBuffer aligned(n);
-  std::memcpy(aligned.data(), data.data(), n);
   class AlignedSource final : public PieceSource {
    public:
     explicit AlignedSource(const std::byte* p) : p_(reinterpret_cast<const std::uint8_t*>(p)) {}
@@ -346,16 +343,25 @@ TEST_P(FileTierStream, PageAlignedLentMemoryMovesInPlace) {
    private:
     std::uint8_t* p_;
   };
-  Fault fault;
-  std::uint64_t sum = 0;
-  ASSERT_EQ(t->put_streamed("aligned", n, AlignedSource(aligned.data()), &sum, fault), XferStatus::Ok) << fault.detail();
-  EXPECT_EQ(sum, checksum({data.data(), n}));
-  AlignedBuffer back(n);
-  std::uint64_t size = 0;
-  ASSERT_EQ(t->get_streamed("aligned", n, AlignedSink(back.data()), &size, fault), XferStatus::Ok) << fault.detail();
-  EXPECT_EQ(size, n);
-  EXPECT_EQ(std::memcmp(back.data(), data.data(), n), 0);
-  EXPECT_EQ(get_one(*t, "aligned", n).data, data);
+  // Whole pages only, and a last partial page (which goes through a page of the tier's).
+  for (const std::size_t n : {std::size_t{4} << 20, (std::size_t{5} << 20) + 1000}) {
+    SCOPED_TRACE(n);
+    const auto data = random_bytes(n, 12);
+    AlignedBuffer aligned(n);
+    std::memcpy(aligned.data(), data.data(), n);
+    Fault fault;
+    std::uint64_t sum = 0;
+    ASSERT_EQ(t->put_streamed("aligned", n, AlignedSource(aligned.data()), &sum, fault), XferStatus::Ok)
+        << fault.detail();
+    EXPECT_EQ(sum, checksum({data.data(), n}));
+    AlignedBuffer back(n);
+    std::uint64_t size = 0;
+    ASSERT_EQ(t->get_streamed("aligned", n, AlignedSink(back.data()), &size, fault), XferStatus::Ok)
+        << fault.detail();
+    EXPECT_EQ(size, n);
+    EXPECT_EQ(std::memcmp(back.data(), data.data(), n), 0);
+    EXPECT_EQ(get_one(*t, "aligned", n).data, data);
+  }
 }
 
 // Lent memory whose pages vanish under the kernel's copy (a shared file cut
