@@ -194,14 +194,10 @@ class FileTier final : public Tier, public Streamable {
                                                Fault& fault) noexcept;
   XferStatus read_pieces(const Piecewise& r, std::string_view key, const PieceSink& sink,
                          std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
-  // O_DIRECT (file_tier_direct.cpp): the object's pieces, then its header
-  // (seal_header), in one io_uring batch.
+  // O_DIRECT (file_tier_direct.cpp): the object's pieces in one io_uring
+  // batch, the first one last with the header page (seal_header) in front.
   XferStatus write_file_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
                                std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
-  // O_DIRECT, an object of up to 16 MiB: its header page and its data in one
-  // pwritev, after it is all hashed.
-  XferStatus write_whole_direct(ObjectWrite& op, std::uint64_t size, const PieceSource& source,
-                                std::vector<std::uint64_t>& leaves, Fault& fault) noexcept;
   // What an O_DIRECT read of an object file's header and data found. The
   // data's own failures (the disk, the sink) are raised; a file that ends
   // short of the data is not, since its header may name another version.
@@ -212,14 +208,11 @@ class FileTier final : public Tier, public Streamable {
     std::uint64_t ended_at = kNotShort;  // where the file ended short of the data
   };
   // The file's header into `header` (kFileHeaderSize, page aligned) and r.size
-  // bytes of data into the sink, in one io_uring batch.
+  // bytes of data into the sink, in one io_uring batch, the header with the
+  // first piece.
   DirectFileRead read_file_direct(const Piecewise& r, std::string_view key, const PieceSink& sink,
                                   std::vector<std::uint64_t>& leaves, std::byte* header,
                                   Fault& fault) noexcept;
-  // The same for an object of up to 16 MiB: header and data in one preadv.
-  DirectFileRead read_whole_direct(const Piecewise& r, std::string_view key, const PieceSink& sink,
-                                   std::vector<std::uint64_t>& leaves, std::byte* header,
-                                   Fault& fault) noexcept;
   // get_streamed of an unpacked object under O_DIRECT, with op's file open:
   // the header and the data laid out for the index's size read at once; a
   // header that gives another size (the file was replaced since the lookup)

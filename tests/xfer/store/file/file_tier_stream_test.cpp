@@ -155,9 +155,8 @@ TEST_P(FileTierStream, RoundTripsAndInterchangesWithPutAndGet) {
   auto t = make(dir.path());
   if (!t) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
   // Above the pack threshold: within a piece, several pieces with a tail that
-  // is no whole page, and no whole leaf; with O_DIRECT, objects of up to
-  // 16 MiB go in one request, and a larger one in more pieces than the tier
-  // keeps in flight, so that its slots are used again.
+  // is no whole page, and no whole leaf; and with O_DIRECT more pieces than
+  // the tier keeps in flight, so that its slots are used again.
   // Sources and sinks that lend their memory (written and read in place) and
   // ones that do not (copied through the tier's buffer).
   for (const bool lend : {false, true})
@@ -343,7 +342,7 @@ TEST_P(FileTierStream, PageAlignedLentMemoryMovesInPlace) {
    private:
     std::uint8_t* p_;
   };
-  // Whole pages only, and a last partial page (which goes through a page of the tier's).
+  // Whole pages only, and a last partial page (whose piece goes through the tier's buffer).
   for (const std::size_t n : {std::size_t{4} << 20, (std::size_t{5} << 20) + 1000}) {
     SCOPED_TRACE(n);
     const auto data = random_bytes(n, 12);
