@@ -33,8 +33,9 @@ namespace {
 constexpr std::size_t kDirectPiece = std::size_t{4} << 20;
 static_assert(kDirectPiece % kChecksumLeafBytes == 0 && kDirectPiece % kIoAlign == 0);
 
-// Pieces in flight per object: 16 MiB, which a virtio disk needs outstanding
-// to reach its rate (docs/bench/lmcache.md).
+// Pieces in flight per object: 16 MiB, as sixteen of 1 MiB kept before, which
+// a lone 32 MiB object needed to reach a virtio disk's rate; four of 1 MiB
+// held it to 0.7x (docs/bench/lmcache.md).
 constexpr unsigned kDirectInFlight = 4;
 
 std::uint64_t direct_pieces(std::uint64_t size) {

@@ -35,6 +35,12 @@
 namespace ferry::xfer::store {
 namespace {
 
+// Pieces where two threads write one file: a buffered writer takes the
+// file's lock once per piece, and smaller pieces spend the gain of a second
+// thread on lock hand-offs (ferry-stream-probe measures both sizes).
+constexpr std::size_t kPiece = std::size_t{1} << 20;
+static_assert(kPiece % kChecksumLeafBytes == 0);
+
 // Buffered pieces otherwise. A piece is hashed where the copy left it (or
 // found it), and the copy passes both its source's lines and its
 // destination's through the core's 2 MiB L2: a 1 MiB piece is partly evicted

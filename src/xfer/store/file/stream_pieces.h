@@ -1,7 +1,7 @@
 #pragma once
 // What the file tier's buffered streaming (file_tier_stream.cpp) and its
-// O_DIRECT streaming (file_tier_direct.cpp) share: the piece, each thread's
-// piece buffers, the leaf sums, and whole reads and writes.
+// O_DIRECT streaming (file_tier_direct.cpp) share: each thread's piece
+// buffers, the leaf sums, the header, and whole reads and writes.
 
 #include <sys/types.h>
 
@@ -14,17 +14,6 @@
 #include "xfer/store/file/object_io.h"
 
 namespace ferry::xfer::store {
-
-// O_DIRECT pieces, and buffered ones where two threads write one file: a
-// buffered writer takes the file's lock once per piece, and smaller pieces
-// spend the gain of a second thread on lock hand-offs (ferry-stream-probe
-// measures both sizes).
-inline constexpr std::size_t kPiece = std::size_t{1} << 20;
-static_assert(kPiece % kChecksumLeafBytes == 0 && kPiece % kIoAlign == 0);
-
-inline std::uint64_t piece_count(std::uint64_t size) {
-  return (size + kPiece - 1) / kPiece;
-}
 
 // This thread's piece buffer number k, of at least `bytes`, page aligned.
 std::byte* piece_buffer(std::size_t bytes, unsigned k = 0);
