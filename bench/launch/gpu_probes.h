@@ -67,12 +67,48 @@ struct ServeSteps {
   double checked_taken = 0;           // variant 6: the share of requests answered from the poll's own read
 };
 
+// The graph and memops methods' lone request, step by step (batched_steps.cu):
+// 64-byte requests, each variant adding one step to the one before.
+//   graph 0 the minimal mechanism: a one-node graph of an empty kernel, then
+//           cudaStreamSynchronize;
+//         1 the method's kernel (128 threads) reading its posted batch (the
+//           descriptor, length, cookie and inline payload) from mapped host
+//           memory in one load instruction a warp, as batch_kernel.cuh does,
+//           one graph per slot, then cudaStreamSynchronize;
+//         2 + one warp answers and publishes the response (a release of its
+//           seq), which the host polls instead of synchronising; an event is
+//           recorded after each launch, as the dispatcher does;
+//         3 instead of 1-2's read: the batch in the kernel node's parameters,
+//           set with cudaGraphExecKernelNodeSetParams before each launch;
+//         4 as 2, with a second thread waiting for each launch's event by
+//           polling cudaEventQuery;
+//         5 as 4, with a stream write after each launch instead of the event,
+//           which the second thread polls in mapped memory, as the backend's
+//           completer does.
+//   memops 0 the minimal mechanism: wait, empty kernel, write, one round posted
+//            at a time once the one before is answered;
+//          1 64 rounds posted ahead (as the backend's slots), each re-armed
+//            after its round trip by the timing thread;
+//          2 + the kernel reads its posted batch;
+//          3 + publishes the response, which the host polls (the round trip
+//            ends there, before the done word);
+//          4 as 3, re-armed by a second thread as each done word comes, as the
+//            backend's completer does.
+struct BatchedSteps {
+  static constexpr int kGraphSteps = 6;
+  static constexpr int kMemopsSteps = 5;
+  double graph_us[kGraphSteps] = {};
+  double memops_us[kMemopsSteps] = {};
+  std::uint64_t wrong_responses = 0;  // every published answer is checked
+};
+
 std::optional<FloorResult> measure_floor(const std::string& gpu, std::uint64_t round_trips,
                                          PingPongOrder order = PingPongOrder::Relaxed);
 std::optional<MinimalMechanisms> measure_minimal_mechanisms(const std::string& gpu,
                                                             std::uint64_t round_trips);
 std::optional<HandlerThroughput> measure_handler_throughput(const std::string& gpu);
 std::optional<ServeSteps> measure_serve_steps(const std::string& gpu, std::uint64_t round_trips);
+std::optional<BatchedSteps> measure_batched_steps(const std::string& gpu, std::uint64_t round_trips);
 std::string gpu_name(const std::string& gpu);
 
 }  // namespace ferry::bench

@@ -13,6 +13,9 @@ std::optional<HandlerThroughput> measure_handler_throughput(const std::string&) 
 std::optional<ServeSteps> measure_serve_steps(const std::string&, std::uint64_t) {
   return std::nullopt;
 }
+std::optional<BatchedSteps> measure_batched_steps(const std::string&, std::uint64_t) {
+  return std::nullopt;
+}
 std::string gpu_name(const std::string&) { return ""; }
 
 }  // namespace ferry::bench

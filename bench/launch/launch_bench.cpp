@@ -202,6 +202,46 @@ bool print_serve_steps(const ServeSteps& s, nlohmann::json& out) {
   return s.wrong_responses == 0;
 }
 
+// The graph and memops methods' lone request step by step (gpu_probes.h).
+// False when a published answer was wrong.
+bool print_batched_steps(const BatchedSteps& s, nlohmann::json& out) {
+  // Each variant's step is against the one it adds to (base).
+  struct Variant {
+    const char* name;
+    const char* key;
+    int base;
+  };
+  static constexpr Variant kGraph[BatchedSteps::kGraphSteps] = {
+      {"one-node graph, empty kernel, synchronize", "minimal", -1},
+      {"+ 128 threads read the posted batch", "read_batch", 0},
+      {"+ a warp publishes, the host polls it", "publish", 1},
+      {"batch in the node's parameters, not read", "node_params", 0},
+      {"2 + a second thread polls the events", "event_poller", 2},
+      {"2 + it polls a stream write instead", "stream_write_poller", 2}};
+  static constexpr Variant kMemops[BatchedSteps::kMemopsSteps] = {
+      {"wait, empty kernel, write; one posted", "minimal", -1},
+      {"64 posted ahead, re-armed after", "posted_ahead", 0},
+      {"+ the kernel reads the posted batch", "read_batch", 1},
+      {"+ a warp publishes, the host polls it", "publish", 2},
+      {"3, re-armed by a second thread", "second_thread_rearms", 3}};
+  std::printf("\nthe graph and memops methods' lone request, step by step (64 B):\n");
+  std::printf("  %-46s %9s %9s\n", "variant", "rtt p50", "step");
+  const auto rows = [&](const char* method, const double* us, const Variant* variants, int n) {
+    for (int i = 0; i < n; ++i) {
+      const Variant& v = variants[i];
+      const double step = v.base < 0 ? us[i] : us[i] - us[v.base];
+      std::printf("  %-6s %-39s %7.2fus %+7.2fus\n", method, v.name, us[i], step);
+      out["batched_steps"][method][v.key] = {{"rtt_p50_us", us[i]}, {"step_us", step}};
+    }
+  };
+  rows("graph", s.graph_us, kGraph, BatchedSteps::kGraphSteps);
+  rows("memops", s.memops_us, kMemops, BatchedSteps::kMemopsSteps);
+  out["batched_steps"]["wrong_responses"] = s.wrong_responses;
+  if (s.wrong_responses != 0)
+    std::printf("  %llu WRONG RESPONSES\n", static_cast<unsigned long long>(s.wrong_responses));
+  return s.wrong_responses == 0;
+}
+
 }  // namespace
 
 int run_launch_bench(const LaunchBenchOptions& opts) {
@@ -253,6 +293,7 @@ int run_launch_bench(const LaunchBenchOptions& opts) {
         "launch + synchronize %.2f us; stream wait + kernel + stream write %.2f us\n",
         minimal->launch_sync_us, minimal->graph_sync_us, minimal->memops_us);
     if (!print_serve_steps(*measure_serve_steps(opts.gpu, opts.latency_round_trips), out)) return 1;
+    if (!print_batched_steps(*measure_batched_steps(opts.gpu, opts.latency_round_trips), out)) return 1;
   }
 
   std::printf("\n%-11s %9s %9s %9s %7s", "method", "rtt p50", "rtt p99", "x floor", "x min");

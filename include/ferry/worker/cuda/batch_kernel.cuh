@@ -6,6 +6,8 @@
 // moment the GPU is done, with no host thread in between. The host's completion
 // thread publishes only the request tail and the progress count.
 
+#include <cstring>
+
 #include "ferry/worker/cuda/device_ring.cuh"
 
 namespace ferry::worker::cuda {
@@ -20,44 +22,41 @@ struct BatchDesc {
 constexpr int kBatchThreads = 128;  // 4 warps: 4 messages per block
 constexpr int kMessagesPerBlock = kBatchThreads / 32;
 
-// graph and memops read their batch from mapped host memory. The dispatcher
-// copies the first requests' lengths, cookies and (up to kInlinePayload bytes)
-// payloads in beside the descriptor, so that one round trip over PCIe brings
-// them all, instead of the descriptor, then each request's length and then its
-// bytes: a short request's answer waits on one PCIe read, not two.
-constexpr std::uint32_t kInlineRequests = 32;
+// A message sent with its batch: its length, cookie and, for a request of up
+// to kInlinePayload bytes, its bytes. Longer requests are read from the ring.
 constexpr std::uint32_t kInlinePayload = 64;
-struct PostedBatch {
-  BatchDesc d;
-  std::uint32_t lens[kInlineRequests];
-  std::uint64_t cookies[kInlineRequests];
-  alignas(16) std::uint8_t payload[kInlineRequests][kInlinePayload];  // requests of at most kInlinePayload bytes
+struct InlineMessage {
+  std::uint32_t len;
+  std::uint32_t reserved;
+  std::uint64_t cookie;
+  alignas(16) std::uint8_t payload[kInlinePayload];
 };
+static_assert(sizeof(InlineMessage) == 80 && sizeof(InlineMessage) % sizeof(uint4) == 0);
 
-// What batch_kernel_by_ref brought of this block's messages (one per warp).
-struct InlineMessages {
-  const std::uint32_t* lens;
-  const std::uint64_t* cookies;
-  const std::uint8_t (*payload)[kInlinePayload];
-};
+// Copies message i of a batch as the kernels read it: len and cookie from the
+// published descriptor, and the bytes of a short request.
+inline void copy_inline_message(InlineMessage& out, const SlotDesc& desc, const std::uint8_t* bytes) {
+  out.len = desc.len;
+  out.cookie = desc.cookie;
+  if (desc.len <= kInlinePayload) std::memcpy(out.payload, bytes, desc.len);
+}
 
-// in: this block's messages as they came inline, or null to read them from the ring.
+// in: this warp's message as it came with the batch, or null to read it from the ring.
 template <typename Handler>
 __device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, std::uint32_t* error,
-                             const Handler& handler, const InlineMessages* in = nullptr) {
+                             const Handler& handler, const InlineMessage* in) {
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const std::uint32_t i = blockIdx.x * kMessagesPerBlock + warp;
   if (i >= d.count) return;
   const DeviceChannel& ch = channels[d.channel];
   const std::uint32_t k = d.first + i;
-  const bool inline_request = in != nullptr && i < kInlineRequests;
   const SlotDesc& req = ch.requests.desc(k);
-  const std::uint32_t len = inline_request ? in->lens[warp] : req.len;
+  const std::uint32_t len = in != nullptr ? in->len : req.len;
   if (len > ch.requests.slot_size) {
     if (lane == 0) report_error_sys(error, kRequestLongerThanSlot);
     return;
   }
-  const std::uint8_t* bytes = inline_request && len <= kInlinePayload ? in->payload[warp] : ch.requests.slot(k);
+  const std::uint8_t* bytes = in != nullptr && len <= kInlinePayload ? in->payload : ch.requests.slot(k);
   const std::uint32_t n = apply_warp(handler, ByteView{bytes, len},
                                      MutableByteView{ch.responses.slot(k), ch.responses.slot_size}, lane);
   __syncwarp();  // every lane's response bytes, before lane 0's fence
@@ -68,7 +67,7 @@ __device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, 
     }
     SlotDesc& resp = ch.responses.desc(k);
     resp.len = n;
-    resp.cookie = inline_request ? in->cookies[warp] : req.cookie;
+    resp.cookie = in != nullptr ? in->cookie : req.cookie;
     // R1 on the GPU: bytes, len and cookie, then seq; pairs with the server's
     // acquire (A1). The release is cumulative: it covers the other lanes' bytes,
     // which the warp barrier above ordered before it, so one fence does (a
@@ -82,57 +81,79 @@ __device__ void handle_batch(const DeviceChannel* channels, const BatchDesc& d, 
 template <typename Handler>
 __global__ void batch_kernel_by_value(const DeviceChannel* channels, BatchDesc d, std::uint32_t* error,
                                       Handler handler) {
-  handle_batch(channels, d, error, handler);
+  handle_batch(channels, d, error, handler, nullptr);
 }
 
-// burst, a batch that one block handles: its messages' lengths, cookies and
-// short payloads travel in the kernel's parameters with the descriptor, so
-// that the kernel reads nothing of the request over PCIe (from the ring it
-// would read each length and cookie, then the bytes: two round trips before
-// the handler starts). 320 bytes of parameters, where a launch carries 4 KiB.
+// burst, a batch that one block handles: its messages travel in the kernel's
+// parameters with the descriptor, so that the kernel reads nothing of the
+// request over PCIe (from the ring it would read each length and cookie, then
+// the bytes: two round trips before the handler starts). 336 bytes of
+// parameters, where a launch carries 4 KiB.
 struct LaunchedBatch {
   BatchDesc d;
-  std::uint32_t lens[kMessagesPerBlock];
-  std::uint64_t cookies[kMessagesPerBlock];
-  // Requests of at most kInlinePayload bytes; longer ones are read from the ring.
-  alignas(16) std::uint8_t payload[kMessagesPerBlock][kInlinePayload];
+  InlineMessage messages[kMessagesPerBlock];
 };
-static_assert(sizeof(LaunchedBatch) == 320);
+static_assert(sizeof(LaunchedBatch) == 336);
 
 // __grid_constant__: the handler reads the parameters where they are, without
 // a copy into local memory.
 template <typename Handler>
 __global__ void batch_kernel_launched(const DeviceChannel* channels, const __grid_constant__ LaunchedBatch b,
                                       std::uint32_t* error, Handler handler) {
-  const InlineMessages in{b.lens, b.cookies, b.payload};
-  handle_batch(channels, b.d, error, handler, &in);
+  handle_batch(channels, b.d, error, handler, &b.messages[threadIdx.x / 32]);
 }
 
-// graph and memops: captured or pre-posted once, so the batch is read from
-// mapped host memory that the dispatcher fills before releasing the launch:
-// the descriptor, and each of this block's messages' length, cookie and inline
-// bytes, all loads issued at once (entries past the batch's count, or bytes
-// past a message's length, are read and never used).
+// graph and memops are captured or pre-posted once, so they read their batch
+// from mapped host memory, which the dispatcher fills before it releases the
+// launch: the descriptor and the first kInlineRequests messages, so that a
+// short request's answer waits on one PCIe read, not on the descriptor, then
+// the length, then the bytes.
+constexpr std::uint32_t kInlineRequests = 32;
+struct PostedBatch {
+  InlineMessage messages[kInlineRequests];
+  BatchDesc d;
+};
+
+// What one warp reads of a posted batch: its message and the descriptor.
+struct PostedView {
+  InlineMessage message;  // valid when the warp's message is one of the first kInlineRequests
+  BatchDesc d;
+};
+static_assert(sizeof(PostedView) == sizeof(InlineMessage) + sizeof(BatchDesc));
+
+// Loads message i (< kInlineRequests) of *p and the descriptor into *out with
+// one load instruction of the warp: lanes 0-4 the message, lane 5 the
+// descriptor. A warp's loads of host memory in separate instructions cost a
+// PCIe round trip each (measured: docs/bench/launch.md), where the lanes of
+// one travel together. Entries past the batch's count are read and never used.
+__device__ inline void load_posted(const PostedBatch* p, std::uint32_t i, PostedView* out) {
+  constexpr unsigned kMessageLanes = sizeof(InlineMessage) / sizeof(uint4);
+  const unsigned lane = threadIdx.x % 32;
+  const auto* message = reinterpret_cast<const uint4*>(&p->messages[i]);
+  const uint4* from = lane < kMessageLanes ? message + lane : reinterpret_cast<const uint4*>(&p->d);
+  if (lane <= kMessageLanes) reinterpret_cast<uint4*>(out)[lane] = *from;
+  __syncwarp();
+}
+
+static_assert(kInlineRequests % kMessagesPerBlock == 0, "a block's messages are all inline or none");
+
 template <typename Handler>
 __global__ void batch_kernel_by_ref(const DeviceChannel* channels, const PostedBatch* p, std::uint32_t* error,
                                     Handler handler) {
-  constexpr unsigned kChunks = kInlinePayload / sizeof(uint4);  // lanes that load one message's bytes
-  __shared__ BatchDesc desc;
-  __shared__ std::uint32_t lens[kMessagesPerBlock];
-  __shared__ std::uint64_t cookies[kMessagesPerBlock];
-  __shared__ alignas(16) std::uint8_t payload[kMessagesPerBlock][kInlinePayload];
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const std::uint32_t mine = blockIdx.x * kMessagesPerBlock + warp;
-  if (threadIdx.x == 0) desc = p->d;
-  if (mine < kInlineRequests) {
-    if (lane == 0) lens[warp] = p->lens[mine];
-    if (lane == 1) cookies[warp] = p->cookies[mine];
-    if (lane < kChunks)
-      reinterpret_cast<uint4*>(payload[warp])[lane] = reinterpret_cast<const uint4*>(p->payload[mine])[lane];
+  __shared__ PostedView views[kMessagesPerBlock];
+  const unsigned warp = threadIdx.x / 32;
+  if (blockIdx.x * kMessagesPerBlock < kInlineRequests) {
+    PostedView& v = views[warp];
+    load_posted(p, blockIdx.x * kMessagesPerBlock + warp, &v);
+    handle_batch(channels, v.d, error, handler, &v.message);
+    return;
   }
+  // The blocks past the inline messages read only the descriptor, one thread
+  // a block: a batch of 1024 is 256 blocks, and a read by each of their warps
+  // cost bursts of 1024 20-30% of their rate (docs/bench/launch.md).
+  if (threadIdx.x == 0) views[0].d = p->d;
   __syncthreads();
-  const InlineMessages in{lens, cookies, payload};
-  handle_batch(channels, desc, error, handler, &in);
+  handle_batch(channels, views[0].d, error, handler, nullptr);
 }
 
 }  // namespace ferry::worker::cuda

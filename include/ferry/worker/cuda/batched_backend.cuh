@@ -6,10 +6,12 @@
 //   memops  each batch slot is pre-posted as cuStreamWaitValue32 + kernel +
 //           cuStreamWriteValue32: the dispatcher only fills a descriptor and flips a flag.
 //
-// The kernel publishes each response itself (batch_kernel.cuh). A second
-// thread, the completer, waits for each batch in order and then returns the
-// requests' slots to the server (the request tail) and counts progress; in
-// memops it also re-arms the batch's slot. Made for a handler type by
+// The kernel publishes each response itself (batch_kernel.cuh); the stream
+// then writes the batch's done word (cuStreamWriteValue32) or records its
+// event (mark_completion says which). A second thread, the completer, waits
+// for each batch in order and then returns the requests' slots to the server
+// (the request tail) and counts progress; in memops it also re-arms the
+// batch's slot. Made for a handler type by
 // handler_backend.cuh.
 //
 // The streams, events, graph capture and stream waits are the packet path's
@@ -71,15 +73,15 @@ class BatchedBackend final : public Backend {
     stream_ = Stream::non_blocking();
     FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&descs_h_), sizeof(PostedBatch) * kSlots, cudaHostAllocMapped));
     FERRY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&descs_d_), descs_h_, 0));
-    events_.clear();
-    for (std::uint32_t s = 0; s < kSlots; ++s) events_.push_back(Event::without_timing());
     blocks_ = (options_.burst + kMessagesPerBlock - 1) / kMessagesPerBlock;
     next_.assign(arena.num_channels(), 0);
     first_seen_.assign(arena.num_channels(), {});
     for (std::uint32_t c = 0; c < arena.num_channels(); ++c) next_[c] = arena.channel(c).requests.start_index();
 
+    events_.clear();
+    for (std::uint32_t s = 0; s < kSlots; ++s) events_.push_back(Event::without_timing());
+    prepare_flags();
     if (options_.launch == LaunchMethod::Graph) capture_graphs();
-    if (options_.launch == LaunchMethod::Memops) prepare_memops();
     // Warm-up: an empty batch, so the first request does not pay module loading.
     launch_kernel_by_value({0, 0, 0, 0}, 1);
     if (options_.launch == LaunchMethod::Burst) launch_kernel_with_messages({0, 0, 0, 0});
@@ -134,16 +136,17 @@ class BatchedBackend final : public Backend {
   void launch_kernel_with_messages(const BatchDesc& d) {
     LaunchedBatch b{};
     b.d = d;
-    const Channel ch = gpu_.arena()->channel(d.channel);
-    for (std::uint32_t i = 0; i < d.count; ++i) {
-      const SlotDesc* req = ch.requests.desc(d.first + i);  // published: available() acquired its seq
-      b.lens[i] = req->len;
-      b.cookies[i] = req->cookie;
-      if (req->len <= kInlinePayload) std::memcpy(b.payload[i], ch.requests.data(d.first + i), req->len);
-    }
+    copy_messages(d, b.messages, kMessagesPerBlock);
     batch_kernel_launched<<<1, kBatchThreads, 0, stream_.get()>>>(gpu_.channels_d(), b, gpu_.error_d(),
                                                                   handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
+  }
+
+  // The batch's first messages (at most max), as the kernel takes them with it.
+  void copy_messages(const BatchDesc& d, InlineMessage* out, std::uint32_t max) const {
+    const Channel ch = gpu_.arena()->channel(d.channel);
+    for (std::uint32_t i = 0; i < d.count && i < max; ++i)  // published: available() acquired their seqs
+      copy_inline_message(out[i], *ch.requests.desc(d.first + i), ch.requests.data(d.first + i));
   }
 
   void capture_graphs() {
@@ -156,10 +159,10 @@ class BatchedBackend final : public Backend {
       }));
   }
 
-  void prepare_memops() {
+  void prepare_flags() {
     memops_ = &StreamMemops::get();
-    // Per slot: go (set by the dispatcher, waited on by the stream) and done
-    // (written by the stream after the kernel, polled by the completer).
+    // Per slot: go (memops: set by the dispatcher, waited on by the stream) and
+    // done (written by the stream after the kernel, polled by the completer).
     FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flags_h_), sizeof(std::uint32_t) * 2 * kSlots,
                                    cudaHostAllocMapped));
     std::memset(flags_h_, 0, sizeof(std::uint32_t) * 2 * kSlots);
@@ -171,10 +174,31 @@ class BatchedBackend final : public Backend {
   CUdeviceptr go_d(std::uint32_t s) const { return reinterpret_cast<CUdeviceptr>(flags_d_ + s); }
   CUdeviceptr done_d(std::uint32_t s) const { return reinterpret_cast<CUdeviceptr>(flags_d_ + kSlots + s); }
 
+  // After a batch's kernel, the stream sets its slot's done word to the slot's
+  // use number (the write's default memory barrier makes the kernel's writes
+  // visible first); the completer polls the word in host memory. Counting
+  // uses, rather than setting and resetting a flag, saves the stream a write a
+  // batch.
+  void write_done(std::uint32_t s, std::uint32_t use) {
+    memops_->write(stream_.get(), done_d(s), use, CU_STREAM_WRITE_VALUE_DEFAULT);
+  }
+
+  // How the completer learns that burst's or graph's batch n is done. One
+  // launched onto an idle GPU (a lone request, the first of a burst) has the
+  // stream write its done word: the completer polling an event instead, with
+  // cudaEventQuery, delayed the next launch by 0.4-0.9 us. One queued behind
+  // others records an event, since a done write after every batch cost bursts
+  // of 32 over a quarter of their rate (docs/bench/launch.md has both).
+  void mark_completion(std::uint32_t s, std::uint64_t n, bool gpu_was_idle) {
+    done_by_word_[s] = gpu_was_idle;
+    if (gpu_was_idle)
+      write_done(s, slot_use(n));
+    else
+      FERRY_CUDA_CHECK(cudaEventRecord(events_[s].get(), stream_.get()));
+  }
+
   // Pre-posts slot s for its use number `use` (1, 2, ...): wait for go == use,
-  // run the kernel, set done = use (the write's default memory barrier makes the
-  // kernel's writes visible first). Counting uses, rather than setting and
-  // resetting a flag, saves the stream a write per batch.
+  // run the kernel, then write done.
   void post_memops_slot(std::uint32_t s, std::uint32_t use) {
     const cudaStream_t stream = stream_.get();
     armed_use_[s] = use;
@@ -182,7 +206,7 @@ class BatchedBackend final : public Backend {
     batch_kernel_by_ref<<<blocks_, kBatchThreads, 0, stream>>>(gpu_.channels_d(), descs_d_ + s, gpu_.error_d(),
                                                                handler_);
     FERRY_CUDA_CHECK(cudaGetLastError());
-    memops_->write(stream, done_d(s), use, CU_STREAM_WRITE_VALUE_DEFAULT);
+    write_done(s, use);
   }
 
   // At stop, every pre-posted slot still waits for its flag: release each with
@@ -194,22 +218,16 @@ class BatchedBackend final : public Backend {
     }
   }
 
-  // The batch and its first requests' lengths, cookies and short payloads, for
-  // a kernel that reads them from slot s (batch_kernel.cuh, PostedBatch).
+  // The batch and its first messages, for a kernel that reads them from slot s
+  // (batch_kernel.cuh, PostedBatch).
   void post_batch(std::uint32_t s, const BatchDesc& d) {
     PostedBatch& p = descs_h_[s];
     p.d = d;
-    const Channel ch = gpu_.arena()->channel(d.channel);
-    for (std::uint32_t i = 0; i < d.count && i < kInlineRequests; ++i) {
-      const SlotDesc* req = ch.requests.desc(d.first + i);  // published: available() acquired its seq
-      p.lens[i] = req->len;
-      p.cookies[i] = req->cookie;
-      if (req->len <= kInlinePayload) std::memcpy(p.payload[i], ch.requests.data(d.first + i), req->len);
-    }
+    copy_messages(d, p.messages, kInlineRequests);
   }
 
   // Batch number n (slot n mod kSlots).
-  void launch(std::uint64_t n, const BatchDesc& d) {
+  void launch(std::uint64_t n, const BatchDesc& d, bool gpu_was_idle) {
     const auto s = static_cast<std::uint32_t>(n % kSlots);
     switch (options_.launch) {
       case LaunchMethod::Burst:
@@ -217,12 +235,12 @@ class BatchedBackend final : public Backend {
           launch_kernel_with_messages(d);
         else
           launch_kernel_by_value(d, (d.count + kMessagesPerBlock - 1) / kMessagesPerBlock);
-        FERRY_CUDA_CHECK(cudaEventRecord(events_[s].get(), stream_.get()));
+        mark_completion(s, n, gpu_was_idle);
         break;
       case LaunchMethod::Graph:
         post_batch(s, d);
         FERRY_CUDA_CHECK(cudaGraphLaunch(graphs_[s].get(), stream_.get()));
-        FERRY_CUDA_CHECK(cudaEventRecord(events_[s].get(), stream_.get()));
+        mark_completion(s, n, gpu_was_idle);
         break;
       case LaunchMethod::Memops:
         post_batch(s, d);
@@ -279,12 +297,13 @@ class BatchedBackend final : public Backend {
           if (first_seen_[c] == std::chrono::steady_clock::time_point{}) first_seen_[c] = now;
           // An idle GPU gets the batch at once (lowest latency); a busy one gets
           // fuller batches (fewer launches).
-          if (m < max_batch && !gpu_idle() && now - first_seen_[c] < timeout) continue;
+          const bool idle = gpu_idle();
+          if (m < max_batch && !idle && now - first_seen_[c] < timeout) continue;
           const std::uint64_t n = dispatched_.load(std::memory_order_relaxed);
           const auto s = static_cast<std::uint32_t>(n % kSlots);
           const BatchDesc d{c, next_[c], m, 0};
           batches_[s] = d;
-          launch(n, d);
+          launch(n, d, idle);
           // Release hands batches_[s] to the completer (its acquire of dispatched_).
           dispatched_.store(n + 1, std::memory_order_release);
           next_[c] += m;
@@ -301,7 +320,7 @@ class BatchedBackend final : public Backend {
 
   bool batch_complete(std::uint64_t n) {
     const auto s = static_cast<std::uint32_t>(n % kSlots);
-    if (options_.launch == LaunchMethod::Memops)
+    if (options_.launch == LaunchMethod::Memops || done_by_word_[s])
       // Acquire pairs with the stream's done write, which follows the kernel.
       return std::atomic_ref<std::uint32_t>(*done_h(s)).load(std::memory_order_acquire) == slot_use(n);
     const cudaError_t st = cudaEventQuery(events_[s].get());
@@ -310,8 +329,16 @@ class BatchedBackend final : public Backend {
     return true;
   }
 
+  // A done word never comes from a stream that failed (a kernel's fault): a
+  // completer that has waited long enough to sleep asks the stream, so that
+  // the failure is reported rather than waited on.
+  void check_stream() const {
+    const cudaError_t st = cudaStreamQuery(stream_.get());
+    if (st != cudaErrorNotReady) FERRY_CUDA_CHECK(st);
+  }
+
   void complete_loop() {
-    cudaSetDevice(gpu_.device());  // memops re-arms its slots from here
+    cudaSetDevice(gpu_.device());  // memops re-arms its slots from here, and every method queries the stream
     Backoff backoff(2000, 100, 20'000);
     try {
       for (;;) {
@@ -332,7 +359,7 @@ class BatchedBackend final : public Backend {
             set_failure("a GPU batch did not complete within 5 s of stopping");
             return;
           }
-          backoff.idle();
+          if (backoff.idle()) check_stream();
         }
         backoff.reset();
         // A kernel that flagged an error left its response unpublished: return no
@@ -342,7 +369,7 @@ class BatchedBackend final : public Backend {
           return;
         }
         release_requests(batches_[s]);
-        // Re-arm the memops slot after the release, so the re-posting (four driver
+        // Re-arm the memops slot after the release, so the re-posting (three driver
         // calls) delays no credit; the stream still has the other slots posted.
         if (options_.launch == LaunchMethod::Memops) post_memops_slot(s, slot_use(done) + 1);
         completed_.store(done + 1, std::memory_order_release);
@@ -373,9 +400,12 @@ class BatchedBackend final : public Backend {
   PostedBatch* descs_h_ = nullptr;
   PostedBatch* descs_d_ = nullptr;
   std::uint32_t armed_use_[kSlots] = {};  // memops: the use each slot's posted wait expects
+  // burst and graph: whether slot s's batch signals its end by its done word
+  // (or by its event); written by the dispatcher before dispatched_'s release.
+  bool done_by_word_[kSlots] = {};
+  std::vector<Event> events_;
   std::uint32_t* flags_h_ = nullptr;
   std::uint32_t* flags_d_ = nullptr;
-  std::vector<Event> events_;
   std::vector<GraphExec> graphs_;
   const StreamMemops* memops_ = nullptr;
 

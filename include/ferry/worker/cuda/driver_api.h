@@ -22,7 +22,7 @@ Fn driver_entry_point(const char* symbol) {
   cudaDriverEntryPointQueryResult status{};
   FERRY_CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &status));
   if (status != cudaDriverEntryPointSuccess || fn == nullptr)
-    throw Error(std::string("the CUDA driver has no ") + symbol + ", which the memops launch method needs");
+    throw Error(std::string("the CUDA driver has no ") + symbol + ", which the batched launch methods need");
   return reinterpret_cast<Fn>(fn);
 }
 
@@ -30,8 +30,9 @@ inline void check_driver(CUresult r, const char* what) {
   if (r != CUDA_SUCCESS) throw Error(std::string(what) + " failed with CUresult " + std::to_string(r));
 }
 
-// The stream memory operations of the memops launch method, both paths: a
-// stream waits for a 32-bit word in mapped memory, or writes one. Each call
+// The stream memory operations of the batched launch methods (memops waits
+// and writes; burst and graph write) and of the packet path: a stream waits
+// for a 32-bit word in mapped memory, or writes one. Each call
 // throws ferry::Error naming the driver call that failed.
 class StreamMemops {
  public:
