@@ -373,12 +373,14 @@ class Probe {
     r.memops_us[3] = ahead(publishing, true);
 
     // 4: as 3, each round re-armed by a second thread once its done word comes
-    // (the backend's completer).
-    r.memops_us[4] = rearmed_by_completer(stream, publishing);
+    // (the backend's completer); 5: as 4, with the timing thread starting its
+    // next round only after the done word too, as it does in 3.
+    r.memops_us[4] = rearmed_by_completer(stream, publishing, false);
+    r.memops_us[5] = rearmed_by_completer(stream, publishing, true);
   }
 
   template <typename Kernel>
-  double rearmed_by_completer(cudaStream_t stream, Kernel&& kernel) {
+  double rearmed_by_completer(cudaStream_t stream, Kernel&& kernel, bool next_after_done) {
     const std::uint32_t last = kWarmRounds + rounds_;
     reset_words();
     for (std::uint32_t i = 1; i <= kSlots; ++i) arm(stream, i, kernel);
@@ -399,7 +401,9 @@ class Probe {
       post_batch(i);
       store(h_->go[i % kSlots], use(i));
       collect(i);
-      return since(t0);
+      const std::uint64_t ns = since(t0);
+      if (next_after_done) wait_for(h_->done[i % kSlots], use(i), "memops done");
+      return ns;
     });
     completer.join();
     if (failed) throw Error("batched steps probe: the completer thread saw no done word");

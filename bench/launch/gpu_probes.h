@@ -93,10 +93,13 @@ struct ServeSteps {
 //          3 + publishes the response, which the host polls (the round trip
 //            ends there, before the done word);
 //          4 as 3, re-armed by a second thread as each done word comes, as the
-//            backend's completer does.
+//            backend's completer does;
+//          5 as 4, the timing thread starting its next round only once the
+//            done word has come, as in 3: whether 4's cost is the re-arming
+//            thread or the next go coming while the stream finishes a batch.
 struct BatchedSteps {
   static constexpr int kGraphSteps = 6;
-  static constexpr int kMemopsSteps = 5;
+  static constexpr int kMemopsSteps = 6;
   double graph_us[kGraphSteps] = {};
   double memops_us[kMemopsSteps] = {};
   std::uint64_t wrong_responses = 0;  // every published answer is checked

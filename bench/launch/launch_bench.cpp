@@ -223,7 +223,8 @@ bool print_batched_steps(const BatchedSteps& s, nlohmann::json& out) {
       {"64 posted ahead, re-armed after", "posted_ahead", 0},
       {"+ the kernel reads the posted batch", "read_batch", 1},
       {"+ a warp publishes, the host polls it", "publish", 2},
-      {"3, re-armed by a second thread", "second_thread_rearms", 3}};
+      {"3, re-armed by a second thread", "second_thread_rearms", 3},
+      {"4, next round after the done word", "next_after_done", 4}};
   std::printf("\nthe graph and memops methods' lone request, step by step (64 B):\n");
   std::printf("  %-46s %9s %9s\n", "variant", "rtt p50", "step");
   const auto rows = [&](const char* method, const double* us, const Variant* variants, int n) {
