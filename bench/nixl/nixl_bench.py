@@ -413,6 +413,7 @@ def main():
     own_dir = args.dir is None
     args.dir = args.dir or tempfile.mkdtemp(prefix="nixl-bench-", dir="/var/tmp")
     rows = []
+    agent_phases = {}
     try:
         for mode in args.modes.split(","):
             folder = os.path.join(args.dir, mode)
@@ -434,6 +435,11 @@ def main():
             finally:
                 proc.terminate()
                 proc.wait(10)
+                # The agent's time per phase, logged on exit: where its share of each run went.
+                with open(os.path.join(folder, "agent.log")) as log:
+                    phases = [line.strip() for line in log if "agent time per phase" in line]
+                agent_phases[mode] = phases[-1] if phases else ""
+                print(f"{mode:>8} {agent_phases[mode]}", flush=True)
     finally:
         if own_dir:
             shutil.rmtree(args.dir, ignore_errors=True)
@@ -475,7 +481,8 @@ def main():
         with open(args.json_path, "w") as f:
             json.dump({"bench": "nixl", "rows": rows, "summary": summary, "total_mib": args.total_mib,
                        "runs": args.runs, "warmup": args.warmup,
-                       "file_tier_options": args.file_tier_options, "agent_args": args.agent_args}, f, indent=1)
+                       "file_tier_options": args.file_tier_options, "agent_args": args.agent_args,
+                       "agent_phases": agent_phases}, f, indent=1)
 
 
 if __name__ == "__main__":

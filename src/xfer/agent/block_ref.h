@@ -16,6 +16,7 @@
 #include "ferry/xfer/checksum.h"
 #include "ferry/xfer/fault.h"
 #include "xfer/agent/guarded_access.h"
+#include "xfer/agent/phases.h"
 #include "xfer/agent/remote_memory.h"
 #include "xfer/store/quote_key.h"
 #include "xfer/store/streaming.h"
@@ -75,11 +76,15 @@ inline XferStatus hash_lent(const BlockRef& b, std::size_t at, std::size_t len, 
 
 // A host block's application side as a streamed put's source, or a streamed
 // get's sink. Memory the agent maps (its own buffers, a shared file's
-// mapping) is lent in place, and hashed there under run_guarded().
+// mapping) is lent in place, and hashed there under run_guarded(). The copies
+// count as the StreamCopy phase, so that a stream's time splits into them and
+// the rest (checksums and the tier's I/O).
 class AppSource final : public store::PieceSource {
  public:
-  AppSource(const BlockRef& block, std::string_view key) : block_(block), key_(key) {}
+  AppSource(const BlockRef& block, std::string_view key, PhaseStats& phases)
+      : block_(block), key_(key), phases_(phases) {}
   XferStatus read(std::uint64_t at, MutableByteView into, Fault& fault) const noexcept override {
+    const PhaseTimer copy(phases_, Phase::StreamCopy);
     return read_app(block_, at, into.data, into.size, fault);
   }
   const std::uint8_t* in_place(std::uint64_t at, std::size_t len) const noexcept override {
@@ -92,12 +97,15 @@ class AppSource final : public store::PieceSource {
  private:
   const BlockRef& block_;
   std::string_view key_;  // for the messages
+  PhaseStats& phases_;
 };
 
 class AppSink final : public store::PieceSink {
  public:
-  AppSink(const BlockRef& block, std::string_view key) : block_(block), key_(key) {}
+  AppSink(const BlockRef& block, std::string_view key, PhaseStats& phases)
+      : block_(block), key_(key), phases_(phases) {}
   XferStatus write(std::uint64_t at, ByteView from, Fault& fault) const noexcept override {
+    const PhaseTimer copy(phases_, Phase::StreamCopy);
     return write_app(block_, at, from.data, from.size, fault);
   }
   std::uint8_t* in_place(std::uint64_t at, std::size_t len) const noexcept override {
@@ -110,6 +118,7 @@ class AppSink final : public store::PieceSink {
  private:
   const BlockRef& block_;
   std::string_view key_;  // for the messages
+  PhaseStats& phases_;
 };
 
 }  // namespace ferry::xfer::agent

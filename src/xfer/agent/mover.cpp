@@ -409,10 +409,10 @@ bool DataMover::stream(Flight& f) {
   int tier = -1;
   std::uint64_t size = 0;
   if (job.op == XferOp::Write) {
-    s = storage_.put_streamed(d.key, d.len, AppSource(block, d.key), &tier, job.fault);
+    s = storage_.put_streamed(d.key, d.len, AppSource(block, d.key, phases_), &tier, job.fault);
     size = d.len;
   } else {
-    s = storage_.get_streamed(d.key, d.len, AppSink(block, d.key), &size, &tier, job.fault);
+    s = storage_.get_streamed(d.key, d.len, AppSink(block, d.key, phases_), &size, &tier, job.fault);
   }
   if (!s) {
     if (d.len <= slot_bytes_) {

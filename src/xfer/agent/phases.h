@@ -20,20 +20,21 @@
 namespace ferry::xfer::agent {
 
 enum class Phase : int {
-  Decode,   // session: decode a transfer frame, check its descriptors, build the job
-  Reserve,  // push: reserve pool ranges in the dram tier
-  Copy,     // push/pull: the copy (and, by the copy engines' path, the CPU checksum)
-  Put,      // push: the chain's put (adopt, index, key map)
-  Lookup,   // pull: borrow from the dram tier / read from lower tiers
-  Verify,   // pull: compare checksums, account
-  Answer,   // encode and send transfer_done
-  Stream,   // push/pull: an object streamed between the application and storage (copy, checksum and I/O)
-  Queue,    // push/pull: a batch waiting in the mover's queue for a lane
+  Decode,      // session: decode a transfer frame, check its descriptors, build the job
+  Reserve,     // push: reserve pool ranges in the dram tier
+  Copy,        // push/pull: the copy (and, by the copy engines' path, the CPU checksum)
+  Put,         // push: the chain's put (adopt, index, key map)
+  Lookup,      // pull: borrow from the dram tier / read from lower tiers
+  Verify,      // pull: compare checksums, account
+  Answer,      // encode and send transfer_done
+  Stream,      // push/pull: an object streamed between the application and storage (copy, checksum and I/O)
+  Queue,       // push/pull: a batch waiting in the mover's queue for a lane
+  StreamCopy,  // within Stream: the copies between the application's memory and the agent's pieces
   kCount
 };
 
-inline constexpr const char* kPhaseNames[] = {"decode", "reserve", "copy",   "put",  "lookup",
-                                              "verify", "answer",  "stream", "queue"};
+inline constexpr const char* kPhaseNames[] = {"decode", "reserve", "copy",   "put",   "lookup",
+                                              "verify", "answer",  "stream", "queue", "stream_copy"};
 static_assert(std::size(kPhaseNames) == static_cast<std::size_t>(Phase::kCount));
 
 class PhaseStats {

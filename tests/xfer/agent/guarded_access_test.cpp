@@ -83,8 +83,14 @@ TEST(GuardedAccess, ASharedFileIsLentOnlyWhereTheFileStillHoldsIt) {
   block.app = const_cast<std::uint8_t*>(remote);
   block.len = kLen;
   block.remote = memory.get();
-  const AppSource source(block, "u0/chunk");
+  PhaseStats phases;
+  const AppSource source(block, "u0/chunk", phases);
   EXPECT_EQ(source.in_place(kLen / 2, 1 << 20), nullptr);
+  // A copy out of the part still there works, and counts as the stream's copy.
+  std::vector<std::uint8_t> piece(4096);
+  Fault copy_fault;
+  EXPECT_EQ(source.read(0, {piece.data(), piece.size()}, copy_fault), XferStatus::Ok) << copy_fault.detail();
+  EXPECT_EQ(phases.histogram(Phase::StreamCopy).count(), 1u);
   std::vector<std::uint64_t> leaves(16);
   Fault fault;
   EXPECT_EQ(source.leaf_sums(kLen / 2, 1 << 20, leaves.data(), fault), XferStatus::IoError);
