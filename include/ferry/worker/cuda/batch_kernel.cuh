@@ -33,7 +33,7 @@ struct InlineMessage {
 };
 static_assert(sizeof(InlineMessage) == 80 && sizeof(InlineMessage) % sizeof(uint4) == 0);
 
-// Copies message i of a batch as the kernels read it: len and cookie from the
+// Copies a message of a batch as the kernels take it: len and cookie from the
 // published descriptor, and the bytes of a short request.
 inline void copy_inline_message(InlineMessage& out, const SlotDesc& desc, const std::uint8_t* bytes) {
   out.len = desc.len;
